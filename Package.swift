@@ -1,0 +1,91 @@
+// swift-tools-version:6.2
+// CrashGuard: crash guards for Swift apps, and the server that groups what they report.
+
+import PackageDescription
+
+/// The same strict settings on every target (see swift-log's and hummingbird's Package.swift).
+/// `InternalImportsByDefault` is left off on purpose: the SDK is used from app code where
+/// re-exported Foundation types are part of its API; `ExistentialAny` and
+/// `MemberImportVisibility` keep dependencies visible and explicit.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "CrashGuard",
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10)],
+    products: [
+        .library(name: "CrashGuard", targets: ["CrashGuard"]),
+        .library(name: "CrashWire", targets: ["CrashWire"]),
+        .executable(name: "crash-server", targets: ["crash-server"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    ],
+    targets: [
+        // Wire format: report types, kinds, limits, header names. Foundation only.
+        .target(name: "CrashWire", swiftSettings: strict),
+        // System zlib, linked through a system-library target.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // gzip/deflate encode and capped streaming inflate.
+        .target(name: "CrashCompression", dependencies: ["CZlib"], swiftSettings: strict),
+        // Reason normalization and signature v1.
+        .target(
+            name: "CrashGrouping",
+            dependencies: ["CrashWire", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
+        // The guard SDK: guards, reporter, crash capture. Never imports the server.
+        .target(name: "CrashGuard", dependencies: ["CrashWire", "CrashCompression"], swiftSettings: strict),
+        // The ingest and query server: wiring, routes, batcher, store, configuration.
+        .target(
+            name: "CrashServer",
+            dependencies: [
+                "CrashWire", "CrashCompression", "CrashGrouping",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        // @main: parses configuration, runs.
+        .executableTarget(
+            name: "crash-server",
+            dependencies: [
+                "CrashServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "CrashWireTests", dependencies: ["CrashWire"], swiftSettings: strict),
+        .testTarget(name: "CrashCompressionTests", dependencies: ["CrashCompression"], swiftSettings: strict),
+        .testTarget(
+            name: "CrashGroupingTests",
+            dependencies: ["CrashGrouping"],
+            resources: [.copy("Corpus")],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "CrashGuardTests", dependencies: ["CrashGuard"], swiftSettings: strict),
+        .testTarget(
+            name: "CrashServerTests",
+            dependencies: [
+                "CrashServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: strict
+        ),
+    ]
+)

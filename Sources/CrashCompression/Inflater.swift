@@ -1,0 +1,107 @@
+import CZlib
+
+/// Streaming gzip/zlib inflate with a hard cap on output.
+///
+/// Feed compressed chunks as they arrive; inflation stops the moment the output would pass
+/// `maxOutputBytes`, so a zip bomb costs at most the cap in memory and the time to produce
+/// it. Concatenated gzip members are accepted, as gzip(1) does.
+public final class Inflater {
+    private let stream: UnsafeMutablePointer<z_stream>
+    private let format: CompressionFormat
+    private let maxOutputBytes: Int
+    private var output: [UInt8] = []
+    private var finishedMember = false
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+
+    /// Creates an inflater that fails once more than `maxOutputBytes` would come out.
+    public init(format: CompressionFormat, maxOutputBytes: Int) throws {
+        self.format = format
+        self.maxOutputBytes = maxOutputBytes
+        stream = .allocate(capacity: 1)
+        stream.initialize(to: z_stream())
+        let status = czlib_inflate_init(stream, format.windowBits)
+        guard status == Z_OK else {
+            stream.deallocate()
+            throw CompressionError.zlib(status)
+        }
+    }
+
+    deinit {
+        inflateEnd(stream)
+        stream.deinitialize(count: 1)
+        stream.deallocate()
+    }
+
+    /// Inflates one chunk of compressed input.
+    public func feed(_ input: UnsafeRawBufferPointer) throws {
+        guard let base = input.baseAddress, input.count > 0 else { return }
+        stream.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
+        stream.pointee.avail_in = uInt(input.count)
+        defer {
+            stream.pointee.next_in = nil
+            stream.pointee.avail_in = 0
+        }
+        while stream.pointee.avail_in > 0 {
+            if finishedMember {
+                // Another gzip member follows (or trailing garbage, which inflate rejects).
+                guard format == .gzip else { throw CompressionError.corrupt("data after end of stream") }
+                inflateReset(stream)
+                finishedMember = false
+            }
+            let status = try pump()
+            if status == Z_STREAM_END { finishedMember = true }
+        }
+    }
+
+    /// Inflates a whole contiguous input.
+    public func feed(_ input: [UInt8]) throws {
+        try input.withUnsafeBytes { try feed($0) }
+    }
+
+    /// Ends the stream and returns everything inflated; throws if it was cut short.
+    public func finish() throws -> [UInt8] {
+        guard finishedMember else { throw CompressionError.truncated }
+        return output
+    }
+
+    /// Runs inflate until it needs more input or ends a member.
+    private func pump() throws -> Int32 {
+        while true {
+            let status: Int32 = chunk.withUnsafeMutableBufferPointer { buf in
+                stream.pointee.next_out = buf.baseAddress
+                stream.pointee.avail_out = uInt(buf.count)
+                return inflate(stream, Z_NO_FLUSH)
+            }
+            let produced = chunk.count - Int(stream.pointee.avail_out)
+            if produced > 0 {
+                guard output.count + produced <= maxOutputBytes else {
+                    throw CompressionError.outputLimitExceeded(limit: maxOutputBytes)
+                }
+                output.append(contentsOf: chunk[0..<produced])
+            }
+            switch status {
+            case Z_STREAM_END:
+                return status
+            case Z_OK:
+                if stream.pointee.avail_in == 0 && stream.pointee.avail_out > 0 { return status }
+            case Z_BUF_ERROR:
+                // No progress possible: input exhausted mid-stream.
+                return Z_OK
+            case Z_DATA_ERROR, Z_NEED_DICT:
+                let message = stream.pointee.msg.map { String(cString: $0) } ?? "invalid data"
+                throw CompressionError.corrupt(message)
+            default:
+                throw CompressionError.zlib(status)
+            }
+        }
+    }
+}
+
+extension Inflater {
+    /// Inflates a complete buffer in one call.
+    public static func inflate(_ input: [UInt8], format: CompressionFormat, maxOutputBytes: Int) throws -> [UInt8] {
+        let inflater = try Inflater(format: format, maxOutputBytes: maxOutputBytes)
+        try inflater.feed(input)
+        return try inflater.finish()
+    }
+}

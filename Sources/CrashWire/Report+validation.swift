@@ -1,0 +1,64 @@
+import Foundation
+
+extension Report {
+    /// Checks the report against the contract's limits.
+    ///
+    /// - Returns: `nil` when valid, otherwise a message that starts with the offending
+    ///   field's path (`app.version: ...`), as the server puts it in `rejected[].error`.
+    public func validationError(now: Date = Date()) -> String? {
+        let age = now.timeIntervalSince(timestamp)
+        if age > ReportLimits.maxAge { return "timestamp: older than 30 days" }
+        if -age > ReportLimits.maxSkew { return "timestamp: more than 1 day in the future" }
+        if let e = Self.check(reason, "reason", ReportLimits.reasonBytes) { return e }
+        if let stack {
+            if stack.count > ReportLimits.maxFrames {
+                return "stack: \(stack.count) frames, at most \(ReportLimits.maxFrames) allowed"
+            }
+            for (i, frame) in stack.enumerated() {
+                if let e = Self.check(frame, "stack[\(i)]", 0...ReportLimits.frameBytes) { return e }
+            }
+        }
+        if let e = Self.check(app.id, "app.id", ReportLimits.appFieldBytes) { return e }
+        if let e = Self.check(app.version, "app.version", ReportLimits.appFieldBytes) { return e }
+        if let build = app.build, let e = Self.check(build, "app.build", ReportLimits.appFieldBytes) { return e }
+        if let device {
+            let limit = 0...ReportLimits.deviceFieldBytes
+            for (name, value) in [("os", device.os), ("osVersion", device.osVersion), ("model", device.model), ("id", device.id)] {
+                if let value, let e = Self.check(value, "device.\(name)", limit) { return e }
+            }
+        }
+        if let fingerprint {
+            if !ReportLimits.fingerprintParts.contains(fingerprint.count) {
+                return "fingerprint: \(fingerprint.count) parts, 1 to 8 allowed"
+            }
+            for (i, part) in fingerprint.enumerated() {
+                if let e = Self.check(part, "fingerprint[\(i)]", 0...ReportLimits.fingerprintPartBytes) { return e }
+            }
+        }
+        if let context {
+            if context.count > ReportLimits.maxContextEntries {
+                return "context: \(context.count) entries, at most \(ReportLimits.maxContextEntries) allowed"
+            }
+            for (key, value) in context {
+                if let e = Self.check(key, "context key", 0...ReportLimits.contextKeyBytes) { return e }
+                if let e = Self.check(value, "context[\(key)]", 0...ReportLimits.contextValueBytes) { return e }
+            }
+        }
+        return nil
+    }
+
+    /// Length in UTF-8 bytes within `range`, and no NUL (PostgreSQL text cannot hold one).
+    private static func check(_ value: String, _ field: String, _ range: ClosedRange<Int>) -> String? {
+        let count = value.utf8.count
+        if count < range.lowerBound {
+            return "\(field): must not be empty"
+        }
+        if count > range.upperBound {
+            return "\(field): \(count) bytes, at most \(range.upperBound) allowed"
+        }
+        if value.utf8.contains(0) {
+            return "\(field): must not contain NUL characters"
+        }
+        return nil
+    }
+}
