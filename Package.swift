@@ -70,6 +70,15 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Load generator and micro-benchmarks.
+        .executableTarget(
+            name: "crash-bench",
+            dependencies: [
+                "CrashWire", "CrashCompression", "CrashGrouping",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "CrashWireTests", dependencies: ["CrashWire"], swiftSettings: strict),
         .testTarget(name: "CrashCompressionTests", dependencies: ["CrashCompression"], swiftSettings: strict),
         .testTarget(
