@@ -1,0 +1,76 @@
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// Wires the whole server: database pool, group-commit batcher, partition upkeep,
+/// routes and middleware, all as services of one `Application`.
+///
+/// Shutdown runs in reverse: the HTTP server stops accepting and finishes its requests,
+/// then the batcher commits everything queued, then the pool closes.
+public func buildApplication(configuration: ServerConfiguration, logger: Logger) async throws -> some ApplicationProtocol {
+    try configuration.validate()
+    let database = try CrashDatabase(configuration: configuration, logger: logger)
+    let metrics = ServerMetrics()
+    let timeout = Duration.milliseconds(Int64(configuration.databaseTimeout * 1000))
+    let batcher = IngestBatcher(
+        maxQueuedReports: configuration.maxQueuedReports,
+        maxBatchReports: configuration.maxBatchReports,
+        timeout: timeout,
+        metrics: metrics,
+        logger: logger,
+        store: { try await database.store($0) },
+        probe: { try await database.ping() }
+    )
+    let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
+    let router = buildRouter(
+        database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout)
+    var app = Application(
+        router: router,
+        server: .http1(configuration: .init(idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
+        services: [database.client, batcher, partitions],
+        logger: logger
+    )
+    app.beforeServerStarts {
+        try await prepareDatabase(database, partitions: partitions, logger: logger)
+    }
+    return app
+}
+
+/// The routes and middleware, over already-built components.
+func buildRouter(
+    database: CrashDatabase, batcher: IngestBatcher, metrics: ServerMetrics,
+    configuration: ServerConfiguration, timeout: Duration
+) -> Router<CrashRequestContext> {
+    let router = Router(context: CrashRequestContext.self)
+    router.add(middleware: MetricsMiddleware(metrics: metrics))
+    router.add(middleware: ErrorMiddleware())
+    OperationsController(database: database, metrics: metrics).addRoutes(to: router)
+    IngestController(
+        database: database,
+        batcher: batcher,
+        limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst),
+        metrics: metrics,
+        maxBodyBytes: configuration.maxBodyBytes,
+        maxDecompressedBytes: configuration.maxDecompressedBytes,
+        databaseTimeout: timeout
+    ).addRoutes(to: router)
+    return router
+}
+
+/// Applies the schema and creates partitions, retrying for up to a minute while the
+/// database is still starting (as under `docker compose up`).
+func prepareDatabase(_ database: CrashDatabase, partitions: PartitionMaintenance, logger: Logger) async throws {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while true {
+        do {
+            try await database.migrate()
+            try await partitions.runOnce()
+            return
+        } catch {
+            guard ContinuousClock.now < deadline, isConnectionError(error) else { throw error }
+            logger.warning("database not ready; retrying", metadata: ["error.message": "\(error)"])
+            try await Task.sleep(for: .seconds(1))
+        }
+    }
+}

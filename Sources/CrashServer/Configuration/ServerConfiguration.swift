@@ -1,0 +1,95 @@
+import CrashWire
+import Logging
+
+/// Everything the server can be configured with, with defaults that work against the
+/// local database that `scripts/postgres` starts.
+///
+/// Read from the environment by ``init(environment:)``; the executable lets flags override.
+public struct ServerConfiguration: Sendable {
+    /// PostgreSQL URL (`DATABASE_URL`).
+    public var databaseURL = "postgres://crashguard@127.0.0.1:54329/crashguard?sslmode=disable"
+    /// Address to bind (`CRASHGUARD_HOST`).
+    public var host = "127.0.0.1"
+    /// Port to bind (`CRASHGUARD_PORT`); 0 picks a free one.
+    public var port = 8080
+    /// Log level (`CRASHGUARD_LOG_LEVEL`, or `LOG_LEVEL`).
+    public var logLevel: Logger.Level = .info
+    /// Largest compressed body (`CRASHGUARD_MAX_BODY_BYTES`); over it is 413.
+    public var maxBodyBytes = WireProtocol.defaultMaxCompressedBytes
+    /// Largest decompressed body (`CRASHGUARD_MAX_DECOMPRESSED_BYTES`); over it is 413.
+    public var maxDecompressedBytes = WireProtocol.defaultMaxDecompressedBytes
+    /// Ingest requests per second per project, per server (`CRASHGUARD_RATE_LIMIT`); 0 is off.
+    public var rateLimit: Double = 1000
+    /// Requests a project may send at once above the rate (`CRASHGUARD_RATE_BURST`).
+    public var rateBurst: Double = 2000
+    /// Reports waiting for a commit before ingest answers 503 (`CRASHGUARD_MAX_QUEUED_REPORTS`).
+    public var maxQueuedReports = 100_000
+    /// Most reports written in one group-commit transaction (`CRASHGUARD_MAX_BATCH_REPORTS`).
+    public var maxBatchReports = 5_000
+    /// Days of raw reports kept (`CRASHGUARD_RETENTION_DAYS`), at least 31; groups and rollups stay.
+    public var retentionDays = 90
+    /// Database connections (`CRASHGUARD_DB_POOL_SIZE`).
+    public var databasePoolSize = 16
+    /// Longest wait for a database answer before ingest gives up with 503, in seconds
+    /// (`CRASHGUARD_DB_TIMEOUT`).
+    public var databaseTimeout: Double = 10
+    /// Seconds a client may take to send a request body (`CRASHGUARD_READ_TIMEOUT`).
+    public var readTimeout: Double = 30
+    /// Seconds an idle keep-alive connection is kept (`CRASHGUARD_IDLE_TIMEOUT`).
+    public var idleTimeout: Double = 75
+    /// Most requests handled at once before new ones get 503 (`CRASHGUARD_MAX_CONCURRENT_REQUESTS`).
+    public var maxConcurrentRequests = 1024
+
+    /// The defaults.
+    public init() {}
+
+    /// The defaults overridden by the environment variables named on each property.
+    public init(environment env: [String: String]) throws {
+        func value<T>(_ name: String, _ parse: (String) -> T?) throws -> T? {
+            guard let raw = env[name], !raw.isEmpty else { return nil }
+            guard let parsed = parse(raw) else { throw ConfigurationError("\(name): cannot parse '\(raw)'") }
+            return parsed
+        }
+        if let v = try value("DATABASE_URL", { $0 }) { databaseURL = v }
+        if let v = try value("CRASHGUARD_HOST", { $0 }) { host = v }
+        if let v = try value("CRASHGUARD_PORT", Int.init) { port = v }
+        if let v = try value("LOG_LEVEL", Logger.Level.init(rawValue:)) { logLevel = v }
+        if let v = try value("CRASHGUARD_LOG_LEVEL", Logger.Level.init(rawValue:)) { logLevel = v }
+        if let v = try value("CRASHGUARD_MAX_BODY_BYTES", Int.init) { maxBodyBytes = v }
+        if let v = try value("CRASHGUARD_MAX_DECOMPRESSED_BYTES", Int.init) { maxDecompressedBytes = v }
+        if let v = try value("CRASHGUARD_RATE_LIMIT", Double.init) { rateLimit = v }
+        if let v = try value("CRASHGUARD_RATE_BURST", Double.init) { rateBurst = v }
+        if let v = try value("CRASHGUARD_MAX_QUEUED_REPORTS", Int.init) { maxQueuedReports = v }
+        if let v = try value("CRASHGUARD_MAX_BATCH_REPORTS", Int.init) { maxBatchReports = v }
+        if let v = try value("CRASHGUARD_RETENTION_DAYS", Int.init) { retentionDays = v }
+        if let v = try value("CRASHGUARD_DB_POOL_SIZE", Int.init) { databasePoolSize = v }
+        if let v = try value("CRASHGUARD_DB_TIMEOUT", Double.init) { databaseTimeout = v }
+        if let v = try value("CRASHGUARD_READ_TIMEOUT", Double.init) { readTimeout = v }
+        if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
+        if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
+    }
+
+    /// Throws when a setting is out of its range.
+    public func validate() throws {
+        guard (0...65535).contains(port) else { throw ConfigurationError("port: \(port) is not 0...65535") }
+        guard maxBodyBytes > 0, maxDecompressedBytes > 0 else { throw ConfigurationError("size limits must be positive") }
+        guard rateLimit >= 0, rateBurst >= 1 || rateLimit == 0 else { throw ConfigurationError("rate limit: rate >= 0 and burst >= 1") }
+        guard maxQueuedReports >= WireProtocol.maxReportsPerBatch else {
+            throw ConfigurationError("max queued reports: at least \(WireProtocol.maxReportsPerBatch)")
+        }
+        guard maxBatchReports >= 1 else { throw ConfigurationError("max batch reports: at least 1") }
+        guard retentionDays >= 31 else {
+            throw ConfigurationError("retention days: at least 31 (reports up to 30 days old are accepted)")
+        }
+        guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
+        guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
+        guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
+    }
+}
+
+/// A configuration value that cannot be used; the message names it.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    /// What is wrong.
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

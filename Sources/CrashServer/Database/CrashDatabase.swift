@@ -1,0 +1,59 @@
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// The server's PostgreSQL: a pooled, non-blocking `PostgresClient` plus the queries
+/// CrashGuard runs on it (each feature in its own `CrashDatabase+feature.swift`).
+public struct CrashDatabase: Sendable {
+    /// The connection pool; run it as a service.
+    public let client: PostgresClient
+    let logger: Logger
+
+    /// Creates the pool for `configuration.databaseURL`; sessions run in UTC.
+    public init(configuration: ServerConfiguration, logger: Logger) throws {
+        var config = try PostgresClient.Configuration(url: configuration.databaseURL)
+        config.options.maximumConnections = configuration.databasePoolSize
+        config.options.minimumConnections = 0
+        config.options.connectTimeout = .seconds(3)
+        config.options.additionalStartupParameters = [("TimeZone", "UTC"), ("application_name", "crash-server")]
+        var backgroundLogger = logger
+        backgroundLogger[metadataKey: "db"] = "postgres"
+        client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
+        self.logger = logger
+    }
+}
+
+/// Runs `body` with a database whose pool runs for exactly as long as `body` does:
+/// for the command-line tools, which have no service group.
+public func withDatabase<T: Sendable>(
+    _ configuration: ServerConfiguration, logger: Logger, _ body: @Sendable (CrashDatabase) async throws -> T
+) async throws -> T {
+    let db = try CrashDatabase(configuration: configuration, logger: logger)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await db.client.run() }
+        defer { group.cancelAll() }
+        return try await body(db)
+    }
+}
+
+/// `true` for errors that mean the database could not be reached (as opposed to a
+/// query the database refused): the ones that deserve a 503 and a retry.
+func isConnectionError(_ error: any Error) -> Bool {
+    if error is CancellationError { return true }
+    if let psql = error as? PSQLError {
+        switch psql.code {
+        case .server:
+            // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now, 08xxx connection errors
+            let state = psql.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("08") || state.hasPrefix("57P")
+        default:
+            return true
+        }
+    }
+    return true
+}
+
+/// The SQLSTATE of a server error, if it is one.
+func sqlState(_ error: any Error) -> String? {
+    (error as? PSQLError)?.serverInfo?[.sqlState]
+}

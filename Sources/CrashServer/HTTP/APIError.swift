@@ -1,0 +1,81 @@
+import CrashWire
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// An error a client sees: the contract's status and `{"error": "..."}` body, plus
+/// `Retry-After` where the contract asks for one.
+///
+/// A struct over a private code so new cases don't break callers; `description` carries
+/// only what the client may read.
+public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
+    private enum Code: Sendable {
+        case badRequest
+        case unauthorized
+        case notFound
+        case payloadTooLarge
+        case unsupportedMediaType
+        case tooManyRequests
+        case unavailable
+    }
+
+    private let code: Code
+    /// What was wrong, for the client.
+    public let message: String
+    /// Seconds to wait before retrying (429, 503).
+    public let retryAfter: Int?
+
+    private init(_ code: Code, _ message: String, retryAfter: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    /// 400: malformed request or parameter; the message names it.
+    public static func badRequest(_ message: String) -> Self { .init(.badRequest, message) }
+    /// 401: missing or unknown key or token.
+    public static func unauthorized(_ message: String) -> Self { .init(.unauthorized, message) }
+    /// 404: unknown project, group or route.
+    public static func notFound(_ message: String) -> Self { .init(.notFound, message) }
+    /// 413: a body over a size limit.
+    public static func payloadTooLarge(_ message: String) -> Self { .init(.payloadTooLarge, message) }
+    /// 415: unsupported `Content-Type` or `Content-Encoding`.
+    public static func unsupportedMediaType(_ message: String) -> Self { .init(.unsupportedMediaType, message) }
+    /// 429: over the project's rate limit.
+    public static func tooManyRequests(_ message: String, retryAfter: Int) -> Self {
+        .init(.tooManyRequests, message, retryAfter: max(1, retryAfter))
+    }
+    /// 503: database unreachable or ingest queue full; nothing of the request was stored.
+    public static func unavailable(_ message: String, retryAfter: Int = 1) -> Self {
+        .init(.unavailable, message, retryAfter: max(1, retryAfter))
+    }
+
+    /// The HTTP status for this error.
+    public var status: HTTPResponse.Status {
+        switch code {
+        case .badRequest: return .badRequest
+        case .unauthorized: return .unauthorized
+        case .notFound: return .notFound
+        case .payloadTooLarge: return .contentTooLarge
+        case .unsupportedMediaType: return .unsupportedMediaType
+        case .tooManyRequests: return .tooManyRequests
+        case .unavailable: return .serviceUnavailable
+        }
+    }
+
+    public var description: String { "\(status.code) \(message)" }
+
+    /// Renders `{"error": message}` with `Retry-After` when set.
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        if code == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: Self.body(message)))
+    }
+
+    /// The JSON error body for `message`.
+    static func body(_ message: String) -> ByteBuffer {
+        let data = (try? JSONEncoder().encode(ErrorBody(error: message))) ?? Data("{\"error\":\"error\"}".utf8)
+        return ByteBuffer(bytes: data)
+    }
+}

@@ -1,0 +1,37 @@
+import Hummingbird
+import Logging
+
+/// Renders every error as the contract's `{"error": "..."}`: framework errors (unknown
+/// route, wrong method) keep their status; anything unexpected is logged and becomes a 500
+/// that leaks nothing.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            throw error
+        } catch let error as HTTPError {
+            let message = error.body ?? (error.status == .notFound ? "no such route: \(request.method) \(request.uri.path)" : error.status.reasonPhrase)
+            var response = Response(
+                status: error.status,
+                headers: [.contentType: "application/json; charset=utf-8"],
+                body: .init(byteBuffer: APIError.body(message))
+            )
+            for field in error.headers where field.name != .contentType { response.headers.append(field) }
+            return response
+        } catch let error as any HTTPResponseError {
+            return Response(
+                status: error.status,
+                headers: [.contentType: "application/json; charset=utf-8"],
+                body: .init(byteBuffer: APIError.body(error.status.reasonPhrase))
+            )
+        } catch {
+            context.logger.error("request failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
+            return Response(
+                status: .internalServerError,
+                headers: [.contentType: "application/json; charset=utf-8"],
+                body: .init(byteBuffer: APIError.body("internal server error"))
+            )
+        }
+    }
+}

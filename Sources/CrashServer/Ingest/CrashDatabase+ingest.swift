@@ -1,0 +1,215 @@
+import CrashGrouping
+import CrashWire
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A crash group's row as the ingest transaction sees it, locked.
+struct GroupState: Sendable {
+    var id: Int64
+    var status: String
+    var resolvedIn: String?
+}
+
+extension CrashDatabase {
+    /// Stores `items` (unique by ``ReportKey``) in one transaction: the group-commit.
+    ///
+    /// Upserts each distinct group, inserts the reports not stored before (the
+    /// `report_ids` ledger makes retries no-ops), then adds the new reports to their
+    /// groups' counts, regressions and rollups. Everything is set-based: a fixed number
+    /// of round trips per batch, whatever its size. Rows are touched in key order so
+    /// concurrent batches do not deadlock; a deadlock or serialization failure that
+    /// happens anyway is retried.
+    ///
+    /// - Returns: the keys of the reports stored by this call.
+    func store(_ items: [IngestItem]) async throws -> Set<ReportKey> {
+        var attempt = 0
+        while true {
+            do {
+                return try await client.withTransaction(logger: logger) { connection in
+                    try await storeInTransaction(items, connection)
+                }
+            } catch where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
+                attempt += 1
+                logger.debug("ingest transaction retried", metadata: ["db.sqlstate": "\(sqlState(error) ?? "")"])
+            }
+        }
+    }
+
+    private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
+        let groups = try await upsertGroups(items, connection)
+        let fresh = try await insertReports(items, groups, connection)
+        let stored = items.filter { fresh.contains($0.key) }
+        if !stored.isEmpty {
+            try await updateGroups(stored, groups, connection)
+            try await writeRollups(stored, groups, connection)
+        }
+        return fresh
+    }
+
+    /// Creates missing groups and returns the id of every group in `items`.
+    private func upsertGroups(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> [GroupKey: Int64] {
+        struct Row: Encodable {
+            var p: Int64, s: String, v: String, k: String, t: String, n: String, ts: Date
+        }
+        var first: [GroupKey: IngestItem] = [:]
+        for item in items {
+            if let seen = first[item.groupKey], seen.report.timestamp <= item.report.timestamp { continue }
+            first[item.groupKey] = item
+        }
+        let rows = first.values
+            .sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
+            .map {
+                Row(p: $0.projectID, s: $0.signature.hash, v: Grouping.version, k: $0.report.kind.rawValue,
+                    t: $0.signature.title, n: $0.signature.normalizedReason, ts: $0.report.timestamp)
+            }
+        let json = try Self.json(rows)
+        var ids: [GroupKey: Int64] = [:]
+        let result = try await connection.query(
+            """
+            WITH input AS (
+                SELECT * FROM json_to_recordset(\(json)::json)
+                    AS r(p bigint, s text, v text, k text, t text, n text, ts timestamptz)
+            ), ins AS (
+                INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason, first_seen, last_seen)
+                SELECT p, s, v, k, t, n, ts, ts FROM input ORDER BY p, s
+                ON CONFLICT (project_id, signature) DO NOTHING
+                RETURNING id, project_id, signature
+            )
+            SELECT id, project_id, signature FROM ins
+            UNION ALL
+            SELECT g.id, g.project_id, g.signature FROM crash_groups g JOIN input i ON g.project_id = i.p AND g.signature = i.s
+            """, logger: logger)
+        for try await (id, project, signature) in result.decode((Int64, Int64, String).self) {
+            ids[GroupKey(project: project, signature: signature)] = id
+        }
+        // A group another transaction created after this statement's snapshot: read it now.
+        let missing = first.keys.filter { ids[$0] == nil }
+        for key in missing {
+            let again = try await connection.query(
+                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
+                logger: logger)
+            for try await id in again.decode(Int64.self) { ids[key] = id }
+            guard ids[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
+        }
+        return ids
+    }
+
+    /// Inserts the reports whose ids are new; returns their keys.
+    private func insertReports(
+        _ items: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
+    ) async throws -> Set<ReportKey> {
+        struct Row: Encodable {
+            var p: Int64, id: UUID, g: Int64, ts: Date, k: String, r: String, st: [String]?, f: Bool?
+            var ai: String, av: String, ab: String?, os: String?, ov: String?, m: String?, d: String?
+            var fp: [String]?, c: [String: String]?
+        }
+        let rows = items.sorted { ($0.projectID, $0.report.id.uuidString) < ($1.projectID, $1.report.id.uuidString) }
+            .map { item in
+                let r = item.report
+                return Row(
+                    p: item.projectID, id: r.id, g: groups[item.groupKey]!, ts: r.timestamp, k: r.kind.rawValue,
+                    r: r.reason, st: r.stack, f: r.fatal, ai: r.app.id, av: r.app.version, ab: r.app.build,
+                    os: r.device?.os, ov: r.device?.osVersion, m: r.device?.model, d: r.device?.id,
+                    fp: r.fingerprint, c: r.context)
+            }
+        let json = try Self.json(rows)
+        let result = try await connection.query(
+            """
+            WITH input AS (
+                SELECT * FROM json_to_recordset(\(json)::json) AS r(
+                    p bigint, id uuid, g bigint, ts timestamptz, k text, r text, st jsonb, f boolean,
+                    ai text, av text, ab text, os text, ov text, m text, d text, fp jsonb, c jsonb)
+            ), fresh AS (
+                INSERT INTO report_ids (project_id, id, ts)
+                SELECT p, id, ts FROM input ORDER BY p, id
+                ON CONFLICT (project_id, id) DO NOTHING
+                RETURNING project_id, id
+            ), stored AS (
+                INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
+                                     app_build, os, os_version, model, device_id, fingerprint, context)
+                SELECT i.p, i.id, i.g, i.ts, i.k, i.r, i.st, i.f, i.ai, i.av, i.ab, i.os, i.ov, i.m, i.d, i.fp, i.c
+                FROM input i JOIN fresh f ON f.project_id = i.p AND f.id = i.id
+                RETURNING project_id, id
+            )
+            SELECT project_id, id FROM stored
+            """, logger: logger)
+        var fresh = Set<ReportKey>()
+        for try await (project, id) in result.decode((Int64, UUID).self) {
+            fresh.insert(ReportKey(project: project, id: id))
+        }
+        return fresh
+    }
+
+    /// Adds newly stored reports to their groups: counts, first/last seen, fatal, and
+    /// regression of resolved groups.
+    private func updateGroups(
+        _ stored: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
+    ) async throws {
+        struct Delta {
+            var n: Int64 = 0
+            var first = Date.distantFuture
+            var last = Date.distantPast
+            var fatal = false
+            var versions: [String] = []
+        }
+        var deltas: [Int64: Delta] = [:]
+        for item in stored {
+            let id = groups[item.groupKey]!
+            var d = deltas[id, default: Delta()]
+            d.n += 1
+            d.first = min(d.first, item.report.timestamp)
+            d.last = max(d.last, item.report.timestamp)
+            d.fatal = d.fatal || item.report.fatal == true
+            d.versions.append(item.report.app.version)
+            deltas[id] = d
+        }
+        let ids = deltas.keys.sorted()
+        var states: [Int64: GroupState] = [:]
+        let locked = try await connection.query(
+            "SELECT id, status, resolved_in FROM crash_groups WHERE id = ANY(\(ids)) ORDER BY id FOR UPDATE",
+            logger: logger)
+        for try await (id, status, resolvedIn) in locked.decode((Int64, String, String?).self) {
+            states[id] = GroupState(id: id, status: status, resolvedIn: resolvedIn)
+        }
+        struct Row: Encodable {
+            var id: Int64, n: Int64, f: Date, l: Date, fatal: Bool, status: String
+        }
+        let rows = ids.map { id -> Row in
+            let d = deltas[id]!
+            var status = states[id]?.status ?? "open"
+            if status == "resolved" {
+                let regressed: Bool
+                if let resolvedIn = states[id]?.resolvedIn {
+                    regressed = d.versions.contains { AppVersion.compare($0, resolvedIn) >= 0 }
+                } else {
+                    regressed = true
+                }
+                if regressed { status = "regressed" }
+            }
+            return Row(id: id, n: d.n, f: d.first, l: d.last, fatal: d.fatal, status: status)
+        }
+        try await connection.query(
+            """
+            UPDATE crash_groups g SET
+                report_count = g.report_count + u.n,
+                first_seen = LEAST(g.first_seen, u.f),
+                last_seen = GREATEST(g.last_seen, u.l),
+                fatal = g.fatal OR u.fatal,
+                status = u.status
+            FROM json_to_recordset(\(try Self.json(rows))::json)
+                AS u(id bigint, n bigint, f timestamptz, l timestamptz, fatal boolean, status text)
+            WHERE g.id = u.id
+            """, logger: logger)
+    }
+
+    /// JSON text for a `json_to_recordset` bind, dates as RFC 3339.
+    static func json(_ value: some Encodable) throws -> String {
+        String(decoding: try JSONEncoder.crashWire().encode(value), as: UTF8.self)
+    }
+}
+
+/// The ingest transaction found the database in a state it cannot explain.
+struct IngestStoreError: Error, CustomStringConvertible {
+    let description: String
+}

@@ -1,0 +1,80 @@
+import Hummingbird
+import Metrics
+import Prometheus
+
+/// The server's metrics, through swift-metrics over a Prometheus registry owned by
+/// this server (not the process-wide `MetricsSystem`, so tests can run many servers).
+struct ServerMetrics: Sendable {
+    /// The registry `/metrics` renders.
+    let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+    /// Reports newly stored.
+    let reportsAccepted: Counter
+    /// Reports whose id was already stored.
+    let reportsDuplicate: Counter
+    /// Reports refused by validation.
+    let reportsRejected: Counter
+    /// Reports per ingest request.
+    let requestReports: Recorder
+    /// Reports per group-commit transaction.
+    let batchSize: Recorder
+    /// Time from BEGIN to COMMIT of a group-commit transaction.
+    let commitLatency: Metrics.Timer
+    /// Reports waiting for a commit.
+    let queueDepth: Gauge
+
+    init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        let sizes: [Double] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+        factory.valueHistogramBuckets["crashguard_ingest_request_reports"] = sizes
+        factory.valueHistogramBuckets["crashguard_ingest_batch_reports"] = sizes
+        factory.durationHistogramBuckets["crashguard_ingest_commit_seconds"] = [
+            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(20),
+            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5),
+        ]
+        self.factory = factory
+        reportsAccepted = Counter(label: "crashguard_reports_total", dimensions: [("outcome", "accepted")], factory: factory)
+        reportsDuplicate = Counter(label: "crashguard_reports_total", dimensions: [("outcome", "duplicate")], factory: factory)
+        reportsRejected = Counter(label: "crashguard_reports_total", dimensions: [("outcome", "rejected")], factory: factory)
+        requestReports = Recorder(label: "crashguard_ingest_request_reports", factory: factory)
+        batchSize = Recorder(label: "crashguard_ingest_batch_reports", factory: factory)
+        commitLatency = Metrics.Timer(label: "crashguard_ingest_commit_seconds", factory: factory)
+        queueDepth = Gauge(label: "crashguard_ingest_queue_reports", factory: factory)
+    }
+
+    /// Counts one HTTP request by route pattern, method and status.
+    func countRequest(method: String, route: String, status: Int) {
+        Counter(
+            label: "crashguard_http_requests_total",
+            dimensions: [("method", method), ("route", route), ("status", String(status))],
+            factory: factory
+        ).increment()
+    }
+
+    /// The Prometheus text exposition of every metric.
+    func render() -> [UInt8] {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return buffer
+    }
+}
+
+/// Counts every request in ``ServerMetrics``, by route pattern so ids don't explode labels.
+struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            let response = try await next(request, context)
+            metrics.countRequest(method: request.method.rawValue, route: context.endpointPath ?? "unmatched", status: response.status.code)
+            return response
+        } catch let error as any HTTPResponseError {
+            metrics.countRequest(method: request.method.rawValue, route: context.endpointPath ?? "unmatched", status: error.status.code)
+            throw error
+        } catch {
+            metrics.countRequest(method: request.method.rawValue, route: context.endpointPath ?? "unmatched", status: 500)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import Hummingbird
+import NIOCore
+
+/// `/healthz`, `/readyz` and `/metrics`: what orchestrators and Prometheus poll.
+struct OperationsController: Sendable {
+    let database: CrashDatabase
+    let metrics: ServerMetrics
+
+    func addRoutes(to router: Router<CrashRequestContext>) {
+        router.get("/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
+        router.get("/readyz") { _, _ in
+            do {
+                try await withDeadline(.seconds(2)) { try await database.ping() }
+                return Self.json(.ok, #"{"status":"ready"}"#)
+            } catch {
+                return Self.json(.serviceUnavailable, #"{"error":"database unreachable"}"#, retryAfter: 5)
+            }
+        }
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
+        }
+    }
+
+    private static func json(_ status: HTTPResponse.Status, _ text: String, retryAfter: Int? = nil) -> Response {
+        var response = Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: text)))
+        if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+        return response
+    }
+}
+
+extension CrashDatabase {
+    /// A round trip to the database: succeeds only while it answers.
+    func ping() async throws {
+        try await client.query("SELECT 1", logger: logger)
+    }
+}

@@ -1,0 +1,89 @@
+import CrashWire
+import Foundation
+import PostgresNIO
+
+/// A project as the request path knows it after authentication.
+public struct ProjectRef: Sendable, Hashable {
+    /// Database id.
+    public var id: Int64
+    /// Slug.
+    public var slug: String
+}
+
+/// Why a project command failed; the message is printed to the operator.
+public struct ProjectError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public let description: String
+}
+
+extension CrashDatabase {
+    /// Creates a project with new keys. Fails, keeping the old keys, if it exists.
+    public func createProject(slug: String) async throws -> ProjectCredentials {
+        guard ProjectKeys.isValidSlug(slug) else {
+            throw ProjectError(description: "invalid project name '\(slug)': use [a-z0-9][a-z0-9-]{0,63}")
+        }
+        let ingest = ProjectKeys.generate(prefix: ProjectKeys.ingestPrefix)
+        let read = ProjectKeys.generate(prefix: ProjectKeys.readPrefix)
+        let rows = try await client.query(
+            """
+            INSERT INTO projects (slug, ingest_key_hash, read_token_hash)
+            VALUES (\(slug), \(ProjectKeys.hash(ingest)), \(ProjectKeys.hash(read)))
+            ON CONFLICT (slug) DO NOTHING RETURNING id
+            """, logger: logger)
+        guard try await rows.decode(Int64.self).first(where: { _ in true }) != nil else {
+            throw ProjectError(description: "project '\(slug)' already exists (its keys are unchanged; use `project rotate` for new ones)")
+        }
+        logger.info("project created", metadata: ["project.slug": "\(slug)"])
+        return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read)
+    }
+
+    /// Replaces a project's keys; the old ones fail from the next request on.
+    public func rotateProject(slug: String) async throws -> ProjectCredentials {
+        let ingest = ProjectKeys.generate(prefix: ProjectKeys.ingestPrefix)
+        let read = ProjectKeys.generate(prefix: ProjectKeys.readPrefix)
+        let rows = try await client.query(
+            """
+            UPDATE projects SET ingest_key_hash = \(ProjectKeys.hash(ingest)),
+                read_token_hash = \(ProjectKeys.hash(read)), rotated_at = now()
+            WHERE slug = \(slug) RETURNING id
+            """, logger: logger)
+        guard try await rows.decode(Int64.self).first(where: { _ in true }) != nil else {
+            throw ProjectError(description: "no project '\(slug)'")
+        }
+        logger.info("project keys rotated", metadata: ["project.slug": "\(slug)"])
+        return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read)
+    }
+
+    /// Every project as a JSON array of `{"project", "createdAt", "rotatedAt"}`.
+    public func listProjectsJSON() async throws -> String {
+        struct Entry: Encodable {
+            var project: String
+            var createdAt: String
+            var rotatedAt: String?
+        }
+        var entries: [Entry] = []
+        let rows = try await client.query("SELECT slug, created_at, rotated_at FROM projects ORDER BY slug", logger: logger)
+        for try await (slug, created, rotated) in rows.decode((String, Date, Date?).self) {
+            entries.append(Entry(project: slug, createdAt: RFC3339.format(created), rotatedAt: rotated.map(RFC3339.format)))
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(entries), as: UTF8.self)
+    }
+
+    /// The project an ingest key belongs to, or nil.
+    func project(ingestKey: String) async throws -> ProjectRef? {
+        let rows = try await client.query(
+            "SELECT id, slug FROM projects WHERE ingest_key_hash = \(ProjectKeys.hash(ingestKey))", logger: logger)
+        for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
+        return nil
+    }
+
+    /// The project a read token belongs to, or nil.
+    func project(readToken: String) async throws -> ProjectRef? {
+        let rows = try await client.query(
+            "SELECT id, slug FROM projects WHERE read_token_hash = \(ProjectKeys.hash(readToken))", logger: logger)
+        for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
+        return nil
+    }
+}

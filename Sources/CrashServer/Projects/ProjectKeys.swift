@@ -1,0 +1,54 @@
+import Crypto
+import Foundation
+
+/// A project's newly minted keys, shown once by `project create` / `project rotate`.
+public struct ProjectCredentials: Codable, Sendable {
+    /// The project slug.
+    public var project: String
+    /// Public key for `X-Crash-Key`; may only send reports.
+    public var ingestKey: String
+    /// Secret bearer token; may only query and triage.
+    public var readToken: String
+
+    /// The JSON the command line prints.
+    public func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+}
+
+/// Key generation and hashing. Keys carry 256 random bits from the system CSPRNG and
+/// are stored only as SHA-256 (fast hashing suffices for random keys of this strength;
+/// lookups go by hash, so comparison time leaks nothing about a stored key).
+enum ProjectKeys {
+    static let ingestPrefix = "cgi_"
+    static let readPrefix = "cgr_"
+
+    /// A fresh key with a recognizable prefix, 256 bits, base64url without padding.
+    static func generate(prefix: String) -> String {
+        var rng = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &rng) }
+        let b64 = Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        return prefix + b64
+    }
+
+    /// SHA-256 of the key's UTF-8 bytes.
+    static func hash(_ key: String) -> Data {
+        Data(SHA256.hash(data: Array(key.utf8)))
+    }
+
+    /// `true` for a valid project slug: `[a-z0-9][a-z0-9-]{0,63}`.
+    static func isValidSlug(_ slug: String) -> Bool {
+        let bytes = Array(slug.utf8)
+        guard (1...64).contains(bytes.count) else { return false }
+        for (i, b) in bytes.enumerated() {
+            let alnum = (b >= 97 && b <= 122) || (b >= 48 && b <= 57)
+            guard alnum || (i > 0 && b == UInt8(ascii: "-")) else { return false }
+        }
+        return true
+    }
+}

@@ -1,0 +1,142 @@
+import ArgumentParser
+import CrashServer
+import Foundation
+import Logging
+
+/// `crash-server`: the CrashGuard ingest and query server, and its admin commands.
+@main
+struct CrashServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "crash-server",
+        abstract: "CrashGuard crash-report server.",
+        subcommands: [Serve.self, Migrate.self, ProjectCommand.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+/// Flags shared by every subcommand. Each overrides its environment variable, which
+/// overrides the default (see `ServerConfiguration`).
+struct CommonOptions: ParsableArguments {
+    @Option(help: "PostgreSQL URL (env DATABASE_URL).")
+    var databaseURL: String?
+
+    @Option(help: "trace, debug, info, notice, warning, error, critical (env CRASHGUARD_LOG_LEVEL).")
+    var logLevel: String?
+
+    func configuration() throws -> ServerConfiguration {
+        var config = try ServerConfiguration(environment: ProcessInfo.processInfo.environment)
+        if let databaseURL { config.databaseURL = databaseURL }
+        if let logLevel {
+            guard let level = Logger.Level(rawValue: logLevel) else {
+                throw ValidationError("--log-level: unknown level '\(logLevel)'")
+            }
+            config.logLevel = level
+        }
+        return config
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply the schema and serve HTTP (the default).")
+
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Address to bind (env CRASHGUARD_HOST).") var host: String?
+    @Option(help: "Port to bind (env CRASHGUARD_PORT).") var port: Int?
+    @Option(help: "Largest compressed body in bytes (env CRASHGUARD_MAX_BODY_BYTES).") var maxBodyBytes: Int?
+    @Option(help: "Largest decompressed body in bytes (env CRASHGUARD_MAX_DECOMPRESSED_BYTES).") var maxDecompressedBytes: Int?
+    @Option(help: "Ingest requests per second per project, 0 = off (env CRASHGUARD_RATE_LIMIT).") var rateLimit: Double?
+    @Option(help: "Ingest burst per project (env CRASHGUARD_RATE_BURST).") var rateBurst: Double?
+    @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
+    @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
+    @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
+
+    func run() async throws {
+        var config = try common.configuration()
+        if let host { config.host = host }
+        if let port { config.port = port }
+        if let maxBodyBytes { config.maxBodyBytes = maxBodyBytes }
+        if let maxDecompressedBytes { config.maxDecompressedBytes = maxDecompressedBytes }
+        if let rateLimit { config.rateLimit = rateLimit }
+        if let rateBurst { config.rateBurst = rateBurst }
+        if let maxQueuedReports { config.maxQueuedReports = maxQueuedReports }
+        if let retentionDays { config.retentionDays = retentionDays }
+        if let dbPoolSize { config.databasePoolSize = dbPoolSize }
+        try config.validate()
+        let app = try await buildApplication(configuration: config, logger: makeLogger(config))
+        try await app.runService()
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply schema.sql (idempotent, forward-only).")
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        let config = try common.configuration()
+        let logger = makeLogger(config)
+        try await withDatabase(config, logger: logger) { db in
+            try await db.migrate()
+        }
+        logger.info("schema applied")
+    }
+}
+
+struct ProjectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "project",
+        abstract: "Create, list and rotate projects and their keys.",
+        subcommands: [Create.self, List.self, Rotate.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a project; prints its keys once.")
+        @OptionGroup var common: CommonOptions
+        @Argument(help: "Project slug: [a-z0-9][a-z0-9-]{0,63}.") var name: String
+
+        func run() async throws {
+            let config = try common.configuration()
+            let json = try await withDatabase(config, logger: makeLogger(config)) { db in
+                try await db.migrate()
+                return try await db.createProject(slug: name).json()
+            }
+            print(json)
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List projects (keys are never shown again).")
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            let config = try common.configuration()
+            let json = try await withDatabase(config, logger: makeLogger(config)) { db in
+                try await db.migrate()
+                return try await db.listProjectsJSON()
+            }
+            print(json)
+        }
+    }
+
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "New keys for a project; the old ones stop working.")
+        @OptionGroup var common: CommonOptions
+        @Argument(help: "Project slug.") var name: String
+
+        func run() async throws {
+            let config = try common.configuration()
+            let json = try await withDatabase(config, logger: makeLogger(config)) { db in
+                try await db.migrate()
+                return try await db.rotateProject(slug: name).json()
+            }
+            print(json)
+        }
+    }
+}
+
+/// Logs to standard error, so command output on standard out stays machine-readable.
+func makeLogger(_ config: ServerConfiguration) -> Logger {
+    var logger = Logger(label: "crash-server") { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = config.logLevel
+    return logger
+}

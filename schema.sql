@@ -1,0 +1,138 @@
+-- CrashGuard schema, applied by `crash-server migrate` and at every `serve` start.
+-- Forward-only and idempotent: every statement may run again on a database that has it.
+-- A change is a new statement appended below (or an IF NOT EXISTS column), never an edit
+-- that would rewrite stored data.
+
+CREATE TABLE IF NOT EXISTS projects (
+    id              bigserial PRIMARY KEY,
+    slug            text NOT NULL UNIQUE CHECK (slug ~ '^[a-z0-9][a-z0-9-]{0,63}$'),
+    -- SHA-256 of the keys; the keys themselves are shown once and never stored.
+    ingest_key_hash bytea NOT NULL UNIQUE,
+    read_token_hash bytea NOT NULL UNIQUE,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    rotated_at      timestamptz
+);
+
+-- One row per crash group: a project's reports that share a signature.
+CREATE TABLE IF NOT EXISTS crash_groups (
+    id                bigserial PRIMARY KEY,
+    project_id        bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    signature         text NOT NULL,
+    grouping_version  text NOT NULL,
+    kind              text NOT NULL,
+    title             text NOT NULL,
+    normalized_reason text NOT NULL,
+    report_count      bigint NOT NULL DEFAULT 0,
+    first_seen        timestamptz NOT NULL,
+    last_seen         timestamptz NOT NULL,
+    fatal             boolean NOT NULL DEFAULT false,
+    status            text NOT NULL DEFAULT 'open'
+                      CHECK (status IN ('open', 'resolved', 'ignored', 'regressed')),
+    resolved_in       text,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    -- The grouping key, and the index every ingest upsert relies on.
+    CONSTRAINT crash_groups_project_signature UNIQUE (project_id, signature)
+);
+
+-- The idempotency ledger: a report id is stored at most once per project. Kept apart
+-- from the partitioned reports table, whose unique keys would have to include the
+-- partition key. Pruned with the partitions (ids older than any acceptable retry).
+CREATE TABLE IF NOT EXISTS report_ids (
+    project_id bigint NOT NULL,
+    id         uuid NOT NULL,
+    ts         timestamptz NOT NULL,
+    PRIMARY KEY (project_id, id)
+);
+CREATE INDEX IF NOT EXISTS report_ids_ts ON report_ids (ts);
+
+-- Raw reports, range-partitioned by the client timestamp (daily partitions created
+-- ahead by the server; old ones dropped by the retention setting).
+CREATE TABLE IF NOT EXISTS reports (
+    project_id  bigint NOT NULL,
+    id          uuid NOT NULL,
+    group_id    bigint NOT NULL,
+    ts          timestamptz NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT now(),
+    kind        text NOT NULL,
+    reason      text NOT NULL,
+    stack       jsonb,
+    fatal       boolean,
+    app_id      text NOT NULL,
+    app_version text NOT NULL,
+    app_build   text,
+    os          text,
+    os_version  text,
+    model       text,
+    device_id   text,
+    fingerprint jsonb,
+    context     jsonb
+) PARTITION BY RANGE (ts);
+-- Newest-first listing of one group's reports, and the detail view's latest reports.
+CREATE INDEX IF NOT EXISTS reports_group_ts ON reports (group_id, ts DESC, id DESC);
+-- Window scans over a project (edges of rollup windows, device counts).
+CREATE INDEX IF NOT EXISTS reports_project_ts ON reports (project_id, ts);
+CREATE TABLE IF NOT EXISTS reports_default PARTITION OF reports DEFAULT;
+
+-- Hourly rollup per group and the filter dimensions, maintained in the ingest
+-- transaction: window queries read this instead of raw reports.
+CREATE TABLE IF NOT EXISTS group_hourly (
+    project_id  bigint NOT NULL,
+    group_id    bigint NOT NULL,
+    hour        timestamptz NOT NULL,
+    app_id      text NOT NULL,
+    app_version text NOT NULL,
+    os          text NOT NULL,
+    count       bigint NOT NULL,
+    fatal_count bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (project_id, hour, group_id, app_id, app_version, os)
+);
+CREATE INDEX IF NOT EXISTS group_hourly_group ON group_hourly (group_id, hour);
+
+-- Creates the daily partitions of `reports` covering [first, last]; safe to race.
+CREATE OR REPLACE FUNCTION crashguard_ensure_partitions(first date, last date) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    d date := first;
+    created integer := 0;
+    name text;
+BEGIN
+    WHILE d <= last LOOP
+        name := 'reports_p' || to_char(d, 'YYYYMMDD');
+        IF to_regclass(name) IS NULL THEN
+            BEGIN
+                EXECUTE format(
+                    'CREATE TABLE %I PARTITION OF reports FOR VALUES FROM (%L) TO (%L)',
+                    name, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+                created := created + 1;
+            EXCEPTION WHEN duplicate_table THEN
+                NULL;
+            END;
+        END IF;
+        d := d + 1;
+    END LOOP;
+    RETURN created;
+END;
+$$;
+
+-- Drops daily partitions whose whole day is before `cutoff`, and the idempotency rows
+-- of that age. Group counts and rollups are kept.
+CREATE OR REPLACE FUNCTION crashguard_drop_partitions_before(cutoff date) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    part record;
+    dropped integer := 0;
+BEGIN
+    FOR part IN
+        SELECT c.relname FROM pg_inherits i
+        JOIN pg_class c ON c.oid = i.inhrelid
+        JOIN pg_class p ON p.oid = i.inhparent
+        WHERE p.relname = 'reports' AND c.relname ~ '^reports_p[0-9]{8}$'
+          AND to_date(substring(c.relname from 10), 'YYYYMMDD') < cutoff
+    LOOP
+        EXECUTE format('DROP TABLE IF EXISTS %I', part.relname);
+        dropped := dropped + 1;
+    END LOOP;
+    DELETE FROM report_ids WHERE ts < cutoff::timestamp AT TIME ZONE 'UTC';
+    RETURN dropped;
+END;
+$$;
