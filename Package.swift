@@ -47,8 +47,11 @@ let package = Package(
             dependencies: ["CrashWire", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
+        // Async-signal-safe crash handler, image map and symbol lookup for the SDK (C).
+        .target(name: "CCrashCapture"),
         // The guard SDK: guards, reporter, crash capture. Never imports the server.
-        .target(name: "CrashGuard", dependencies: ["CrashWire", "CrashCompression"], swiftSettings: strict),
+        .target(
+            name: "CrashGuard", dependencies: ["CrashWire", "CrashCompression", "CCrashCapture"], swiftSettings: strict),
         // The ingest and query server: wiring, routes, batcher, store, configuration.
         .target(
             name: "CrashServer",
@@ -94,7 +97,7 @@ let package = Package(
             resources: [.copy("Corpus")],
             swiftSettings: strict
         ),
-        .testTarget(name: "CrashGuardTests", dependencies: ["CrashGuard"], swiftSettings: strict),
+        .testTarget(name: "CrashGuardTests", dependencies: ["CrashGuard", "CrashCompression"], swiftSettings: strict),
         .testTarget(
             name: "CrashServerTests",
             dependencies: [

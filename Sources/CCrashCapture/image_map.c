@@ -1,0 +1,107 @@
+// The image map: every loaded image's path, address range and build id, so frames from a
+// crashed process (whose addresses are meaningless after ASLR) can be symbolicated later.
+#if defined(__linux__)
+#define _GNU_SOURCE
+#endif
+
+#include "ccrash_capture.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#include <elf.h>
+#include <link.h>
+#include <limits.h>
+
+typedef struct {
+    void *context;
+    ccrash_image_visitor visitor;
+    char executable[PATH_MAX];
+} linux_walk;
+
+static int visit_phdr(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    linux_walk *walk = data;
+    uintptr_t low = UINTPTR_MAX, high = 0;
+    const uint8_t *build_id = NULL;
+    size_t build_id_length = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD) {
+            uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+            uintptr_t end = start + ph->p_memsz;
+            if (start < low) low = start;
+            if (end > high) high = end;
+        } else if (ph->p_type == PT_NOTE && build_id == NULL) {
+            const char *note = (const char *)(info->dlpi_addr + ph->p_vaddr);
+            const char *end = note + ph->p_memsz;
+            while (note + sizeof(ElfW(Nhdr)) <= end) {
+                const ElfW(Nhdr) *header = (const ElfW(Nhdr) *)note;
+                const char *name = note + sizeof(ElfW(Nhdr));
+                const char *desc = name + ((header->n_namesz + 3) & ~3u);
+                if (desc + header->n_descsz > end) break;
+                if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+                    build_id = (const uint8_t *)desc;
+                    build_id_length = header->n_descsz;
+                    break;
+                }
+                note = desc + ((header->n_descsz + 3) & ~3u);
+            }
+        }
+    }
+    if (high <= low) return 0;
+    const char *path = info->dlpi_name;
+    if (path == NULL || path[0] == 0) path = walk->executable;
+    walk->visitor(walk->context, path, low, high - low, build_id, build_id_length);
+    return 0;
+}
+
+void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
+    linux_walk walk;
+    walk.context = context;
+    walk.visitor = visitor;
+    ssize_t n = readlink("/proc/self/exe", walk.executable, sizeof(walk.executable) - 1);
+    walk.executable[n > 0 ? n : 0] = 0;
+    dl_iterate_phdr(visit_phdr, &walk);
+}
+
+#elif defined(__APPLE__)
+#include <mach-o/dyld.h>
+#include <mach-o/loader.h>
+
+void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
+    uint32_t count = _dyld_image_count();
+    for (uint32_t i = 0; i < count; i++) {
+        const struct mach_header *header = _dyld_get_image_header(i);
+        if (header == NULL || header->magic != MH_MAGIC_64) continue;
+        intptr_t slide = _dyld_get_image_vmaddr_slide(i);
+        const char *path = _dyld_get_image_name(i);
+        const struct load_command *command =
+            (const struct load_command *)((const char *)header + sizeof(struct mach_header_64));
+        uintptr_t low = UINTPTR_MAX, high = 0;
+        const uint8_t *uuid = NULL;
+        for (uint32_t c = 0; c < header->ncmds; c++) {
+            if (command->cmd == LC_SEGMENT_64) {
+                const struct segment_command_64 *segment = (const struct segment_command_64 *)command;
+                if (strcmp(segment->segname, "__PAGEZERO") != 0 && segment->vmsize > 0) {
+                    uintptr_t start = (uintptr_t)segment->vmaddr + (uintptr_t)slide;
+                    if (start < low) low = start;
+                    if (start + segment->vmsize > high) high = start + segment->vmsize;
+                }
+            } else if (command->cmd == LC_UUID) {
+                uuid = ((const struct uuid_command *)command)->uuid;
+            }
+            command = (const struct load_command *)((const char *)command + command->cmdsize);
+        }
+        if (high <= low) continue;
+        visitor(context, path ? path : "", low, high - low, uuid, uuid ? 16 : 0);
+    }
+}
+
+#else
+void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
+    (void)context;
+    (void)visitor;
+}
+#endif

@@ -1,0 +1,98 @@
+import CCrashCapture
+import Foundation
+
+/// One image (executable or shared library) mapped into a process.
+struct LoadedImage: Codable, Hashable, Sendable {
+    /// File path as the loader knows it.
+    var path: String
+    /// Lowest mapped address.
+    var base: UInt64
+    /// Bytes from `base` to the end of the last segment.
+    var size: UInt64
+    /// GNU build id or Mach-O UUID, lowercase hex; empty when the image has none.
+    var buildID: String
+
+    var name: String { path.split(separator: "/").last.map(String.init) ?? path }
+
+    func contains(_ address: UInt64) -> Bool { address >= base && address - base < size }
+
+    /// Every image loaded in this process now.
+    static func current() -> [LoadedImage] {
+        let box = Box()
+        withExtendedLifetime(box) {
+            ccrash_each_image(Unmanaged.passUnretained(box).toOpaque()) { context, path, base, size, id, idLength in
+                guard let context else { return }
+                let box = Unmanaged<Box>.fromOpaque(context).takeUnretainedValue()
+                var buildID = ""
+                if let id {
+                    for i in 0..<idLength {
+                        let byte = id[i]
+                        buildID += String(byte >> 4, radix: 16) + String(byte & 0xf, radix: 16)
+                    }
+                }
+                box.images.append(
+                    LoadedImage(
+                        path: path.map { String(cString: $0) } ?? "",
+                        base: UInt64(base),
+                        size: UInt64(size),
+                        buildID: buildID
+                    ))
+            }
+        }
+        return box.images
+    }
+
+    private final class Box {
+        var images: [LoadedImage] = []
+    }
+}
+
+/// Symbolicates a dead process's frames in this process: each address is turned into an
+/// offset in the image that held it (from the crashed run's image map), then looked up with
+/// `dladdr` in the same image here, if it is loaded and has the same build id, and
+/// demangled with the Swift runtime's `swift_demangle`.
+struct Symbolicator {
+    /// The crashed process's images.
+    var crashed: [LoadedImage]
+    /// This process's images.
+    var current: [LoadedImage]
+
+    /// `"<index> <image> 0x<address> <symbol> + <offset>"`, the shape of an Apple crash log
+    /// line (which the contract's normalizer expects); the image name and image offset stand
+    /// in for the symbol when it cannot be found.
+    func frame(_ index: Int, address: UInt64) -> String {
+        let hex = "0x" + String(address, radix: 16)
+        guard let image = crashed.first(where: { $0.contains(address) }) else {
+            return "\(index) ??? \(hex)"
+        }
+        let offset = address - image.base
+        // A return address points after the call; look up the call itself.
+        let lookupOffset = index > 0 && offset > 0 ? offset - 1 : offset
+        if let here = current.first(where: { $0.path == image.path && $0.buildID == image.buildID }),
+            let symbol = Self.symbol(at: here.base + lookupOffset)
+        {
+            let delta = (here.base + offset) &- symbol.address
+            return "\(index) \(image.name) \(hex) \(symbol.name) + \(delta)"
+        }
+        return "\(index) \(image.name) \(hex) \(image.name) + \(offset)"
+    }
+
+    /// The nearest dynamic symbol at or below `address` in this process, demangled.
+    static func symbol(at address: UInt64) -> (name: String, address: UInt64)? {
+        var name: UnsafePointer<CChar>?
+        var symbolAddress: UInt = 0
+        var image: UnsafePointer<CChar>?
+        var imageBase: UInt = 0
+        guard ccrash_dladdr(UInt(address), &name, &symbolAddress, &image, &imageBase) != 0, let name, symbolAddress != 0
+        else { return nil }
+        return (demangle(String(cString: name)), UInt64(symbolAddress))
+    }
+
+    /// `swift_demangle`'s readable name, or the input when it is not a Swift symbol.
+    static func demangle(_ mangled: String) -> String {
+        var buffer = [CChar](repeating: 0, count: 2048)
+        let length = ccrash_demangle(mangled, &buffer, buffer.count)
+        guard length > 0 else { return mangled }
+        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,193 @@
+import CrashWire
+import Foundation
+
+/// The SDK's entry point: start it once, early, and every guard catch, custom report,
+/// uncaught error in ``run(_:)-(()->T)`` and fatal signal reaches the crash server.
+///
+/// ```swift
+/// try CrashGuard.start(.init(
+///     serverURL: URL(string: "https://crash.example.com")!,
+///     ingestKey: "ik_...",
+///     appID: "com.example.app", appVersion: "1.4.0", appBuild: "412"))
+/// CrashGuard.record("cache rebuilt from scratch", context: ["entries": "0"])
+/// await CrashGuard.flush(timeout: .seconds(2))   // before a command-line tool exits
+/// ```
+///
+/// Every report is written to an on-disk queue before anything else, then uploaded in
+/// batches; see `docs/sdk.md` for the delivery rules.
+public enum CrashGuard {
+    private static let current = LockedBox<Reporter?>(nil)
+
+    /// Starts (or restarts with a new configuration) the reporter: turns a crash recorded
+    /// by the previous run into a report, installs the crash handlers, connects the guards
+    /// and starts uploading.
+    public static func start(_ configuration: Configuration) throws {
+        _ = try start(configuration, clock: SystemReporterClock(), backoff: Backoff())
+    }
+
+    /// ``start(_:)`` with an injected clock, backoff and sampling source (tests).
+    static func start(
+        _ configuration: Configuration,
+        clock: any ReporterClock,
+        backoff: Backoff,
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) throws -> Reporter {
+        let directory = configuration.directory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var device = configuration.device
+        if device.id == nil { device.id = installID(in: directory) }
+        let reporter = try Reporter(
+            configuration: configuration, device: device, clock: clock, backoff: backoff, random: random)
+
+        if configuration.captureCrashes {
+            if let crash = CrashCapture.pendingReport(
+                directory: directory, app: configuration.app, device: device, now: clock.now)
+            {
+                reporter.submit(crash)
+            }
+            CrashCapture.clearPending(directory: directory)
+            do {
+                try CrashCapture.install(directory: directory, app: configuration.app, device: device)
+            } catch {
+                configuration.log("crash capture is off: \(error)")
+            }
+        }
+        GuardRecorder.install(sink: reporter, enabled: configuration.enabledGuards)
+        let previous = current.withLock { state -> Reporter? in
+            defer { state = reporter }
+            return state
+        }
+        if let previous { Task { await previous.stop() } }
+        reporter.startUploading()
+        return reporter
+    }
+
+    /// Disconnects the guards, removes the crash handlers and stops uploading; queued
+    /// reports stay on disk for the next start.
+    public static func stop() async {
+        let reporter = current.withLock { state -> Reporter? in
+            defer { state = nil }
+            return state
+        }
+        GuardRecorder.uninstall()
+        CrashCapture.uninstall()
+        await reporter?.stop()
+    }
+
+    /// Whether ``start(_:)`` ran.
+    public static var isStarted: Bool { current.withLock { $0 != nil } }
+
+    /// Uploads everything queued now, waiting at most `timeout` (uploads go on in the
+    /// background after it). Returns `true` when the queue is empty. Call it before a
+    /// process exits on purpose; what is left is sent on the next start.
+    @discardableResult
+    public static func flush(timeout: Duration = .seconds(5)) async -> Bool {
+        guard let reporter = current.withLock({ $0 }) else { return true }
+        return await reporter.flush(timeout: timeout)
+    }
+
+    /// ``flush(timeout:)`` for synchronous code (a `main` about to return): blocks the
+    /// calling thread. Do not call it from an `async` context or the main actor's executor
+    /// while it must run the uploads.
+    @discardableResult
+    public static func flushAndWait(timeout: Duration = .seconds(5)) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedBox(false)
+        Task.detached {
+            let flushed = await flush(timeout: timeout)
+            result.withLock { $0 = flushed }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0 }
+    }
+
+    /// Records a report from app code (kind `custom` unless told otherwise), with the call
+    /// site in `context` and the current stack. Returns `false` when it was not queued
+    /// (not started, sampled out, dropped by the reporter block).
+    @discardableResult
+    public static func record(
+        _ reason: String,
+        kind: ReportKind = .custom,
+        fatal: Bool = false,
+        fingerprint: [String]? = nil,
+        context: [String: String] = [:],
+        fileID: String = #fileID,
+        line: Int = #line,
+        function: String = #function
+    ) -> Bool {
+        guard let reporter = current.withLock({ $0 }) else { return false }
+        var context = context
+        context["file"] = context["file"] ?? fileID
+        context["line"] = context["line"] ?? String(line)
+        context["function"] = context["function"] ?? function
+        var report = reporter.report(
+            for: GuardEvent(
+                kind: kind, reason: reason, stack: Array(Thread.callStackSymbols.dropFirst()), context: context,
+                fatal: fatal, timestamp: reporter.clock.now))
+        report.fingerprint = fingerprint
+        return reporter.submit(report)
+    }
+
+    /// Runs `body`; an error it throws is recorded as kind `exception` (`fatal: true`: it
+    /// reached the top of the program) and thrown on.
+    ///
+    /// ```swift
+    /// @main struct Tool { static func main() throws { try CrashGuard.run { try work() } } }
+    /// ```
+    public static func run<T>(_ body: () throws -> T) rethrows -> T {
+        do {
+            return try body()
+        } catch {
+            recordUncaught(error)
+            throw error
+        }
+    }
+
+    /// The `async` form of ``run(_:)-(()->T)``.
+    public static func run<T>(_ body: () async throws -> T) async rethrows -> T {
+        do {
+            return try await body()
+        } catch {
+            recordUncaught(error)
+            throw error
+        }
+    }
+
+    /// Gives the calling thread an alternate signal stack, so a stack overflow on it is
+    /// recorded. ``start(_:)`` does this for its own thread; call it first thing on
+    /// long-lived threads of your own.
+    public static func prepareCurrentThread() { CrashCapture.prepareCurrentThread() }
+
+    // MARK: - Internals
+
+    static func recordUncaught(_ error: any Error, fileID: String = #fileID, line: Int = #line) {
+        guard let reporter = current.withLock({ $0 }) else { return }
+        var context = ["error.type": String(reflecting: type(of: error))]
+        let nsError = error as NSError
+        context["error.domain"] = nsError.domain
+        context["error.code"] = String(nsError.code)
+        let report = reporter.report(
+            for: GuardEvent(
+                kind: .exception,
+                reason: "Error raised at top level: \(String(reflecting: error))",
+                stack: Array(Thread.callStackSymbols.dropFirst(2)),
+                context: context,
+                fatal: true,
+                timestamp: reporter.clock.now))
+        reporter.submit(report)
+    }
+
+    /// The install id kept in `directory/install-id`, created on first use.
+    static func installID(in directory: URL) -> String {
+        let url = directory.appendingPathComponent("install-id")
+        if let text = try? String(contentsOf: url, encoding: .utf8),
+            let id = UUID(uuidString: text.trimmingCharacters(in: .whitespacesAndNewlines))
+        {
+            return id.uuidString.lowercased()
+        }
+        let id = UUID().uuidString.lowercased()
+        try? writeFileAtomically(Data((id + "\n").utf8), to: url)
+        return id
+    }
+}
