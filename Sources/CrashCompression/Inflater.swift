@@ -70,7 +70,7 @@ public final class Inflater {
             let status: Int32 = chunk.withUnsafeMutableBufferPointer { buf in
                 stream.pointee.next_out = buf.baseAddress
                 stream.pointee.avail_out = uInt(buf.count)
-                return inflate(stream, Z_NO_FLUSH)
+                return CZlib.inflate(stream, Z_NO_FLUSH)
             }
             let produced = chunk.count - Int(stream.pointee.avail_out)
             if produced > 0 {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CrashServer
 import Foundation
+import Hummingbird
 import Logging
 
 /// `crash-server`: the CrashGuard ingest and query server, and its admin commands.

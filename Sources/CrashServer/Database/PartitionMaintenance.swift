@@ -1,6 +1,7 @@
 import CrashWire
 import Foundation
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 
 /// Keeps daily partitions of `reports` ahead of time and drops those past retention.

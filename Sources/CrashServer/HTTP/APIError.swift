@@ -75,7 +75,9 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
 
     /// The JSON error body for `message`.
     static func body(_ message: String) -> ByteBuffer {
-        let data = (try? JSONEncoder().encode(ErrorBody(error: message))) ?? Data("{\"error\":\"error\"}".utf8)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        let data = (try? encoder.encode(ErrorBody(error: message))) ?? Data("{\"error\":\"error\"}".utf8)
         return ByteBuffer(bytes: data)
     }
 }

@@ -83,7 +83,7 @@ final class IngestBatcher: Service, Sendable {
             if let refusal {
                 continuation.resume(throwing: refusal)
             } else {
-                metrics.queueDepth.record(queuedReports)
+                metrics.recordQueueDepth(queuedReports)
                 wake.yield()
             }
         }
@@ -148,9 +148,9 @@ final class IngestBatcher: Service, Sendable {
         }
         let started = ContinuousClock.now
         do {
-            let fresh = try await withDeadline(timeout) { try await self.store(unique) }
-            metrics.commitLatency.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
-            metrics.batchSize.record(unique.count)
+            let batch = unique
+            let fresh = try await withDeadline(timeout) { try await self.store(batch) }
+            metrics.recordCommit(reports: batch.count, duration: ContinuousClock.now - started)
             var claimed = Set<ReportKey>()
             for job in jobs {
                 let outcome = job.items.map { item in fresh.contains(item.key) && claimed.insert(item.key).inserted }
@@ -195,14 +195,6 @@ final class IngestBatcher: Service, Sendable {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
-    }
-}
-
-extension Duration {
-    /// Whole nanoseconds in the duration.
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 

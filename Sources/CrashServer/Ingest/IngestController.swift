@@ -82,10 +82,7 @@ struct IngestController: Sendable {
         let outcome = try await batcher.submit(items)
         let accepted = outcome.filter { $0 }.count
         let duplicates = outcome.count - accepted
-        metrics.requestReports.record(batch.reports.count)
-        metrics.reportsAccepted.increment(by: accepted)
-        metrics.reportsDuplicate.increment(by: duplicates)
-        metrics.reportsRejected.increment(by: rejected.count)
+        metrics.recordIngest(reports: batch.reports.count, accepted: accepted, duplicates: duplicates, rejected: rejected.count)
         logger.debug(
             "reports ingested",
             metadata: [

@@ -1,4 +1,5 @@
 import Hummingbird
+import CoreMetrics
 import Metrics
 import Prometheus
 
@@ -9,11 +10,11 @@ struct ServerMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
     /// Reports newly stored.
-    let reportsAccepted: Counter
+    let reportsAccepted: Metrics.Counter
     /// Reports whose id was already stored.
-    let reportsDuplicate: Counter
+    let reportsDuplicate: Metrics.Counter
     /// Reports refused by validation.
-    let reportsRejected: Counter
+    let reportsRejected: Metrics.Counter
     /// Reports per ingest request.
     let requestReports: Recorder
     /// Reports per group-commit transaction.
@@ -21,7 +22,7 @@ struct ServerMetrics: Sendable {
     /// Time from BEGIN to COMMIT of a group-commit transaction.
     let commitLatency: Metrics.Timer
     /// Reports waiting for a commit.
-    let queueDepth: Gauge
+    let queueDepth: Metrics.Gauge
 
     init() {
         registry = PrometheusCollectorRegistry()
@@ -34,18 +35,38 @@ struct ServerMetrics: Sendable {
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5),
         ]
         self.factory = factory
-        reportsAccepted = Counter(label: "crashguard_reports_total", dimensions: [("outcome", "accepted")], factory: factory)
-        reportsDuplicate = Counter(label: "crashguard_reports_total", dimensions: [("outcome", "duplicate")], factory: factory)
-        reportsRejected = Counter(label: "crashguard_reports_total", dimensions: [("outcome", "rejected")], factory: factory)
+        reportsAccepted = Metrics.Counter(label: "crashguard_reports_total", dimensions: [("outcome", "accepted")], factory: factory)
+        reportsDuplicate = Metrics.Counter(label: "crashguard_reports_total", dimensions: [("outcome", "duplicate")], factory: factory)
+        reportsRejected = Metrics.Counter(label: "crashguard_reports_total", dimensions: [("outcome", "rejected")], factory: factory)
         requestReports = Recorder(label: "crashguard_ingest_request_reports", factory: factory)
         batchSize = Recorder(label: "crashguard_ingest_batch_reports", factory: factory)
         commitLatency = Metrics.Timer(label: "crashguard_ingest_commit_seconds", factory: factory)
-        queueDepth = Gauge(label: "crashguard_ingest_queue_reports", factory: factory)
+        queueDepth = Metrics.Gauge(label: "crashguard_ingest_queue_reports", factory: factory)
+    }
+
+    /// Records one ingest request's outcome.
+    func recordIngest(reports: Int, accepted: Int, duplicates: Int, rejected: Int) {
+        requestReports.record(reports)
+        reportsAccepted.increment(by: accepted)
+        reportsDuplicate.increment(by: duplicates)
+        reportsRejected.increment(by: rejected)
+    }
+
+    /// Records one committed group-commit transaction.
+    func recordCommit(reports: Int, duration: Duration) {
+        batchSize.record(reports)
+        let (seconds, attoseconds) = duration.components
+        commitLatency.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// Records the reports waiting for a commit.
+    func recordQueueDepth(_ reports: Int) {
+        queueDepth.record(reports)
     }
 
     /// Counts one HTTP request by route pattern, method and status.
     func countRequest(method: String, route: String, status: Int) {
-        Counter(
+        Metrics.Counter(
             label: "crashguard_http_requests_total",
             dimensions: [("method", method), ("route", route), ("status", String(status))],
             factory: factory

@@ -1,5 +1,6 @@
 import Hummingbird
 import NIOCore
+import PostgresNIO
 
 /// `/healthz`, `/readyz` and `/metrics`: what orchestrators and Prometheus poll.
 struct OperationsController: Sendable {
