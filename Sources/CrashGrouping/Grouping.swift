@@ -5,7 +5,7 @@ import Crypto
 public struct Signature: Sendable, Hashable {
     /// Lowercase hex SHA-256: the group's key within a project.
     public var hash: String
-    /// The normalized reason (or the fingerprint parts joined by newlines).
+    /// The normalized reason (also when a fingerprint decides the group).
     public var normalizedReason: String
     /// First line of the normalized reason, cut at 200 characters.
     public var title: String
@@ -13,8 +13,9 @@ public struct Signature: Sendable, Hashable {
 
 /// Grouping v1: normalizes reasons and frames, and derives signatures from them.
 ///
-/// PLACEHOLDER: the grouping issue replaces the bodies of `normalize(reason:)` and
-/// `normalize(frame:)` with the full v1 rules.
+/// The rules are written down, with every decision the contract leaves open, in
+/// `docs/grouping.md`. Normalization is one hand-written pass over UTF-8 bytes: linear in
+/// the input, idempotent, and total (it never traps, whatever the text).
 public enum Grouping {
     /// Stored with every group; a change to the rules is a new version.
     public static let version = "v1"
@@ -22,14 +23,17 @@ public enum Grouping {
     /// Longest title, in characters.
     public static let titleLimit = 200
 
+    /// How many normalized frames a `signal` or `exception` signature includes.
+    public static let signatureFrameCount = 3
+
     /// Removes what varies between occurrences of one bug and keeps what names it.
     public static func normalize(reason: String) -> String {
-        reason
+        Normalizer.normalize(reason, frameMode: false)
     }
 
     /// Normalizes one stack frame: drops frame index, addresses and offsets.
     public static func normalize(frame: String) -> String {
-        frame
+        Normalizer.normalize(frame, frameMode: true)
     }
 
     /// The group title: the first line of the normalized reason, cut at 200 characters.
@@ -39,33 +43,47 @@ public enum Grouping {
     }
 
     /// The v1 signature of a report's grouping fields.
+    ///
+    /// SHA-256 over length-prefixed parts: `v1`, the kind, then either `fingerprint` and the
+    /// parts as sent, or `reason`, the normalized reason and, for `signal` and `exception`
+    /// with a non-empty stack, the first three normalized frames. An empty fingerprint is
+    /// treated as absent (the contract requires 1 to 8 parts).
     public static func signature(kind: ReportKind, reason: String, stack: [String]?, fingerprint: [String]?) -> Signature {
         var hasher = SHA256()
         func add(_ text: String) {
+            var text = text
             var count = UInt32(text.utf8.count).bigEndian
             withUnsafeBytes(of: &count) { hasher.update(bufferPointer: $0) }
-            hasher.update(data: Array(text.utf8))
+            text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
         }
         add(version)
         add(kind.rawValue)
-        let normalized: String
-        if let fingerprint {
+        let normalized = normalize(reason: reason)
+        if let fingerprint, !fingerprint.isEmpty {
             add("fingerprint")
             fingerprint.forEach(add)
-            normalized = normalize(reason: reason)
         } else {
             add("reason")
-            normalized = normalize(reason: reason)
             add(normalized)
             if kind == .signal || kind == .exception, let stack, !stack.isEmpty {
-                for frame in stack.prefix(3) { add(normalize(frame: frame)) }
+                for frame in stack.prefix(signatureFrameCount) { add(normalize(frame: frame)) }
             }
         }
-        let digest = hasher.finalize()
-        let hex = digest.map { byte in
-            let s = String(byte, radix: 16)
-            return s.count == 1 ? "0" + s : s
-        }.joined()
-        return Signature(hash: hex, normalizedReason: normalized, title: title(normalizedReason: normalized))
+        return Signature(hash: hex(hasher.finalize()), normalizedReason: normalized, title: title(normalizedReason: normalized))
+    }
+
+    static func hex(_ digest: SHA256.Digest) -> String {
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: SHA256.byteCount * 2) { buffer in
+            var i = 0
+            digest.withUnsafeBytes { bytes in
+                for byte in bytes {
+                    buffer[i] = digits.utf8Start[Int(byte >> 4)]
+                    buffer[i + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    i += 2
+                }
+            }
+            return i
+        }
     }
 }
