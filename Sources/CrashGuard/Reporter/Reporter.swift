@@ -140,18 +140,19 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         await uploader?.cancel()
     }
 
-    /// Uploads everything queued, waiting at most `timeout`. `true` when the queue is empty.
+    /// Uploads everything queued, waiting at most `timeout` (wall-clock time). `true` when
+    /// the queue is empty.
     func flush(timeout: Duration) async -> Bool {
         guard let uploader, let queue else { return true }
         if queue.count == 0 { return true }
-        let clock = self.clock
         let once = ResumeOnce()
         let drain = Task {
             await uploader.drain()
             once.resume()
         }
+        // Real time, not the injected clock: the caller is about to exit and means seconds.
         let timer = Task {
-            try? await clock.sleep(for: timeout)
+            try? await ContinuousClock().sleep(for: timeout)
             once.resume()
         }
         await withCheckedContinuation { once.set($0) }
