@@ -112,11 +112,17 @@ extension String {
                 site: CallSite(fileID: fileID, line: line, function: function)
             )
         }
-        let lower = utf16.index(utf16.startIndex, offsetBy: start)
-        let upper = utf16.index(lower, offsetBy: length)
-        // Round to character boundaries so the range can slice the String.
-        let lowerChar = lower.samePosition(in: self) ?? self[..<lower].indices.last ?? startIndex
-        let upperChar = upper.samePosition(in: self) ?? self[upper...].indices.first.map { self.index(after: $0) } ?? endIndex
+        // Round outward to character boundaries so the range can slice the String.
+        var lowerChar = startIndex
+        var upperChar = endIndex
+        var offset = 0
+        var previous = startIndex
+        for index in indices {
+            offset += utf16.distance(from: previous, to: index)
+            previous = index
+            if offset <= start { lowerChar = index }
+            if offset >= start + length { upperChar = index; break }
+        }
         return lowerChar..<Swift.max(lowerChar, upperChar)
     }
 }

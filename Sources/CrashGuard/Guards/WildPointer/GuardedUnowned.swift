@@ -31,7 +31,7 @@ public struct GuardedUnowned<Object: AnyObject> {
         if let object { return object }
         GuardRecorder.record(
             .wildPointer, site: CallSite(fileID: fileID, line: line, function: function), in: nil,
-            reason: "Attempted to read an unowned reference but object \(description) was already deallocated",
+            reason: "Attempted to read an unowned reference but object \(description) was already destroyed",
             context: ["action": "returned nil"]
         )
         return nil
