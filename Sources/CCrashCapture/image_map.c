@@ -11,6 +11,9 @@
 
 #if defined(__linux__)
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <link.h>
 #include <limits.h>
 
@@ -66,6 +69,62 @@ void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
     dl_iterate_phdr(visit_phdr, &walk);
 }
 
+int ccrash_elf_symbol(const char *path, uint64_t offset, char *name, size_t size, uint64_t *symbol_offset) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+        close(fd);
+        return 0;
+    }
+    size_t length = (size_t)st.st_size;
+    const unsigned char *file = mmap(NULL, length, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (file == MAP_FAILED) return 0;
+    int found = 0;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) goto done;
+    if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > length) goto done;
+    if (eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > length) goto done;
+    uint64_t low = UINT64_MAX;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(file + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < low) low = ph[i].p_vaddr;
+    if (low == UINT64_MAX) goto done;
+    uint64_t vaddr = low + offset;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(file + eh->e_shoff);
+    for (int pass = 0; pass < 2 && !found; pass++) {
+        uint32_t wanted = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
+        for (int s = 0; s < eh->e_shnum && !found; s++) {
+            if (sh[s].sh_type != wanted || sh[s].sh_link >= eh->e_shnum) continue;
+            const Elf64_Shdr *strtab = &sh[sh[s].sh_link];
+            if (sh[s].sh_offset + sh[s].sh_size > length || strtab->sh_offset + strtab->sh_size > length) continue;
+            const Elf64_Sym *symbols = (const Elf64_Sym *)(file + sh[s].sh_offset);
+            size_t count = sh[s].sh_size / sizeof(Elf64_Sym);
+            const Elf64_Sym *best = NULL;
+            for (size_t i = 0; i < count; i++) {
+                const Elf64_Sym *sym = &symbols[i];
+                if (ELF64_ST_TYPE(sym->st_info) != STT_FUNC || sym->st_value == 0) continue;
+                uint64_t end = sym->st_value + (sym->st_size ? sym->st_size : 1);
+                if (vaddr < sym->st_value || vaddr >= end) continue;
+                if (best == NULL || sym->st_value > best->st_value) best = sym;
+            }
+            if (best != NULL && best->st_name < strtab->sh_size) {
+                const char *text = (const char *)(file + strtab->sh_offset + best->st_name);
+                size_t n = strnlen(text, strtab->sh_size - best->st_name);
+                if (n >= size) n = size - 1;
+                memcpy(name, text, n);
+                name[n] = 0;
+                *symbol_offset = vaddr - best->st_value;
+                found = 1;
+            }
+        }
+    }
+done:
+    munmap((void *)file, length);
+    return found;
+}
+
 #elif defined(__APPLE__)
 #include <mach-o/dyld.h>
 #include <mach-o/loader.h>
@@ -103,5 +162,16 @@ void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
 void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
     (void)context;
     (void)visitor;
+}
+#endif
+
+#if !defined(__linux__)
+int ccrash_elf_symbol(const char *path, uint64_t offset, char *name, size_t size, uint64_t *symbol_offset) {
+    (void)path;
+    (void)offset;
+    (void)name;
+    (void)size;
+    (void)symbol_offset;
+    return 0;
 }
 #endif

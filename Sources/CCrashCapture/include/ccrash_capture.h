@@ -66,6 +66,12 @@ const char *ccrash_code_name(int signal, int code);
 /// (`SEGV`, `BUS`, `ILL`, `TRAP`, `ABRT`, `FPE`); 0 when unknown.
 int ccrash_signal_number(const char *name);
 
+/// Looks `offset` (bytes from the image's lowest loaded segment) up in the ELF symbol table
+/// of the file at `path` (`.symtab`, else `.dynsym`): the function containing it, so frames
+/// of executables that export no symbols still get names. Writes the name into `name` and
+/// the offset into the function into `symbol_offset`. Returns 1 when found (Linux only).
+int ccrash_elf_symbol(const char *path, uint64_t offset, char *name, size_t size, uint64_t *symbol_offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,9 +48,9 @@ struct LoadedImage: Codable, Hashable, Sendable {
 }
 
 /// Symbolicates a dead process's frames in this process: each address is turned into an
-/// offset in the image that held it (from the crashed run's image map), then looked up with
-/// `dladdr` in the same image here, if it is loaded and has the same build id, and
-/// demangled with the Swift runtime's `swift_demangle`.
+/// offset in the image that held it (from the crashed run's image map), then, if the same
+/// image (same path and build id) is loaded here, looked up in its ELF symbol table (Linux)
+/// or with `dladdr`, and demangled with the Swift runtime's `swift_demangle`.
 struct Symbolicator {
     /// The crashed process's images.
     var crashed: [LoadedImage]
@@ -68,13 +68,27 @@ struct Symbolicator {
         let offset = address - image.base
         // A return address points after the call; look up the call itself.
         let lookupOffset = index > 0 && offset > 0 ? offset - 1 : offset
-        if let here = current.first(where: { $0.path == image.path && $0.buildID == image.buildID }),
-            let symbol = Self.symbol(at: here.base + lookupOffset)
-        {
-            let delta = (here.base + offset) &- symbol.address
-            return "\(index) \(image.name) \(hex) \(symbol.name) + \(delta)"
+        if let here = current.first(where: { $0.path == image.path && $0.buildID == image.buildID }) {
+            if let symbol = Self.fileSymbol(path: image.path, offset: lookupOffset) {
+                let delta = symbol.offset + (offset - lookupOffset)
+                return "\(index) \(image.name) \(hex) \(symbol.name) + \(delta)"
+            }
+            if let symbol = Self.symbol(at: here.base + lookupOffset) {
+                let delta = (here.base + offset) &- symbol.address
+                return "\(index) \(image.name) \(hex) \(symbol.name) + \(delta)"
+            }
         }
         return "\(index) \(image.name) \(hex) \(image.name) + \(offset)"
+    }
+
+    /// The function containing `offset` in the image file's own symbol table (ELF
+    /// `.symtab`: local functions too, which `dladdr` cannot see), demangled.
+    static func fileSymbol(path: String, offset: UInt64) -> (name: String, offset: UInt64)? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        var symbolOffset: UInt64 = 0
+        guard ccrash_elf_symbol(path, offset, &buffer, buffer.count, &symbolOffset) != 0 else { return nil }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (demangle(name), symbolOffset)
     }
 
     /// The nearest dynamic symbol at or below `address` in this process, demangled.

@@ -275,7 +275,7 @@ struct ReporterTests {
         reporter.startUploading()
         reporter.record(event("a", timestamp: Date()))
         reporter.record(event("b", timestamp: Date()))
-        #expect(await eventually { transport.reports.count == 2 })
+        #expect(await eventuallyReported { transport.reports.count == 2 })
         await reporter.stop()
 
         config.flushInterval = .milliseconds(100)
@@ -283,7 +283,7 @@ struct ReporterTests {
         let timed = try Reporter(configuration: config, device: config.device)
         timed.startUploading()
         timed.record(event("c", timestamp: Date()))
-        #expect(await eventually { transport.reports.count == 3 })
+        #expect(await eventuallyReported { transport.reports.count == 3 })
         await timed.stop()
     }
 
@@ -297,7 +297,7 @@ struct ReporterTests {
 }
 
 /// Polls `condition` for up to `seconds`.
-func eventually(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+func eventuallyReported(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
