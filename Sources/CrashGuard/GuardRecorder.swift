@@ -241,7 +241,8 @@ public enum GuardRecorder {
     /// `nil` (meaning "whatever is installed then") outside a ``withSink`` scope.
     static func captureScope() -> Recording? { scoped }
 
-    /// The guards' entry point. `captured` is a scope remembered by a guard object.
+    /// The guards' entry point. `captured` is a scope remembered by a guard object, used
+    /// when the firing task has no scope of its own.
     static func record(
         _ kind: ReportKind,
         site: CallSite,
@@ -249,7 +250,9 @@ public enum GuardRecorder {
         reason: @autoclosure () -> String,
         context: @autoclosure () -> [String: String] = [:]
     ) {
-        guard let recording = captured ?? current(), recording.isEnabled(kind) else { return }
+        // The firing task's scope first, then the scope remembered by the guard object
+        // (deferred callbacks on other threads), then the process-wide installation.
+        guard let recording = scoped ?? captured ?? global.withLock({ $0 }), recording.isEnabled(kind) else { return }
         guard let suppressed = recording.admit(SiteKey(kind: kind, fileID: site.fileID, line: site.line)) else {
             return
         }

@@ -83,10 +83,23 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
     private let scope = GuardRecorder.captureScope()
     private let site: CallSite
     private let table = LockedBox<(entries: [String: [Entry]], released: Bool)>(([:], false))
+    private let keyPathNames: [AnyKeyPath: String]
 
     /// Creates the registry for `subject`, which it holds weakly.
-    public init(_ subject: Subject, fileID: String = #fileID, line: Int = #line, function: String = #function) {
+    ///
+    /// `keyPathNames` names typed key paths in reasons and in ``observedKeyPaths``. A key
+    /// path to a stored property without observers names itself (`name` for
+    /// `\Student.name`); one to a property with `didSet` (the usual case here) or a
+    /// computed property describes itself only as `<computed 0x... (String)>`, so name it:
+    /// `KeyValueObservers(self, keyPathNames: [\.name: "name"])`.
+    public init(
+        _ subject: Subject, keyPathNames: [PartialKeyPath<Subject>: String] = [:],
+        fileID: String = #fileID, line: Int = #line, function: String = #function
+    ) {
         self.subject = subject
+        var names: [AnyKeyPath: String] = [:]
+        for (keyPath, name) in keyPathNames { names[keyPath as AnyKeyPath] = name }
+        self.keyPathNames = names
         self.subjectDescription = Describe.object(subject)
         self.subjectAddress = Describe.address(subject)
         self.subjectType = Describe.typeName(type(of: subject))
@@ -108,9 +121,10 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
         fileID: String = #fileID, line: Int = #line, function: String = #function,
         handler: @escaping (Observer, KeyValueChange<Subject, Value>) throws -> Void
     ) -> Bool {
-        add(observer, name: Self.name(of: keyPath), site: CallSite(fileID: fileID, line: line, function: function)) { obs, subject, old, new in
+        let name = self.name(of: keyPath)
+        return add(observer, name: name, site: CallSite(fileID: fileID, line: line, function: function)) { obs, subject, old, new in
             guard let obs = obs as? Observer, let old = old as? Value, let new = new as? Value else { return }
-            try handler(obs, KeyValueChange(object: subject, keyPath: Self.name(of: keyPath), oldValue: old, newValue: new))
+            try handler(obs, KeyValueChange(object: subject, keyPath: name, oldValue: old, newValue: new))
         }
     }
 
@@ -120,7 +134,7 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
         _ observer: some KeyValueObserver, for keyPath: KeyPath<Subject, Value>,
         fileID: String = #fileID, line: Int = #line, function: String = #function
     ) -> Bool {
-        addObserver(observer, forKeyPath: Self.name(of: keyPath), fileID: fileID, line: line, function: function)
+        addObserver(observer, forKeyPath: self.name(of: keyPath), fileID: fileID, line: line, function: function)
     }
 
     /// Adds a ``KeyValueObserver`` for a key path given by name (announced with
@@ -145,7 +159,7 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
         _ observer: AnyObject, for keyPath: KeyPath<Subject, Value>,
         fileID: String = #fileID, line: Int = #line, function: String = #function
     ) -> Bool {
-        removeObserver(observer, forKeyPath: Self.name(of: keyPath), fileID: fileID, line: line, function: function)
+        removeObserver(observer, forKeyPath: self.name(of: keyPath), fileID: fileID, line: line, function: function)
     }
 
     /// Removes `observer` for the key path named `keyPath`.
@@ -192,7 +206,7 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
         _ keyPath: KeyPath<Subject, Value>, from oldValue: Value, to newValue: Value,
         fileID: String = #fileID, line: Int = #line, function: String = #function
     ) {
-        didChange(keyPath: Self.name(of: keyPath), from: oldValue, to: newValue, fileID: fileID, line: line, function: function)
+        didChange(keyPath: self.name(of: keyPath), from: oldValue, to: newValue, fileID: fileID, line: line, function: function)
     }
 
     /// Announces a change of the key path named `keyPath`.
@@ -233,7 +247,7 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
 
     /// The live observers of `keyPath`.
     public func observers<Value>(for keyPath: KeyPath<Subject, Value>) -> [AnyObject] {
-        observers(forKeyPath: Self.name(of: keyPath))
+        observers(forKeyPath: self.name(of: keyPath))
     }
 
     /// The key paths with at least one live observer, sorted.
@@ -245,9 +259,9 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
 
     // MARK: Internals
 
-    static func name(of keyPath: AnyKeyPath) -> String {
+    private func name(of keyPath: AnyKeyPath) -> String {
         if keyPath == (\Subject.self as AnyKeyPath) { return "" }
-        return Describe.keyPath(keyPath)
+        return keyPathNames[keyPath] ?? Describe.keyPath(keyPath)
     }
 
     private func add(
