@@ -58,14 +58,15 @@ public enum GuardRecorder {
         public static let unlimited = RateLimit(maxEvents: .max, interval: 0)
     }
 
-    /// Installs `sink` as the process-wide destination and switches on the guards in
-    /// `enabled`. Replaces any earlier installation (and its rate-limit state).
+    /// Installs `sink` as the process-wide destination and switches on the kinds in
+    /// `enabled` (default: all, including `custom` for ``record(_:reason:context:fileID:line:function:)``
+    /// from app code). Replaces any earlier installation (and its rate-limit state).
     ///
     /// Called by `CrashGuard.start(_:)`; call it yourself only when you use the guards
     /// without the reporter.
     public static func install(
         sink: some GuardEventSink,
-        enabled: Set<ReportKind> = guardKinds,
+        enabled: Set<ReportKind> = Set(ReportKind.allCases),
         rateLimit: RateLimit = .default
     ) {
         let recording = Recording(sink: sink, enabled: enabled, rateLimit: rateLimit, now: { Date() })
@@ -104,7 +105,7 @@ public enum GuardRecorder {
     /// parallel; `now` replaces the clock of the rate limiter.
     public static func withSink<R>(
         _ sink: some GuardEventSink,
-        enabled: Set<ReportKind> = guardKinds,
+        enabled: Set<ReportKind> = Set(ReportKind.allCases),
         rateLimit: RateLimit = .unlimited,
         now: @escaping @Sendable () -> Date = { Date() },
         operation: () throws -> R
@@ -116,7 +117,7 @@ public enum GuardRecorder {
     /// The `async` form of ``withSink(_:enabled:rateLimit:now:operation:)``.
     public static func withSink<R>(
         _ sink: some GuardEventSink,
-        enabled: Set<ReportKind> = guardKinds,
+        enabled: Set<ReportKind> = Set(ReportKind.allCases),
         rateLimit: RateLimit = .unlimited,
         now: @escaping @Sendable () -> Date = { Date() },
         operation: () async throws -> R

@@ -24,7 +24,7 @@ final class CollectingSink: GuardEventSink, @unchecked Sendable {
 /// Runs `body` with a fresh sink scoped to this test (tests run in parallel), every guard
 /// on and no rate limit; returns what `body` returned and the events recorded.
 func recording<R>(
-    _ enabled: Set<ReportKind> = GuardRecorder.guardKinds,
+    _ enabled: Set<ReportKind> = Set(ReportKind.allCases),
     rateLimit: GuardRecorder.RateLimit = .unlimited,
     _ body: () throws -> R
 ) rethrows -> (value: R, events: [GuardEvent]) {
@@ -36,7 +36,7 @@ func recording<R>(
 /// The `async` form of ``recording(_:rateLimit:_:)``; the sink is also returned so that
 /// events arriving later (timers, main queue) can be read.
 func recordingAsync<R>(
-    _ enabled: Set<ReportKind> = GuardRecorder.guardKinds,
+    _ enabled: Set<ReportKind> = Set(ReportKind.allCases),
     _ body: (CollectingSink) async throws -> R
 ) async rethrows -> (value: R, events: [GuardEvent]) {
     let sink = CollectingSink()
