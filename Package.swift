@@ -101,7 +101,13 @@ let package = Package(
             resources: [.copy("Corpus")],
             swiftSettings: strict
         ),
-        .testTarget(name: "CrashGuardTests", dependencies: ["CrashGuard", "CrashCompression"], swiftSettings: strict),
+        // The guards' tests and the reporter's tests are separate modules, so their helpers never clash.
+        .testTarget(
+            name: "CrashGuardTests", dependencies: ["CrashGuard", "CrashCompression"],
+            path: "Tests/CrashGuardTests/Guards", swiftSettings: strict),
+        .testTarget(
+            name: "CrashGuardReporterTests", dependencies: ["CrashGuard", "CrashWire", "CrashCompression"],
+            path: "Tests/CrashGuardTests/Reporter", swiftSettings: strict),
         .testTarget(
             name: "CrashServerTests",
             dependencies: [
