@@ -3,7 +3,7 @@ import Foundation
 /// The reporter's view of time: wall-clock `now` for report timestamps and validation, and
 /// a sleep for backoff and the flush timer. A protocol of our own rather than a generic
 /// `Clock` parameter (as swift-otel's batch processor takes) because the reporter lives in a
-/// global and needs wall-clock dates; tests inject ``ManualReporterClock``-style fakes.
+/// global and needs wall-clock dates; tests inject a clock whose sleeps return at once.
 protocol ReporterClock: Sendable {
     /// The current wall-clock time.
     var now: Date { get }

@@ -149,7 +149,7 @@ struct CrashGuardEntryTests {
             CrashChild.run("next-start") { CrashChild.writeBadPointer() }
         }
         let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
-        var config = testConfiguration(directory: directory, transport: transport)
+        var config = reporterTestConfiguration(directory: directory, transport: transport)
         config.captureCrashes = true
         config.device = DeviceInfo(os: "Linux", osVersion: "1", model: "m")
         let reporter = try CrashGuard.start(config, clock: SystemReporterClock(), backoff: Backoff())
@@ -171,7 +171,7 @@ struct CrashGuardEntryTests {
     func uncaughtError() async throws {
         struct Boom: Error, CustomStringConvertible { var description: String { "boom" } }
         let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
-        let config = testConfiguration(directory: makeTemporaryDirectory(), transport: transport)
+        let config = reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport)
         _ = try CrashGuard.start(config, clock: SystemReporterClock(), backoff: Backoff())
         #expect(throws: Boom.self) {
             try CrashGuard.run { throw Boom() }

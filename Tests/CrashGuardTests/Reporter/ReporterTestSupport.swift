@@ -5,7 +5,7 @@ import Foundation
 @testable import CrashGuard
 
 /// A clock whose sleeps return at once, advancing `now` and remembering each duration.
-final class ManualClock: ReporterClock, @unchecked Sendable {
+final class ReporterTestClock: ReporterClock, @unchecked Sendable {
     private let lock = NSLock()
     private var current = Date(timeIntervalSince1970: 1_800_000_000)
     private var slept: [Duration] = []
@@ -54,7 +54,7 @@ final class FakeTransport: ReportTransport, @unchecked Sendable {
     }
 }
 
-struct NetworkDown: Error {}
+struct ReporterNetworkDown: Error {}
 
 extension UploadResponse {
     static var accepted: UploadResponse { .ingested(count: 1) }
@@ -73,7 +73,7 @@ extension UploadResponse {
 }
 
 /// Collects log lines.
-final class LogLines: @unchecked Sendable {
+final class ReporterLog: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: [String] = []
     var lines: [String] { lock.withLock { stored } }
@@ -81,7 +81,7 @@ final class LogLines: @unchecked Sendable {
 }
 
 /// A fresh, empty directory under the temporary directory.
-func makeTemporaryDirectory(_ name: String = #function) -> URL {
+func reporterTestDirectory(_ name: String = #function) -> URL {
     let safe = name.filter { $0.isLetter || $0.isNumber }
     let url = FileManager.default.temporaryDirectory
         .appendingPathComponent("crashguard-tests", isDirectory: true)
@@ -90,10 +90,10 @@ func makeTemporaryDirectory(_ name: String = #function) -> URL {
     return url
 }
 
-func testConfiguration(
+func reporterTestConfiguration(
     directory: URL,
     transport: FakeTransport = FakeTransport(),
-    log: LogLines = LogLines(),
+    log: ReporterLog = ReporterLog(),
     batchSize: Int = 100,
     maxQueueBytes: Int = 5 << 20,
     sampleRate: Double = 1,
@@ -123,7 +123,7 @@ func testConfiguration(
 /// A reporter with a manual clock and a deterministic backoff (no jitter: the ceiling).
 func makeReporter(
     _ configuration: CrashGuard.Configuration,
-    clock: ManualClock = ManualClock(),
+    clock: ReporterTestClock = ReporterTestClock(),
     jitter: @escaping @Sendable (Double) -> Double = { $0 },
     random: @escaping @Sendable () -> Double = { 0 }
 ) throws -> Reporter {
@@ -136,7 +136,7 @@ func makeReporter(
     )
 }
 
-func event(
+func reporterEvent(
     _ reason: String, kind: ReportKind = .container, fatal: Bool = false,
     timestamp: Date = Date(timeIntervalSince1970: 1_800_000_000)
 ) -> GuardEvent {

@@ -9,9 +9,9 @@ struct ReporterTests {
     @Test("reports are stamped, queued on disk and uploaded in batches of batchSize, gzip, with the key")
     func batching() async throws {
         let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
-        let config = testConfiguration(directory: makeTemporaryDirectory(), transport: transport, batchSize: 3)
+        let config = reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport, batchSize: 3)
         let reporter = try makeReporter(config)
-        for i in 0..<7 { reporter.record(event("index \(i) beyond bounds")) }
+        for i in 0..<7 { reporter.record(reporterEvent("index \(i) beyond bounds")) }
         #expect(reporter.queue?.count == 7)
         #expect(await reporter.flush(timeout: .seconds(10)))
         #expect(transport.batchSizes == [3, 3, 1])
@@ -31,7 +31,7 @@ struct ReporterTests {
 
     @Test("batches never exceed the contract's 1000 reports")
     func batchSizeIsClamped() throws {
-        var config = testConfiguration(directory: makeTemporaryDirectory())
+        var config = reporterTestConfiguration(directory: reporterTestDirectory())
         config.batchSize = 5000
         #expect(config.effectiveBatchSize == 1000)
         config.batchSize = 0
@@ -41,12 +41,12 @@ struct ReporterTests {
     @Test("network errors back off exponentially up to the cap, then the batch goes through")
     func backoffSchedule() async throws {
         let transport = FakeTransport { reports, call in
-            if call < 7 { throw NetworkDown() }
+            if call < 7 { throw ReporterNetworkDown() }
             return .ingested(count: reports.count)
         }
-        let clock = ManualClock()
-        let reporter = try makeReporter(testConfiguration(directory: makeTemporaryDirectory(), transport: transport), clock: clock)
-        reporter.record(event("a"))
+        let clock = ReporterTestClock()
+        let reporter = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport), clock: clock)
+        reporter.record(reporterEvent("a"))
         #expect(await reporter.flush(timeout: .seconds(10)))
         // base 1 s doubling, cap 30 s, full jitter at its ceiling (jitter = identity).
         #expect(clock.sleeps == [1, 2, 4, 8, 16, 30, 30].map { Duration.seconds($0) })
@@ -56,7 +56,7 @@ struct ReporterTests {
 
     @Test("full jitter draws each delay from 0 up to the exponential ceiling")
     func fullJitter() {
-        let ceilings = LogLines()
+        let ceilings = ReporterLog()
         let backoff = Backoff(base: .seconds(1), cap: .seconds(10), jitter: { ceilings.append("\($0)"); return $0 / 4 })
         let delays = (0..<5).map { backoff.delay(attempt: $0, retryAfter: nil) }
         #expect(ceilings.lines == ["1.0", "2.0", "4.0", "8.0", "10.0"])
@@ -78,9 +78,9 @@ struct ReporterTests {
             default: return .ingested(count: reports.count)
             }
         }
-        let clock = ManualClock()  // 1_800_000_000 = Fri, 15 Jan 2027 08:00:00 GMT
-        let reporter = try makeReporter(testConfiguration(directory: makeTemporaryDirectory(), transport: transport), clock: clock)
-        reporter.record(event("a"))
+        let clock = ReporterTestClock()  // 1_800_000_000 = Fri, 15 Jan 2027 08:00:00 GMT
+        let reporter = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport), clock: clock)
+        reporter.record(reporterEvent("a"))
         #expect(await reporter.flush(timeout: .seconds(10)))
         // 7 s; then the date, 23 s after the clock (advanced by 7); then plain backoff (attempt 2: 4 s).
         #expect(clock.sleeps == [.seconds(7), .seconds(23), .seconds(4)])
@@ -95,14 +95,14 @@ struct ReporterTests {
             if reports.contains(where: { $0.reason == "poison" }) && reports.count == 1 { return .status(413) }
             return reports.count > 2 ? .status(413) : .ingested(count: reports.count)
         }
-        let log = LogLines()
-        let reporter = try makeReporter(testConfiguration(directory: makeTemporaryDirectory(), transport: transport, log: log))
-        for i in 0..<5 { reporter.record(event("r\(i)")) }
+        let log = ReporterLog()
+        let reporter = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport, log: log))
+        for i in 0..<5 { reporter.record(reporterEvent("r\(i)")) }
         #expect(await reporter.flush(timeout: .seconds(10)))
         #expect(transport.batchSizes == [5, 2, 3, 1, 2])
         #expect(Set(transport.reports.filter { _ in true }.map(\.reason)).count == 5)
 
-        reporter.record(event("poison"))
+        reporter.record(reporterEvent("poison"))
         #expect(await reporter.flush(timeout: .seconds(10)))
         #expect(transport.batchSizes.suffix(1) == [1])
         #expect(log.lines.contains { $0.contains("(413)") })
@@ -112,12 +112,12 @@ struct ReporterTests {
     @Test("401 stops uploading, logs once and keeps the queue")
     func unauthorizedStops() async throws {
         let transport = FakeTransport { _, _ in .status(401) }
-        let log = LogLines()
-        let reporter = try makeReporter(testConfiguration(directory: makeTemporaryDirectory(), transport: transport, log: log))
-        reporter.record(event("a"))
-        reporter.record(event("b"))
+        let log = ReporterLog()
+        let reporter = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport, log: log))
+        reporter.record(reporterEvent("a"))
+        reporter.record(reporterEvent("b"))
         #expect(await reporter.flush(timeout: .seconds(10)) == false)
-        reporter.record(event("c"))
+        reporter.record(reporterEvent("c"))
         #expect(await reporter.flush(timeout: .seconds(10)) == false)
         #expect(transport.requests.count == 1)
         #expect(log.lines.filter { $0.contains("401") }.count == 1)
@@ -130,9 +130,9 @@ struct ReporterTests {
         let transport = FakeTransport { reports, _ in
             .ingested(count: reports.count, rejected: [.init(index: 1, error: "timestamp: older than 30 days")])
         }
-        let log = LogLines()
-        let reporter = try makeReporter(testConfiguration(directory: makeTemporaryDirectory(), transport: transport, log: log))
-        for i in 0..<3 { reporter.record(event("r\(i)")) }
+        let log = ReporterLog()
+        let reporter = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport, log: log))
+        for i in 0..<3 { reporter.record(reporterEvent("r\(i)")) }
         #expect(await reporter.flush(timeout: .seconds(10)))
         #expect(reporter.queue?.count == 0)
         let rejectedID = transport.reports[1].id.uuidString.lowercased()
@@ -141,15 +141,15 @@ struct ReporterTests {
 
     @Test("a full queue drops the oldest, and the count travels in the next upload's context until acknowledged")
     func queueCapAndDropCounting() async throws {
-        let directory = makeTemporaryDirectory()
+        let directory = reporterTestDirectory()
         let failing = FakeTransport { _, _ in .status(503, retryAfter: "1") }
-        let probe = try makeReporter(testConfiguration(directory: makeTemporaryDirectory()))
-        probe.record(event("r00"))
+        let probe = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory()))
+        probe.record(reporterEvent("r00"))
         let oneReport = try #require(probe.queue?.bytes)
 
-        let config = testConfiguration(directory: directory, transport: failing, maxQueueBytes: oneReport * 3 + oneReport / 2)
+        let config = reporterTestConfiguration(directory: directory, transport: failing, maxQueueBytes: oneReport * 3 + oneReport / 2)
         let reporter = try makeReporter(config)
-        for i in 0..<10 { reporter.record(event(String(format: "r%02d", i))) }
+        for i in 0..<10 { reporter.record(reporterEvent(String(format: "r%02d", i))) }
         #expect(reporter.queue?.count == 3)
         #expect(reporter.queue?.dropped == 7)
 
@@ -165,7 +165,7 @@ struct ReporterTests {
         #expect(transport.reports[1].context?["crashguard.dropped"] == nil)
         #expect(second.queue?.dropped == 0)
 
-        second.record(event("later"))
+        second.record(reporterEvent("later"))
         #expect(await second.flush(timeout: .seconds(10)))
         #expect(transport.reports.last?.context?["crashguard.dropped"] == nil)
     }
@@ -175,10 +175,10 @@ struct ReporterTests {
         let draws = LockedBox([0.1, 0.9, 0.3, 0.7, 0.95, 0.2])
         let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
         let reporter = try makeReporter(
-            testConfiguration(directory: makeTemporaryDirectory(), transport: transport, sampleRate: 0.5),
+            reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport, sampleRate: 0.5),
             random: { draws.withLock { $0.removeFirst() } })
-        for i in 0..<4 { reporter.record(event("n\(i)")) }
-        reporter.record(event("crash", kind: .signal, fatal: true))
+        for i in 0..<4 { reporter.record(reporterEvent("n\(i)")) }
+        reporter.record(reporterEvent("crash", kind: .signal, fatal: true))
         #expect(await reporter.flush(timeout: .seconds(10)))
         #expect(transport.reports.map(\.reason) == ["n0", "n2", "crash"])
         #expect(draws.withLock { $0.count } == 2)  // fatal reports draw nothing
@@ -189,8 +189,8 @@ struct ReporterTests {
         let forwarded = LockedBox<[Report]>([])
         let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
         let reporter = try makeReporter(
-            testConfiguration(
-                directory: makeTemporaryDirectory(), transport: transport,
+            reporterTestConfiguration(
+                directory: reporterTestDirectory(), transport: transport,
                 reporter: { report in
                     forwarded.withLock { $0.append(report) }
                     if report.kind == .kvo { return nil }
@@ -199,8 +199,8 @@ struct ReporterTests {
                     changed.fingerprint = ["custom"]
                     return changed
                 }))
-        reporter.record(event("a"))
-        reporter.record(event("dropped", kind: .kvo))
+        reporter.record(reporterEvent("a"))
+        reporter.record(reporterEvent("dropped", kind: .kvo))
         #expect(reporter.queue?.count == 1)
         #expect(await reporter.flush(timeout: .seconds(10)))
         #expect(forwarded.withLock { $0.map(\.reason) } == ["a", "dropped"])
@@ -213,15 +213,15 @@ struct ReporterTests {
     func uploadingOff() async throws {
         let forwarded = LockedBox<[Report]>([])
         let transport = FakeTransport()
-        let directory = makeTemporaryDirectory()
+        let directory = reporterTestDirectory()
         let reporter = try makeReporter(
-            testConfiguration(
+            reporterTestConfiguration(
                 directory: directory, transport: transport, uploadEnabled: false,
                 reporter: { report in
                     forwarded.withLock { $0.append(report) }
                     return report
                 }))
-        reporter.record(event("a"))
+        reporter.record(reporterEvent("a"))
         #expect(await reporter.flush(timeout: .seconds(1)))
         #expect(forwarded.withLock { $0.count } == 1)
         #expect(transport.requests.isEmpty)
@@ -231,10 +231,10 @@ struct ReporterTests {
 
     @Test("oversized fields are cut to the contract's limits; a report that stays invalid is dropped and logged")
     func limits() throws {
-        let log = LogLines()
-        var config = testConfiguration(directory: makeTemporaryDirectory(), log: log)
+        let log = ReporterLog()
+        var config = reporterTestConfiguration(directory: reporterTestDirectory(), log: log)
         let reporter = try makeReporter(config)
-        var big = event(String(repeating: "é", count: 10_000))
+        var big = reporterEvent(String(repeating: "é", count: 10_000))
         big.stack = (0..<300).map { "\($0) " + String(repeating: "x", count: 2000) }
         big.context = Dictionary(uniqueKeysWithValues: (0..<100).map { ("k\($0)", String(repeating: "v", count: 2000)) })
         reporter.record(big)
@@ -247,14 +247,14 @@ struct ReporterTests {
 
         config.app = AppInfo(id: "", version: "1")
         let invalid = try makeReporter(config)
-        invalid.record(event("x"))
+        invalid.record(reporterEvent("x"))
         #expect(invalid.queue?.count == 1)  // same directory: only the first report
         #expect(log.lines.contains { $0.contains("app.id") })
     }
 
     @Test("the queue is crash-safe: leftovers of an interrupted write are ignored, order survives a restart")
     func queueRestart() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = reporterTestDirectory()
         let queue = try DiskQueue(directory: directory, maxBytes: 1 << 20)
         for i in 0..<3 { try queue.append(Data("report \(i)".utf8), id: UUID()) }
         try Data("half a rep".utf8).write(to: directory.appendingPathComponent("00000000000000000099-x.report.tmp"))
@@ -270,11 +270,11 @@ struct ReporterTests {
     @Test("a full batch uploads at once, and the timer uploads a partial one")
     func sizeAndTimerTriggers() async throws {
         let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
-        var config = testConfiguration(directory: makeTemporaryDirectory(), transport: transport, batchSize: 2)
+        var config = reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport, batchSize: 2)
         let reporter = try Reporter(configuration: config, device: config.device)
         reporter.startUploading()
-        reporter.record(event("a", timestamp: Date()))
-        reporter.record(event("b", timestamp: Date()))
+        reporter.record(reporterEvent("a", timestamp: Date()))
+        reporter.record(reporterEvent("b", timestamp: Date()))
         #expect(await eventuallyReported { transport.reports.count == 2 })
         await reporter.stop()
 
@@ -282,14 +282,14 @@ struct ReporterTests {
         config.batchSize = 100
         let timed = try Reporter(configuration: config, device: config.device)
         timed.startUploading()
-        timed.record(event("c", timestamp: Date()))
+        timed.record(reporterEvent("c", timestamp: Date()))
         #expect(await eventuallyReported { transport.reports.count == 3 })
         await timed.stop()
     }
 
     @Test("the install id is created once and kept on disk")
     func installID() {
-        let directory = makeTemporaryDirectory()
+        let directory = reporterTestDirectory()
         let first = CrashGuard.installID(in: directory)
         #expect(UUID(uuidString: first) != nil)
         #expect(CrashGuard.installID(in: directory) == first)

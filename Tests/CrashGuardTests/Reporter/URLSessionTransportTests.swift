@@ -21,11 +21,11 @@ struct URLSessionTransportTests {
             return (202, [:], #"{"accepted":\#(count),"duplicates":0,"rejected":[]}"#)
         }
         defer { server.close() }
-        var config = testConfiguration(directory: makeTemporaryDirectory())
+        var config = reporterTestConfiguration(directory: reporterTestDirectory())
         config.serverURL = URL(string: "http://127.0.0.1:\(server.port)")!
         config.transport = URLSessionTransport(timeout: 10)
         let reporter = try Reporter(configuration: config, device: config.device)
-        for i in 0..<3 { reporter.record(event("over http \(i)", timestamp: Date())) }
+        for i in 0..<3 { reporter.record(reporterEvent("over http \(i)", timestamp: Date())) }
         #expect(await reporter.flush(timeout: .seconds(20)))
 
         let request = try #require(server.requests.first)
