@@ -69,18 +69,18 @@ public enum GuardRecorder {
         enabled: Set<ReportKind> = Set(ReportKind.allCases),
         rateLimit: RateLimit = .default
     ) {
-        let recording = Recording(sink: sink, enabled: enabled, rateLimit: rateLimit, now: { Date() })
-        global.withLock { $0 = recording }
+        let recording = Recording(sink: sink, enabled: enabled, rateLimit: rateLimit, now: { Date() }, lock: globalLock)
+        globalLock.withLock { globalRecording = recording }
     }
 
     /// Removes the installed sink; from now on nothing is recorded (guards keep doing the
     /// safe thing).
     public static func uninstall() {
-        global.withLock { $0 = nil }
+        globalLock.withLock { globalRecording = nil }
     }
 
     /// Whether a sink is installed process-wide.
-    public static var isInstalled: Bool { global.withLock { $0 != nil } }
+    public static var isInstalled: Bool { globalLock.withLock { globalRecording != nil } }
 
     /// The kinds currently recorded (in the current ``withSink(_:enabled:rateLimit:now:operation:)``
     /// scope, else process-wide); empty when nothing is installed.
@@ -148,12 +148,18 @@ public enum GuardRecorder {
         let sink: any GuardEventSink
         let rateLimit: RateLimit
         let now: @Sendable () -> Date
-        private let lock = NSLock()
+        /// Guards the switches and the rate limiter. The process-wide recording shares
+        /// `globalLock`, so that a guard that is off costs that one lock.
+        private let lock: NSLock
         private var enabledMask: UInt32
         private var sites: [SiteKey: SiteState] = [:]
         private static let maxSites = 4096
 
-        init(sink: some GuardEventSink, enabled: Set<ReportKind>, rateLimit: RateLimit, now: @escaping @Sendable () -> Date) {
+        init(
+            sink: some GuardEventSink, enabled: Set<ReportKind>, rateLimit: RateLimit,
+            now: @escaping @Sendable () -> Date, lock: NSLock = NSLock()
+        ) {
+            self.lock = lock
             self.sink = sink
             self.rateLimit = rateLimit
             self.now = now
@@ -164,9 +170,11 @@ public enum GuardRecorder {
             kinds.reduce(0) { $0 | bit($1) }
         }
 
-        static func bit(_ kind: ReportKind) -> UInt32 {
-            1 << UInt32(ReportKind.allCases.firstIndex(of: kind)!)
-        }
+        private static let bits: [ReportKind: UInt32] = Dictionary(
+            uniqueKeysWithValues: ReportKind.allCases.enumerated().map { ($1, UInt32(1) << UInt32($0)) }
+        )
+
+        static func bit(_ kind: ReportKind) -> UInt32 { bits[kind] ?? 0 }
 
         var enabledKinds: Set<ReportKind> {
             let mask = lock.withLock { enabledMask }
@@ -181,6 +189,11 @@ public enum GuardRecorder {
         func isEnabled(_ kind: ReportKind) -> Bool {
             let bit = Self.bit(kind)
             return lock.withLock { enabledMask & bit != 0 }
+        }
+
+        /// `isEnabled` for a caller that already holds `lock`.
+        func isEnabledLocked(_ kind: ReportKind) -> Bool {
+            enabledMask & Self.bit(kind) != 0
         }
 
         /// `nil` when the site is over its limit (and counts it); otherwise the number of
@@ -230,12 +243,13 @@ public enum GuardRecorder {
 
     @TaskLocal static var scoped: Recording?
 
-    private static let global = LockedBox<Recording?>(nil)
+    private static let globalLock = NSLock()
+    nonisolated(unsafe) private static var globalRecording: Recording?
 
     /// The recording for the current task: its scope, else the process-wide one.
     static func current() -> Recording? {
         if let scoped { return scoped }
-        return global.withLock { $0 }
+        return globalLock.withLock { globalRecording }
     }
 
     /// The scope to remember in a guard object that fires later on another thread:
@@ -253,7 +267,16 @@ public enum GuardRecorder {
     ) {
         // The firing task's scope first, then the scope remembered by the guard object
         // (deferred callbacks on other threads), then the process-wide installation.
-        guard let recording = scoped ?? captured ?? global.withLock({ $0 }), recording.isEnabled(kind) else { return }
+        let recording: Recording
+        if let local = scoped ?? captured {
+            guard local.isEnabled(kind) else { return }
+            recording = local
+        } else {
+            // One lock: the installed recording and its switches together.
+            let installed = globalLock.withLock { globalRecording.flatMap { $0.isEnabledLocked(kind) ? $0 : nil } }
+            guard let installed else { return }
+            recording = installed
+        }
         guard let suppressed = recording.admit(SiteKey(kind: kind, fileID: site.fileID, line: site.line)) else {
             return
         }
@@ -304,10 +327,13 @@ enum Limits {
     }
 
     static func stack(_ frames: [String]) -> [String] {
-        // Drop the recorder's own frames (and Thread.callStackSymbols itself).
+        // Drop the recorder's own frames (and Thread.callStackSymbols itself) where they
+        // are symbolicated (Apple platforms; `GuardRecorder` mangles as `10CrashGuard0B8RecorderO`).
+        // On Linux the executable's frames are `binary(+0x…)` and are kept as they are,
+        // for symbolication off the device.
         var rest = frames[...]
         while let first = rest.first,
-              first.contains("callStackSymbols") || first.contains("13GuardRecorder") || first.contains("GuardRecorder.")
+              first.contains("callStackSymbols") || first.contains("0B8RecorderO") || first.contains("GuardRecorder")
         {
             rest = rest.dropFirst()
         }
