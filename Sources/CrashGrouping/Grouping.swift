@@ -38,7 +38,7 @@ public enum Grouping {
 
     /// The group title: the first line of the normalized reason, cut at 200 characters.
     public static func title(normalizedReason: String) -> String {
-        let firstLine = normalizedReason.prefix { $0 != "\n" && $0 != "\r" }
+        let firstLine = normalizedReason.prefix { $0 != "\n" && $0 != "\r" && $0 != "\r\n" }
         return String(firstLine.prefix(titleLimit))
     }
 

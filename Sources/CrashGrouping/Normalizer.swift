@@ -42,14 +42,38 @@ struct Normalizer {
         out.reserveCapacity(src.count + 16)
     }
 
+    /// Set when a rule dropped text between two characters that now touch: the result may
+    /// match a rule the input did not (`file.swift:12[0x1]` -> `file.swift:12`), so the pass
+    /// runs again on its own output until nothing is dropped that way. Common inputs take
+    /// one pass.
+    var joined = false
+
+    static let maximumPasses = 4
+
     static func normalize(_ text: String, frameMode: Bool) -> String {
         if text.isEmpty { return "" }
         var text = text
-        return text.withUTF8 { buffer in
-            var normalizer = Normalizer(src: buffer, frameMode: frameMode)
-            normalizer.run()
-            return String(decoding: normalizer.out, as: UTF8.self)
+        var (current, joined) = text.withUTF8 { pass($0, frameMode: frameMode) }
+        var passes = 1
+        while joined && passes < maximumPasses {
+            let (next, again) = current.withUnsafeBufferPointer { pass($0, frameMode: frameMode) }
+            if next == current { break }
+            current = next
+            joined = again
+            passes += 1
         }
+        return String(decoding: current, as: UTF8.self)
+    }
+
+    static func pass(_ buffer: UnsafeBufferPointer<UInt8>, frameMode: Bool) -> ([UInt8], Bool) {
+        var normalizer = Normalizer(src: buffer, frameMode: frameMode)
+        normalizer.run()
+        return (normalizer.out, normalizer.joined)
+    }
+
+    /// Records a drop that made two characters of one line touch.
+    @inline(__always) mutating func noteDrop() {
+        if !pendingSpace && out.count > lineOut { joined = true }
     }
 
     // MARK: - Lines
@@ -78,7 +102,14 @@ struct Normalizer {
         lineStart = start
         e = end
         var j = skipSpaces(start)
-        if !frameMode { j = skipSpaces(stripLogPrefix(j)) }
+        if !frameMode {
+            // Repeated, so that a prefix uncovered by removing one is removed too.
+            while true {
+                let k = skipSpaces(stripLogPrefix(j))
+                if k == j { break }
+                j = k
+            }
+        }
         frameRules = frameMode || looksLikeFrame(j)
         keepNumbers = frameMode
         if frameRules { j = stripFrameIndex(j) }
@@ -94,6 +125,8 @@ struct Normalizer {
     // MARK: - Primitives
 
     @inline(__always) func at(_ k: Int) -> UInt8 { k < e ? src[k] : 0 }
+
+    @inline(__always) func isSpaceAt(_ k: Int) -> Bool { k < e && Bytes.isSpace(src[k]) }
 
     @inline(__always) func skipSpaces(_ k: Int) -> Int {
         var k = k
@@ -161,6 +194,12 @@ struct Normalizer {
 
     mutating func step(_ j: Int) -> Int {
         let b = src[j]
+        if frameRules && out.count == lineOut && !Bytes.isSpace(b) {
+            // Nothing written yet on this frame line: an index here (also one uncovered by
+            // dropping an address) is still the frame's index.
+            let k = stripFrameIndex(j)
+            if k != j { return k }
+        }
         if Bytes.isSpace(b) {
             pendingSpace = true
             inURL = false
@@ -193,17 +232,29 @@ struct Normalizer {
         default:
             break
         }
+        // `scheme://`: a URL starts (its query values and fragment are dropped).
+        if b == UInt8(ascii: ":") && at(j + 1) == UInt8(ascii: "/") && at(j + 2) == UInt8(ascii: "/") && !pendingSpace
+            && out.count > lineOut && Bytes.isAlnum(out[out.count - 1])
+        {
+            flushSpace()
+            out.append(b)
+            inURL = true
+            clearFlags()
+            return j + 1
+        }
         flushSpace()
         out.append(b)
         switch b {
-        case UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "("), UInt8(ascii: "-"), UInt8(ascii: "#"):
-            break  // `Code=-1009`, `errno: 2`, `(code=1`, `line: 4`: the keyword still applies
+        case UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "-"),
+            UInt8(ascii: "#"):
+            break  // `Code=-1009`, `errno: 2`, `(code=1`, `error [-1200]`: the keyword still applies
         default:
             armed = false
             lineArmed = false
         }
         lastWasAddress = false
-        if inURL && (b == UInt8(ascii: "'") || b == UInt8(ascii: "\"") || b == UInt8(ascii: "<") || b == UInt8(ascii: ">")) {
+        // Placeholders (`<n>`) may sit inside a URL path; only a quote or white space ends it.
+        if inURL && (b == UInt8(ascii: "'") || b == UInt8(ascii: "\"")) {
             inURL = false
         }
         return j + 1
@@ -220,15 +271,13 @@ struct Normalizer {
         }
         if b < 0x80, let k = email(j) { return placeholder("<email>", end: k) }
         let k = scanWord(j, letterStart: true)
-        if at(k) == UInt8(ascii: ":") && at(k + 1) == UInt8(ascii: "/") && at(k + 2) == UInt8(ascii: "/") {
-            inURL = true
-        }
         if let m = userDirectory(j, k) { return m }
         emitRaw(j, k)
         lastWasAddress = false
         if let m = sourceLine(j, k) {
             armed = false
             lineArmed = false
+            if at(m) == UInt8(ascii: ":") { joined = true }  // `x.swift:12:` + `//` would be a URL
             return m
         }
         if let m = changeValue(j, k) { return m }
@@ -293,27 +342,42 @@ struct Normalizer {
     }
 
     /// `ContiguousArrayBuffer.swift:692:` keeps the file and drops `:692` (and a column):
-    /// line numbers move with every edit of the file.
+    /// line numbers move with every edit of the file. Every `:digits` group is dropped, and
+    /// only when a closing character follows (end of line, white space, `:`, `)`, `]`, `,`,
+    /// `;`, `>`, `}`, a quote), so that dropping never joins two tokens.
     func sourceLine(_ j: Int, _ k: Int) -> Int? {
         guard at(k) == UInt8(ascii: ":"), Bytes.isDigit(at(k + 1)), j > lineStart, src[j - 1] == UInt8(ascii: "."),
             Keywords.isSourceExtension(src, j, k)
         else { return nil }
-        var m = k + 1
-        while Bytes.isDigit(at(m)) { m += 1 }
-        if at(m) == UInt8(ascii: ":") && Bytes.isDigit(at(m + 1)) {
-            m += 1
-            while Bytes.isDigit(at(m)) { m += 1 }
+        var m = k
+        while at(m) == UInt8(ascii: ":") && Bytes.isDigit(at(m + 1)) {
+            var c = m + 1
+            while Bytes.isDigit(at(c)) { c += 1 }
+            guard closesToken(c) else { break }
+            m = c
         }
-        return m
+        return m > k ? m : nil
+    }
+
+    @inline(__always) func closesToken(_ k: Int) -> Bool {
+        if k >= e { return true }
+        switch src[k] {
+        case UInt8(ascii: ":"), UInt8(ascii: ")"), UInt8(ascii: "]"), UInt8(ascii: ","), UInt8(ascii: ";"),
+            UInt8(ascii: ">"), UInt8(ascii: "}"), UInt8(ascii: "'"), UInt8(ascii: "\""):
+            return true
+        default:
+            return Bytes.isSpace(src[k])
+        }
     }
 
     /// KVO change dictionaries print the observed values: `new = Bob;`, `old = 3;`.
     /// Those values are the data, not the bug: they become `<v>`.
     mutating func changeValue(_ j: Int, _ k: Int) -> Int? {
-        guard k - j == 3, Keywords.equals(src, j, k, "new") || Keywords.equals(src, j, k, "old"),
-            at(k) == Bytes.space, at(k + 1) == UInt8(ascii: "="), at(k + 2) == Bytes.space
+        guard k - j == 3, Keywords.equals(src, j, k, "new") || Keywords.equals(src, j, k, "old"), isSpaceAt(k)
         else { return nil }
-        var m = k + 3
+        var m = skipSpaces(k)
+        guard at(m) == UInt8(ascii: "="), isSpaceAt(m + 1) else { return nil }
+        m = skipSpaces(m + 1)
         while m < e && src[m] != UInt8(ascii: ";") { m += 1 }
         out.append(contentsOf: [Bytes.space, UInt8(ascii: "="), Bytes.space])
         emit("<v>")
@@ -356,8 +420,8 @@ struct Normalizer {
                 clearFlags()
                 return u
             }
-            // Not a number: a token such as `64bit`, `2x` or `3rd` stays as sent.
-            let w = scanWord(j, letterStart: false)
+            // Not a number: a token such as `64bit`, `2x`, `3rd` or `1.2.3e4` stays as sent.
+            let w = scanWord(k, letterStart: false)
             emitRaw(j, w)
             clearFlags()
             return w
@@ -376,10 +440,10 @@ struct Normalizer {
             // A load address followed by `+ offset` is an unsymbolicated frame: the offset
             // is all that names the function, so it stays and the address becomes `0x?`.
             var m = k
-            while at(m) == Bytes.space || at(m) == Bytes.tab { m += 1 }
+            while isSpaceAt(m) { m += 1 }
             if at(m) == UInt8(ascii: "+") {
                 m += 1
-                while at(m) == Bytes.space || at(m) == Bytes.tab { m += 1 }
+                while isSpaceAt(m) { m += 1 }
                 if Bytes.isDigit(at(m)) {
                     flushSpace()
                     emit("0x?")
@@ -388,6 +452,7 @@ struct Normalizer {
                     return k
                 }
             }
+            noteDrop()
             return k  // dropped
         }
         var zeros = true
@@ -415,6 +480,7 @@ struct Normalizer {
     mutating func emitAddressPlaceholder() {
         if lastWasAddress && !frameRules {
             pendingSpace = false
+            joined = true
             return
         }
         emit("0x?")
@@ -496,9 +562,11 @@ struct Normalizer {
             }
             return Bytes.isDigit(at(k)) ? j : k
         }
-        if spaced && b == Bytes.space && (at(j + 1) == UInt8(ascii: "+") || at(j + 1) == UInt8(ascii: "-")) {
-            for m in (j + 2)..<(j + 6) where !Bytes.isDigit(at(m)) { return j }
-            return isWordAt(j + 6) ? j : j + 6
+        if spaced && isSpaceAt(j) {
+            let s = skipSpaces(j)
+            guard at(s) == UInt8(ascii: "+") || at(s) == UInt8(ascii: "-") else { return j }
+            for m in (s + 1)..<(s + 5) where !Bytes.isDigit(at(m)) { return j }
+            return isWordAt(s + 5) ? j : s + 5
         }
         return j
     }
@@ -510,8 +578,9 @@ struct Normalizer {
         var k = j + 10
         var hasTime = false
         let s = at(k)
-        if s == UInt8(ascii: "T") || s == UInt8(ascii: "t") || s == Bytes.space,
-            let t = clock(k + 1, requireSeconds: s == Bytes.space)
+        let spaced = isSpaceAt(k)
+        if s == UInt8(ascii: "T") || s == UInt8(ascii: "t") || spaced,
+            let t = clock(spaced ? skipSpaces(k) : k + 1, requireSeconds: spaced)
         {
             k = timeZone(t, spaced: true)
             hasTime = true
@@ -618,7 +687,7 @@ struct Normalizer {
             k += 1
             separated = true
         }
-        while at(k) == Bytes.space {
+        while isSpaceAt(k) {
             k += 1
             separated = true
         }
@@ -707,6 +776,7 @@ struct Normalizer {
 
     /// A URL's `#fragment` is dropped.
     mutating func fragment(_ j: Int) -> Int {
+        noteDrop()
         var k = j
         while k < e && !endsURL(src[k]) { k += 1 }
         inURL = false
@@ -736,15 +806,19 @@ struct Normalizer {
             m += 1
         }
         guard m > j, at(m) == UInt8(ascii: "[") else { return nil }
+        // Without a date before it, the tag must look like one: a name, a pid and a thread
+        // id of at least two characters each (`array[3:5] out of range` is not a prefix).
+        let least = requireThread ? 2 : 1
+        if requireThread && !Bytes.isAlpha(src[j]) { return nil }
         m += 1
         let pid = m
         while Bytes.isDigit(at(m)) { m += 1 }
-        guard m > pid else { return nil }
+        guard m - pid >= least else { return nil }
         if at(m) == UInt8(ascii: ":") {
             m += 1
             let tid = m
             while Bytes.isAlnum(at(m)) { m += 1 }
-            guard m > tid else { return nil }
+            guard m - tid >= least else { return nil }
         } else if requireThread {
             return nil
         }
@@ -767,7 +841,7 @@ struct Normalizer {
         }
         if Bytes.isDigit(at(k)) {
             while Bytes.isDigit(at(k)) { k += 1 }
-            guard at(k) == Bytes.space || at(k) == Bytes.tab else { return false }
+            guard isSpaceAt(k) else { return false }
             return hasLongAddress(k)
         }
         // glibc backtrace_symbols: ends with `)[0x...]`.
@@ -809,20 +883,30 @@ struct Normalizer {
     /// Drops a frame's leading index: `3 `, `#3 `, `* frame #3: `, and the backtracer's `[ra]`.
     func stripFrameIndex(_ j: Int) -> Int {
         var k = j
-        if at(k) == UInt8(ascii: "*") && at(k + 1) == Bytes.space { k = skipSpaces(k + 1) }  // LLDB's current frame
+        while true {
+            let next = stripOneFrameIndex(k)
+            if next == k { return k }
+            k = next
+        }
+    }
+
+    func stripOneFrameIndex(_ j: Int) -> Int {
+        var k = j
+        if at(k) == UInt8(ascii: "*") && isSpaceAt(k + 1) { k = skipSpaces(k + 1) }  // LLDB's current frame
         if startsWith(k, "frame #") && Bytes.isDigit(at(k + 7)) {
-            k += 7
-            while Bytes.isDigit(at(k)) { k += 1 }
-            if at(k) == UInt8(ascii: ":") { k += 1 }
+            var m = k + 7
+            while Bytes.isDigit(at(m)) { m += 1 }
+            if at(m) == UInt8(ascii: ":") { m += 1 }
+            if !isWordAt(m) { k = m }
         } else if at(k) == UInt8(ascii: "#") && Bytes.isDigit(at(k + 1)) {
             var m = k + 1
             while Bytes.isDigit(at(m)) { m += 1 }
             if at(m) == UInt8(ascii: ":") { m += 1 }
-            if m >= e || Bytes.isSpace(at(m)) { k = m }
+            if m >= e || isSpaceAt(m) { k = m }
         } else if Bytes.isDigit(at(k)) {
             var m = k
             while Bytes.isDigit(at(m)) { m += 1 }
-            if m < e && (at(m) == Bytes.space || at(m) == Bytes.tab) { k = m }
+            if isSpaceAt(m) { k = m }
         }
         k = skipSpaces(k)
         if startsWith(k, "[ra]") { k = skipSpaces(k + 4) }
@@ -835,7 +919,7 @@ struct Normalizer {
     mutating func offset(_ j: Int) -> Int? {
         var k = j + 1
         var hadSpace = false
-        while at(k) == Bytes.space || at(k) == Bytes.tab {
+        while isSpaceAt(k) {
             k += 1
             hadSpace = true
         }
@@ -850,11 +934,12 @@ struct Normalizer {
         } else {
             return nil
         }
-        let t = at(k)
-        guard k >= e || Bytes.isSpace(t) || t == UInt8(ascii: ")") || t == UInt8(ascii: "]") || t == UInt8(ascii: ",")
-        else { return nil }
+        if isWordAt(k) { return nil }
         let keep = lastWasAddress || (!pendingSpace && out.count > lineOut && out.last == UInt8(ascii: "("))
-        guard keep else { return k }
+        guard keep else {
+            noteDrop()
+            return k
+        }
         flushSpace()
         out.append(UInt8(ascii: "+"))
         if hadSpace { out.append(Bytes.space) }
@@ -868,12 +953,14 @@ struct Normalizer {
     }
 
     /// `[0x7f...]` and `(0x...)` in a frame: a bracketed address is dropped whole.
-    func bracketedAddress(_ j: Int) -> Int? {
+    mutating func bracketedAddress(_ j: Int) -> Int? {
         let close = src[j] == UInt8(ascii: "[") ? UInt8(ascii: "]") : UInt8(ascii: ")")
         var k = j + 1
         guard at(k) == UInt8(ascii: "0"), at(k + 1) | 0x20 == UInt8(ascii: "x"), Bytes.isHex(at(k + 2)) else { return nil }
         k += 2
         while Bytes.isHex(at(k)) { k += 1 }
-        return at(k) == close ? k + 1 : nil
+        guard at(k) == close else { return nil }
+        noteDrop()
+        return k + 1
     }
 }

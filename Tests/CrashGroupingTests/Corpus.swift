@@ -1,0 +1,115 @@
+import CrashWire
+import Foundation
+
+/// One hand-written corpus case: a reason or a frame and its expected normalized text.
+struct CorpusCase: Sendable, CustomStringConvertible {
+    var isFrame: Bool
+    var input: String
+    var expected: String
+    var line: Int
+
+    var description: String { "normalize.txt:\(line)" }
+}
+
+/// A report's grouping fields, as written in `groups.json`.
+struct GroupingInput: Codable, Sendable {
+    var kind: ReportKind?
+    var reason: String
+    var stack: [String]?
+    var fingerprint: [String]?
+}
+
+struct SameGroup: Codable, Sendable, CustomStringConvertible {
+    var name: String
+    var kind: ReportKind
+    var variants: [GroupingInput]
+    var description: String { name }
+}
+
+struct DistinctPair: Codable, Sendable, CustomStringConvertible {
+    var name: String
+    var a: GroupingInput
+    var b: GroupingInput
+    var description: String { name }
+}
+
+struct GroupsFile: Codable, Sendable {
+    var same: [SameGroup]
+    var distinct: [DistinctPair]
+}
+
+/// Loads the files of `Corpus/` (copied into the test bundle).
+enum Corpus {
+    static func url(_ name: String) -> URL? {
+        Bundle.module.url(forResource: "Corpus", withExtension: nil)?.appendingPathComponent(name)
+    }
+
+    static let cases: [CorpusCase] = {
+        guard let url = url("normalize.txt"), let text = try? String(contentsOf: url, encoding: .utf8) else {
+            return []
+        }
+        return parse(text)
+    }()
+
+    static let groups: GroupsFile = {
+        guard let url = url("groups.json"), let data = try? Data(contentsOf: url),
+            let file = try? JSONDecoder().decode(GroupsFile.self, from: data)
+        else { return GroupsFile(same: [], distinct: []) }
+        return file
+    }()
+
+    /// `R <reason>` or `F <frame>`, then `= <expected>`; `#` starts a comment.
+    static func parse(_ text: String) -> [CorpusCase] {
+        var result: [CorpusCase] = []
+        var pending: (isFrame: Bool, input: String, line: Int)?
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if line.hasPrefix("R ") || line.hasPrefix("F ") {
+                pending = (line.hasPrefix("F "), unescape(line.dropFirst(2)), index + 1)
+            } else if line.hasPrefix("= "), let current = pending {
+                result.append(
+                    CorpusCase(
+                        isFrame: current.isFrame, input: current.input, expected: unescape(line.dropFirst(2)),
+                        line: current.line))
+                pending = nil
+            }
+        }
+        return result
+    }
+
+    /// `\n`, `\t`, `\r`, `\0`, `\s` (a space) and `\\`.
+    static func unescape(_ text: Substring) -> String {
+        var out = ""
+        var iterator = text.makeIterator()
+        while let c = iterator.next() {
+            guard c == "\\", let next = iterator.next() else {
+                out.append(c)
+                continue
+            }
+            switch next {
+            case "n": out.append("\n")
+            case "t": out.append("\t")
+            case "r": out.append("\r")
+            case "0": out.append("\u{0}")
+            case "s": out.append(" ")
+            case "\\": out.append("\\")
+            default:
+                out.append("\\")
+                out.append(next)
+            }
+        }
+        return out
+    }
+}
+
+/// A small seeded generator, so that a failing random case can be replayed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

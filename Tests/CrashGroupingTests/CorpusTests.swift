@@ -1,0 +1,57 @@
+import CrashGrouping
+import CrashWire
+import Testing
+
+@Suite("Corpus")
+struct CorpusTests {
+    @Test("the corpus holds at least 150 hand-written cases, reasons and frames")
+    func corpusSize() {
+        #expect(Corpus.cases.count >= 150)
+        #expect(Corpus.cases.contains { $0.isFrame })
+        #expect(Corpus.cases.contains { !$0.isFrame })
+        #expect(Corpus.groups.same.count >= 10)
+        #expect(Corpus.groups.distinct.count >= 20)
+    }
+
+    @Test("each input normalizes to its expected text", arguments: Corpus.cases)
+    func normalizes(_ c: CorpusCase) {
+        let got = c.isFrame ? Grouping.normalize(frame: c.input) : Grouping.normalize(reason: c.input)
+        #expect(got == c.expected, "\(c)")
+    }
+
+    @Test("each expected text is already normalized (idempotence)", arguments: Corpus.cases)
+    func expectedIsFixedPoint(_ c: CorpusCase) {
+        let again = c.isFrame ? Grouping.normalize(frame: c.expected) : Grouping.normalize(reason: c.expected)
+        #expect(again == c.expected, "\(c)")
+    }
+
+    @Test("variants of one bug share a signature", arguments: Corpus.groups.same)
+    func sameGroup(_ group: SameGroup) {
+        #expect(group.variants.count >= 2)
+        let signatures = group.variants.map {
+            Grouping.signature(kind: group.kind, reason: $0.reason, stack: $0.stack, fingerprint: $0.fingerprint).hash
+        }
+        #expect(Set(signatures).count == 1, "\(group.name)")
+    }
+
+    @Test("different bugs never share a signature", arguments: Corpus.groups.distinct)
+    func distinctPair(_ pair: DistinctPair) {
+        let a = Grouping.signature(
+            kind: pair.a.kind ?? .custom, reason: pair.a.reason, stack: pair.a.stack, fingerprint: pair.a.fingerprint)
+        let b = Grouping.signature(
+            kind: pair.b.kind ?? .custom, reason: pair.b.reason, stack: pair.b.stack, fingerprint: pair.b.fingerprint)
+        #expect(a.hash != b.hash, "\(pair.name)")
+    }
+
+    @Test("no two corpus reasons with different expected texts share a signature")
+    func corpusReasonsAreDistinct() {
+        var seen: [String: String] = [:]
+        for c in Corpus.cases where !c.isFrame {
+            let hash = Grouping.signature(kind: .custom, reason: c.input, stack: nil, fingerprint: nil).hash
+            if let previous = seen[hash] {
+                #expect(previous == c.expected, "\(c) collides")
+            }
+            seen[hash] = c.expected
+        }
+    }
+}
