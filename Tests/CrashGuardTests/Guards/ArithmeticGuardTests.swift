@@ -6,15 +6,15 @@ import Testing
 @Suite("arithmetic guard")
 struct ArithmeticGuardTests {
     @Test func unguardedOverflowDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { _ = Int.max + opaque(1) }
+        await #expect(processExitsWith: .signal(SIGILL)) { _ = Int.max + runtimeOpaque(1) }
     }
 
     @Test func unguardedDivisionByZeroDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { _ = 7 / opaque(0) }
+        await #expect(processExitsWith: .signal(SIGILL)) { _ = 7 / runtimeOpaque(0) }
     }
 
     @Test func unguardedFloatConversionDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { _ = Int(opaque(Double.nan)) }
+        await #expect(processExitsWith: .signal(SIGILL)) { _ = Int(runtimeOpaque(Double.nan)) }
     }
 
     @Test func overflowSaturates() {

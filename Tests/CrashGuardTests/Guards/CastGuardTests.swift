@@ -7,14 +7,14 @@ import Testing
 struct CastGuardTests {
     @Test func unguardedForcedCastDies() async {
         await #expect(processExitsWith: .signal(SIGABRT)) {
-            let value: Any = opaque(5)
+            let value: Any = runtimeOpaque(5)
             _ = value as! String
         }
     }
 
     @Test func unguardedUnknownSelectorDies() async {
         await #expect(processExitsWith: .signal(SIGILL)) {
-            let handlers: [String: (Int) -> Int] = opaque(["double:": { $0 * 2 }])
+            let handlers: [String: (Int) -> Int] = runtimeOpaque(["double:": { $0 * 2 }])
             _ = handlers["triple:"]!(3)
         }
     }
@@ -41,7 +41,7 @@ struct CastGuardTests {
         router.register("double:") { $0 * 2 }
         let (value, events) = recording { (router.perform("double:", with: 4, default: -1), router.perform("triple:", with: 4, default: -1)) }
         #expect(value.0 == 8 && value.1 == -1)
-        let event = expectOne(events, .unrecognizedSelector, "-[Router triple:]: unrecognized selector sent to instance \(address(router))")
+        let event = expectOne(events, .unrecognizedSelector, "-[Router triple:]: unrecognized selector sent to instance \(objectAddress(router))")
         #expect(event?.context["selector"] == "triple:")
         #expect(router.responds(to: "double:") && !router.responds(to: "triple:"))
         #expect(router.unregister("double:") && router.selectors.isEmpty)

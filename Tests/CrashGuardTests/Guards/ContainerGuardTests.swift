@@ -8,36 +8,36 @@ struct ContainerGuardTests {
     // MARK: The unguarded operations die
 
     @Test func unguardedArraySubscriptDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { _ = [1, 2, 3][opaque(5)] }
+        await #expect(processExitsWith: .signal(SIGILL)) { _ = [1, 2, 3][runtimeOpaque(5)] }
     }
 
     @Test func unguardedSliceSubscriptDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { _ = [1, 2, 3][1...][opaque(5)] }
+        await #expect(processExitsWith: .signal(SIGILL)) { _ = [1, 2, 3][1...][runtimeOpaque(5)] }
     }
 
     @Test func unguardedRemoveLastOnEmptyDies() async {
         await #expect(processExitsWith: .signal(SIGILL)) {
-            var empty = opaque([Int]())
+            var empty = runtimeOpaque([Int]())
             empty.removeLast()
         }
     }
 
     @Test func unguardedDuplicateKeysDie() async {
         await #expect(processExitsWith: .signal(SIGILL)) {
-            _ = Dictionary(uniqueKeysWithValues: opaque([("a", 1), ("a", 2)]))
+            _ = Dictionary(uniqueKeysWithValues: runtimeOpaque([("a", 1), ("a", 2)]))
         }
     }
 
     @Test func unguardedInvertedRangeDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { _ = opaque(5)..<opaque(2) }
+        await #expect(processExitsWith: .signal(SIGILL)) { _ = runtimeOpaque(5)..<runtimeOpaque(2) }
     }
 
     @Test func unguardedNSArrayDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { _ = NSArray(array: [1, 2, 3]).object(at: opaque(5)) }
+        await #expect(processExitsWith: .signal(SIGILL)) { _ = NSArray(array: [1, 2, 3]).object(at: runtimeOpaque(5)) }
     }
 
     @Test func unguardedNSMutableArrayRemoveDies() async {
-        await #expect(processExitsWith: .signal(SIGILL)) { NSMutableArray(array: [1]).removeObject(at: opaque(3)) }
+        await #expect(processExitsWith: .signal(SIGILL)) { NSMutableArray(array: [1]).removeObject(at: runtimeOpaque(3)) }
     }
 
     // MARK: The guarded ones answer and record

@@ -3,14 +3,14 @@ import CrashWire
 import Foundation
 import Testing
 
-final class ManualClock: @unchecked Sendable {
+fileprivate final class ManualClock: @unchecked Sendable {
     private let lock = NSLock()
     private var current = Date(timeIntervalSince1970: 1_800_000_000)
     var now: Date { lock.lock(); defer { lock.unlock() }; return current }
     func advance(_ seconds: TimeInterval) { lock.lock(); current += seconds; lock.unlock() }
 }
 
-final class Counter: @unchecked Sendable {
+fileprivate final class Counter: @unchecked Sendable {
     private let lock = NSLock()
     private var count = 0
     func next() -> String { lock.lock(); count += 1; lock.unlock(); return "evaluated" }
@@ -43,7 +43,7 @@ struct GuardRecorderTests {
 
     @Test func eventCarriesCallSiteStackAndTimestamp() {
         let clock = ManualClock()
-        let sink = CollectingSink()
+        let sink = GuardTestSink()
         GuardRecorder.withSink(sink, now: { clock.now }) {
             GuardRecorder.record(.custom, reason: "app-defined", context: ["k": "v"])
         }
@@ -61,7 +61,7 @@ struct GuardRecorderTests {
 
     @Test func identicalReportsAreRateLimitedPerSite() {
         let clock = ManualClock()
-        let sink = CollectingSink()
+        let sink = GuardTestSink()
         GuardRecorder.withSink(sink, rateLimit: .init(maxEvents: 3, interval: 60), now: { clock.now }) {
             let fire = { _ = [Int]()[guarded: 1] }  // one call site
             for _ in 0..<10 { fire() }  // 3 recorded, 7 suppressed
@@ -98,14 +98,14 @@ struct GuardRecorderTests {
 
     @Test func recorderIsThreadSafe() async {
         // Child tasks inherit the scope; 200 concurrent catches at one site.
-        let limited = CollectingSink()
+        let limited = GuardTestSink()
         await GuardRecorder.withSink(limited, rateLimit: .init(maxEvents: 5, interval: 3600)) {
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<200 { group.addTask { _ = [Int]()[guarded: 0] } }
             }
         }
         #expect(limited.events.count == 5)
-        let unlimited = CollectingSink()
+        let unlimited = GuardTestSink()
         await GuardRecorder.withSink(unlimited) {
             await withTaskGroup(of: Void.self) { group in
                 for i in 0..<200 { group.addTask { _ = [Int]()[guarded: i] } }
@@ -117,7 +117,7 @@ struct GuardRecorderTests {
 
     @Test func installAndUninstallTheProcessWideSink() {
         // Uses a kind no other test records process-wide, and filters by reason.
-        let sink = CollectingSink()
+        let sink = GuardTestSink()
         let marker = "global-\(UUID().uuidString)"
         GuardRecorder.install(sink: sink, enabled: [.custom], rateLimit: .unlimited)
         #expect(GuardRecorder.isInstalled)

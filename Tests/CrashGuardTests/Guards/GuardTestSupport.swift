@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// Collects events; thread-safe.
-final class CollectingSink: GuardEventSink, @unchecked Sendable {
+final class GuardTestSink: GuardEventSink, @unchecked Sendable {
     private let lock = NSLock()
     private var storage: [GuardEvent] = []
 
@@ -28,7 +28,7 @@ func recording<R>(
     rateLimit: GuardRecorder.RateLimit = .unlimited,
     _ body: () throws -> R
 ) rethrows -> (value: R, events: [GuardEvent]) {
-    let sink = CollectingSink()
+    let sink = GuardTestSink()
     let value = try GuardRecorder.withSink(sink, enabled: enabled, rateLimit: rateLimit, operation: body)
     return (value, sink.events)
 }
@@ -37,9 +37,9 @@ func recording<R>(
 /// events arriving later (timers, main queue) can be read.
 func recordingAsync<R>(
     _ enabled: Set<ReportKind> = Set(ReportKind.allCases),
-    _ body: (CollectingSink) async throws -> R
+    _ body: (GuardTestSink) async throws -> R
 ) async rethrows -> (value: R, events: [GuardEvent]) {
-    let sink = CollectingSink()
+    let sink = GuardTestSink()
     let value = try await GuardRecorder.withSink(sink, enabled: enabled) { try await body(sink) }
     return (value, sink.events)
 }
@@ -63,12 +63,12 @@ func expectOne(
 }
 
 /// `0x7f...`, as the guards print an object's address.
-func address(_ object: AnyObject) -> String {
+func objectAddress(_ object: AnyObject) -> String {
     "0x" + String(UInt(bitPattern: Unmanaged.passUnretained(object).toOpaque()), radix: 16)
 }
 
 /// Polls `condition` until it holds or `seconds` pass.
-func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+func eventuallyTrue(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
@@ -79,4 +79,4 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
 
 /// `value`, opaque to the optimizer, so that traps happen at run time.
 @inline(never)
-func opaque<T>(_ value: T) -> T { value }
+func runtimeOpaque<T>(_ value: T) -> T { value }

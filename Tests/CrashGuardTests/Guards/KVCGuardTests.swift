@@ -3,13 +3,13 @@ import CrashWire
 import Foundation
 import Testing
 
-class Person {
+fileprivate class Person {
     var name = "Ann"
     var nickname: String? = nil
     init() {}
 }
 
-final class Employee: Person, KeyValueSettable {
+fileprivate final class Employee: Person, KeyValueSettable {
     var age = 30
     var address = Address()
 
@@ -19,7 +19,7 @@ final class Employee: Person, KeyValueSettable {
         .settable("age", \.age)
 }
 
-struct Address: KeyValueSettable {
+fileprivate struct Address: KeyValueSettable {
     var city = "Oslo"
     static let keyedSetters = KeyedSetters<Address>().settable("city", \.city)
 }
@@ -28,7 +28,7 @@ struct Address: KeyValueSettable {
 struct KVCGuardTests {
     @Test func unguardedUndefinedKeyDies() async {
         await #expect(processExitsWith: .signal(SIGILL)) {
-            _ = Mirror(reflecting: Address()).descendant(opaque("zip"))!
+            _ = Mirror(reflecting: Address()).descendant(runtimeOpaque("zip"))!
         }
     }
 
@@ -48,7 +48,7 @@ struct KVCGuardTests {
         let employee = Employee()
         let (value, events) = recording { GuardedKVC.value(forKey: "salary", of: employee) }
         #expect(value == nil)
-        expectOne(events, .kvc, "[<Employee \(address(employee))> valueForUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
+        expectOne(events, .kvc, "[<Employee \(objectAddress(employee))> valueForUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
         let path = recording { GuardedKVC.value(forKeyPath: "address.zip", of: employee) }
         #expect(path.value == nil)
         expectOne(path.events, .kvc, "[<Address> valueForUndefinedKey:]: this class is not key value coding-compliant for the key zip.")
@@ -75,7 +75,7 @@ struct KVCGuardTests {
         let employee = Employee()
         let (written, events) = recording { employee.guardedSetValue(1, forKey: "salary") }
         #expect(!written)
-        let event = expectOne(events, .kvc, "[<Employee \(address(employee))> setValue:forUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
+        let event = expectOne(events, .kvc, "[<Employee \(objectAddress(employee))> setValue:forUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
         #expect(event?.context["action"] == "ignored the write")
     }
 
@@ -86,7 +86,7 @@ struct KVCGuardTests {
         expectOne(wrong.events, .kvc, "-[Employee setValue:forKey:]: value of type Int is not String for the key name.")
         let nilValue = recording { employee.guardedSetValue(nil, forKey: "age") }
         #expect(!nilValue.value && employee.age == 30)
-        expectOne(nilValue.events, .kvc, "[<Employee \(address(employee))> setNilValueForKey]: could not set nil as the value for the key age.")
+        expectOne(nilValue.events, .kvc, "[<Employee \(objectAddress(employee))> setNilValueForKey]: could not set nil as the value for the key age.")
         #expect(Employee.keyedSetters.keys == ["age", "name", "nickname"])
     }
 }

@@ -3,21 +3,21 @@ import CrashWire
 import Foundation
 import Testing
 
-final class Student: @unchecked Sendable {
+fileprivate final class Student: @unchecked Sendable {
     lazy var observers = KeyValueObservers(self, keyPathNames: [\.name: "name", \.age: "age"])
     var name = "" { didSet { observers.didChange(\.name, from: oldValue, to: name) } }
     var age = 0 { didSet { observers.didChange(\.age, from: oldValue, to: age) } }
 }
 
-final class Watcher: @unchecked Sendable {
+fileprivate final class Watcher: @unchecked Sendable {
     var seen: [String] = []
 }
 
 /// Registers without implementing the callback (seed 004, mode 3).
-final class LazyObserver: KeyValueObserver {}
+fileprivate final class LazyObserver: KeyValueObserver {}
 
 /// Implements the callback.
-final class PoliteObserver: KeyValueObserver {
+fileprivate final class PoliteObserver: KeyValueObserver {
     var changes: [String] = []
     func observeValue(forKeyPath keyPath: String, change: KeyValueChange<AnyObject, Any>) throws {
         changes.append("\(keyPath)=\(change.newValue)")
@@ -34,7 +34,7 @@ struct KVOGuardTests {
             var observer: Box? = Box()
             callbacks.append { [unowned observer = observer!] in observer.value }
             observer = nil
-            _ = opaque(callbacks)[0]()
+            _ = runtimeOpaque(callbacks)[0]()
         }
     }
 
@@ -57,7 +57,7 @@ struct KVOGuardTests {
         let watcher = Watcher()
         let (removed, events) = recording { student.observers.removeObserver(watcher, for: \.name) }
         #expect(!removed)
-        expectOne(events, .kvo, "Cannot remove an observer <Watcher \(address(watcher))> for the key path \"name\" from <Student \(address(student))> because it is not registered as an observer.")
+        expectOne(events, .kvo, "Cannot remove an observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))> because it is not registered as an observer.")
     }
 
     /// Mode 1.2: removing twice.
@@ -70,7 +70,7 @@ struct KVOGuardTests {
             return (student.observers.removeObserver(watcher, for: \.name), student.observers.removeObserver(watcher, for: \.name))
         }
         #expect(result == (true, false))
-        expectOne(events, .kvo, "Cannot remove an observer <Watcher \(address(watcher))> for the key path \"name\" from <Student \(address(student))> because it is not registered as an observer.")
+        expectOne(events, .kvo, "Cannot remove an observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))> because it is not registered as an observer.")
     }
 
     /// Mode 1.3: adding twice would observe each change twice.
@@ -83,7 +83,7 @@ struct KVOGuardTests {
             return (first, second)
         }
         #expect(added == (true, false))
-        expectOne(events, .kvo, "Repeated additions to the observer <Watcher \(address(watcher))> for the key path \"name\" from <Student \(address(student))>")
+        expectOne(events, .kvo, "Repeated additions to the observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))>")
         student.name = "0"
         #expect(watcher.seen == ["x"])
     }
@@ -94,7 +94,7 @@ struct KVOGuardTests {
         var addressText = ""
         let events = recording {
             var student: Student? = Student()
-            addressText = address(student!)
+            addressText = objectAddress(student!)
             student!.observers.addObserver(watcher, for: \.name) { _, _ in }
             student!.observers.addObserver(watcher, for: \.age) { _, _ in }
             student = nil
@@ -124,7 +124,7 @@ struct KVOGuardTests {
             student.observers.addObserver(polite, for: \.name)
             student.name = "Ann"
         }.events
-        expectOne(events, .kvo, "<LazyObserver \(address(lazy))>: An -observeValueForKeyPath:ofObject:change:context: message was received but not handled.\nKey path: name\nObserved object: <Student \(address(student))>")
+        expectOne(events, .kvo, "<LazyObserver \(objectAddress(lazy))>: An -observeValueForKeyPath:ofObject:change:context: message was received but not handled.\nKey path: name\nObserved object: <Student \(objectAddress(student))>")
         #expect(polite.changes == ["name=Ann"])
     }
 
@@ -145,12 +145,12 @@ struct KVOGuardTests {
         let watcher = Watcher()
         let (added, events) = recording { student.observers.addObserver(watcher, for: \.self) { _, _ in } }
         #expect(!added)
-        expectOne(events, .kvo, "Cannot add an observer <Watcher \(address(watcher))> for an empty key path to <Student \(address(student))>")
+        expectOne(events, .kvo, "Cannot add an observer <Watcher \(objectAddress(watcher))> for an empty key path to <Student \(objectAddress(student))>")
         let lazy = LazyObserver()
         let named = recording { student.observers.addObserver(lazy, forKeyPath: "") }
         #expect(!named.value && named.events.count == 1)
         let removal = recording { student.observers.removeObserver(watcher, forKeyPath: "") }
-        expectOne(removal.events, .kvo, "Cannot remove an observer <Watcher \(address(watcher))> for an empty key path from <Student \(address(student))>")
+        expectOne(removal.events, .kvo, "Cannot remove an observer <Watcher \(objectAddress(watcher))> for an empty key path from <Student \(objectAddress(student))>")
         #expect(student.observers.observedKeyPaths.isEmpty)
     }
 

@@ -4,7 +4,7 @@ import Dispatch
 import Foundation
 import Testing
 
-final class Flag: @unchecked Sendable {
+fileprivate final class Flag: @unchecked Sendable {
     private let lock = NSLock()
     private var value = false
     func set() { lock.lock(); value = true; lock.unlock() }
@@ -27,7 +27,7 @@ struct MainThreadGuardTests {
         #expect(!inline)
         let event = expectOne(events, .mainThread, "Main Thread Checker: API called on a background thread: offMainHopsAndRecords()")
         #expect(event?.context["action"] == "dispatched to the main queue")
-        #expect(await eventually { flag.isSet })
+        #expect(await eventuallyTrue { flag.isSet })
     }
 
     @Test func onMainRunsInline() async {

@@ -3,7 +3,7 @@ import CrashWire
 import Foundation
 import Testing
 
-final class Screen: @unchecked Sendable {
+fileprivate final class Screen: @unchecked Sendable {
     var received = 0
 }
 
@@ -60,7 +60,7 @@ struct NotificationGuardTests {
              registry.addObserver(screen, name: .guardTestPing) { me, _ in me.received += 1 })
         }
         #expect(added == (true, false))
-        expectOne(events, .notification, "Repeated additions of the observer <Screen \(address(screen))> for the notification \"GuardTestPing\"")
+        expectOne(events, .notification, "Repeated additions of the observer <Screen \(objectAddress(screen))> for the notification \"GuardTestPing\"")
         registry.center.post(name: .guardTestPing, object: nil)
         #expect(screen.received == 1)
     }
@@ -73,7 +73,7 @@ struct NotificationGuardTests {
             return (registry.removeObserver(screen, name: .guardTestPing), registry.removeObserver(screen, name: .guardTestPing))
         }
         #expect(removed == (true, false))
-        expectOne(events, .notification, "Cannot remove an observer <Screen \(address(screen))> for the notification \"GuardTestPing\" because it is not registered as an observer.")
+        expectOne(events, .notification, "Cannot remove an observer <Screen \(objectAddress(screen))> for the notification \"GuardTestPing\" because it is not registered as an observer.")
         registry.center.post(name: .guardTestPing, object: nil)
         #expect(screen.received == 0)
     }

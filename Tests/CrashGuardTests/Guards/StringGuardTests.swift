@@ -7,14 +7,14 @@ import Testing
 struct StringGuardTests {
     @Test func unguardedStringIndexDies() async {
         await #expect(processExitsWith: .signal(SIGILL)) {
-            let s = opaque("abc")
-            _ = s[s.index(s.startIndex, offsetBy: opaque(5))]
+            let s = runtimeOpaque("abc")
+            _ = s[s.index(s.startIndex, offsetBy: runtimeOpaque(5))]
         }
     }
 
     @Test func unguardedNSStringSubstringDies() async {
         await #expect(processExitsWith: .signal(SIGILL)) {
-            _ = NSString(string: "abc").substring(with: NSRange(location: 2, length: opaque(5)))
+            _ = NSString(string: "abc").substring(with: NSRange(location: 2, length: runtimeOpaque(5)))
         }
     }
 

@@ -3,7 +3,7 @@ import CrashWire
 import Foundation
 import Testing
 
-final class Ticker: @unchecked Sendable {
+fileprivate final class Ticker: @unchecked Sendable {
     private let lock = NSLock()
     private var count = 0
     func tick() { lock.lock(); count += 1; lock.unlock() }
@@ -33,7 +33,7 @@ struct TimerGuardTests {
                 target.tick()
             }
         }
-        #expect(await eventually { ticker.ticks >= 3 })
+        #expect(await eventuallyTrue { ticker.ticks >= 3 })
         timer.invalidate()
         #expect(!timer.isValid)
         let after = ticker.ticks
@@ -42,7 +42,7 @@ struct TimerGuardTests {
     }
 
     @Test func dispatchTimerInvalidatesItselfWhenTheTargetIsGone() async {
-        let sink = CollectingSink()
+        let sink = GuardTestSink()
         var timer: GuardedTimer?
         do {
             var ticker: Ticker? = Ticker()
@@ -53,14 +53,14 @@ struct TimerGuardTests {
             }
             ticker = nil
         }
-        #expect(await eventually { timer?.isValid == false })
+        #expect(await eventuallyTrue { timer?.isValid == false })
         try? await Task.sleep(nanoseconds: 50_000_000)
-        let event = expectOne(sink.events, .timer, "Timer <GuardedTimer \(address(timer!))> for target of class Ticker was not invalidated before the target was deallocated")
+        let event = expectOne(sink.events, .timer, "Timer <GuardedTimer \(objectAddress(timer!))> for target of class Ticker was not invalidated before the target was deallocated")
         #expect(event?.context["action"] == "invalidated the timer")
     }
 
     @Test func runLoopTimer() async {
-        let sink = CollectingSink()
+        let sink = GuardTestSink()
         let ticker = Ticker()
         let done = DispatchSemaphore(value: 0)
         let box = TimerBox()
@@ -84,11 +84,11 @@ struct TimerGuardTests {
         }
         #expect(ticker.ticks >= 3)
         #expect(box.timer?.isValid == false)
-        expectOne(sink.events, .timer, "Timer <GuardedTimer \(address(box.timer!))> for target of class Ticker was not invalidated before the target was deallocated")
+        expectOne(sink.events, .timer, "Timer <GuardedTimer \(objectAddress(box.timer!))> for target of class Ticker was not invalidated before the target was deallocated")
     }
 }
 
-final class TimerBox: @unchecked Sendable {
+fileprivate final class TimerBox: @unchecked Sendable {
     var ticker: Ticker?
     var timer: GuardedTimer?
 }

@@ -3,7 +3,7 @@ import CrashWire
 import Foundation
 import Testing
 
-final class Delegate {
+fileprivate final class Delegate {
     var name = "d"
 }
 
@@ -15,7 +15,7 @@ struct WildPointerGuardTests {
             var object: Object? = Object()
             unowned let reference = object!
             object = nil
-            _ = opaque(reference).name
+            _ = runtimeOpaque(reference).name
         }
     }
 
@@ -23,14 +23,14 @@ struct WildPointerGuardTests {
         await #expect(processExitsWith: .signal(SIGABRT)) {
             let pointer = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 8)
             pointer.deallocate()
-            opaque(pointer).deallocate()
+            runtimeOpaque(pointer).deallocate()
         }
     }
 
     @Test func unownedReferenceAfterRelease() {
         var delegate: Delegate? = Delegate()
         let reference = GuardedUnowned(delegate!)
-        let text = address(delegate!)
+        let text = objectAddress(delegate!)
         #expect(recording { reference.get()?.name }.value == "d")
         delegate = nil
         let (value, events) = recording { reference.get() }
