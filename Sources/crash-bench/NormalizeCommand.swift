@@ -1,0 +1,150 @@
+import ArgumentParser
+import CrashGrouping
+import CrashWire
+import Foundation
+
+/// `crash-bench normalize`: how many reports per second one core normalizes and groups.
+///
+/// Inputs are built before the clock starts: realistic reasons of about 200 bytes (ObjC,
+/// KVO, Swift runtime, networking) with varying addresses, indices, UUIDs and times, each
+/// with 20 Darwin frames. Three figures, single-threaded:
+/// - `signature`: `Grouping.signature` (reason + first 3 frames + SHA-256), what ingest runs;
+/// - `normalize`: `normalize(reason:)` and `normalize(frame:)` on all 20 frames;
+/// - `both`: the two together.
+struct NormalizeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "normalize",
+        abstract: "Reports normalized per second on one core (grouping v1)."
+    )
+
+    @Option(help: "Distinct generated reports (cycled through).")
+    var reports: Int = 1_000
+
+    @Option(help: "Seconds to measure each figure.")
+    var seconds: Double = 3
+
+    func run() async throws {
+        let inputs = Self.makeInputs(count: max(1, reports))
+        let reasonBytes = inputs.reduce(0) { $0 + $1.reason.utf8.count } / inputs.count
+        let stackBytes = inputs.reduce(0) { $0 + $1.stack.reduce(0) { $0 + $1.utf8.count } } / inputs.count
+        let load = Self.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
+        print("machine: \(Self.shell("uname -m")), \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load); one thread used")
+        print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average; grouping \(Grouping.version)")
+
+        let signature = measure(inputs) { report in
+            Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil).hash.utf8.count
+        }
+        print(String(format: "signature (reason + 3 frames + SHA-256): %10.0f reports/s  (%.2f µs each)", signature, 1e6 / signature))
+        let normalize = measure(inputs) { report in
+            var n = Grouping.normalize(reason: report.reason).utf8.count
+            for frame in report.stack { n &+= Grouping.normalize(frame: frame).utf8.count }
+            return n
+        }
+        print(String(format: "normalize only (reason + 20 frames):     %10.0f reports/s  (%.2f µs each)", normalize, 1e6 / normalize))
+        let both = measure(inputs) { report in
+            var n = Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil)
+                .hash.utf8.count
+            for frame in report.stack { n &+= Grouping.normalize(frame: frame).utf8.count }
+            return n
+        }
+        print(String(format: "both (signature + 20 normalized frames): %10.0f reports/s  (%.2f µs each)", both, 1e6 / both))
+    }
+
+    struct Input: Sendable {
+        var kind: ReportKind
+        var reason: String
+        var stack: [String]
+    }
+
+    /// Runs `body` over the inputs until `seconds` have passed; returns calls per second.
+    func measure(_ inputs: [Input], _ body: (Input) -> Int) -> Double {
+        let clock = ContinuousClock()
+        var sink = 0
+        for input in inputs.prefix(100) { sink &+= body(input) }  // warm up
+        var calls = 0
+        let start = clock.now
+        let deadline = start + .milliseconds(Int(seconds * 1000))
+        var now = start
+        while now < deadline {
+            for input in inputs {
+                sink &+= body(input)
+            }
+            calls += inputs.count
+            now = clock.now
+        }
+        let elapsed = now - start
+        if sink == 42 { print("") }  // keeps the results alive
+        let secondsElapsed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        return Double(calls) / secondsElapsed
+    }
+
+    static func shell(_ command: String) -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        do {
+            try process.run()
+            process.waitUntilExit()
+        } catch {
+            return "unknown"
+        }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    static func makeInputs(count: Int) -> [Input] {
+        var rng = SystemRandomNumberGenerator()
+        func hex(_ digits: Int) -> String {
+            String((0..<digits).map { _ in "0123456789abcdef".randomElement(using: &rng)! })
+        }
+        func uuid() -> String { UUID().uuidString }
+        let classes = ["FeedViewController", "ProfileCell", "CheckoutModel", "ImageCache", "SessionManager", "Student"]
+        let selectors = ["configure:", "reloadData", "objectForKey:", "lowercaseString", "setText:", "length"]
+        let images = ["Demo", "UIKitCore", "CoreFoundation", "Foundation", "libswiftCore.dylib", "libobjc.A.dylib"]
+        let symbols = [
+            "-[FeedViewController tableView:cellForRowAtIndexPath:]", "closure #1 in FeedLoader.load(page:)",
+            "__exceptionPreprocess", "objc_exception_throw", "-[UITableView _updateVisibleCellsNow:]",
+            "specialized Array.subscript.getter", "$s4Demo14ViewControllerC11viewDidLoadyyF", "__CFRunLoopRun",
+            "_dispatch_main_queue_drain", "UIApplicationMain",
+        ]
+        return (0..<count).map { i in
+            let cls = classes.randomElement(using: &rng)!
+            let sel = selectors.randomElement(using: &rng)!
+            let n = Int.random(in: 1...500, using: &rng)
+            let reason: String
+            let kind: ReportKind
+            switch i % 5 {
+            case 0:
+                kind = .unrecognizedSelector
+                reason =
+                    "2026-11-21 10:\(10 + i % 50):32.340558+0800 Demo[\(2900 + i):\(449839 + n)] -[\(cls) \(sel)]: unrecognized selector sent to instance 0x\(hex(12)) (guarded, session \(uuid()))"
+            case 1:
+                kind = .container
+                reason =
+                    "*** -[__NSArrayI objectAtIndex:]: index \(n) beyond bounds [0 .. \(n - 1)] in -[\(cls) \(sel)] at 2026-11-21T10:00:\(10 + i % 50)Z, thread \(i % 9)"
+            case 2:
+                kind = .kvo
+                reason =
+                    "Cannot remove an observer <\(cls) 0x\(hex(12))> for the key path \"user.profile.name\" from <Demo.Model: 0x\(hex(12))> because it is not registered as an observer."
+            case 3:
+                kind = .signal
+                reason =
+                    "Swift/ContiguousArrayBuffer.swift:\(600 + n): Fatal error: Index out of range in \(cls).\(sel) (index \(n), count \(n / 2)); EXC_BREAKPOINT (code=1, subcode=0x\(hex(9)))"
+            default:
+                kind = .exception
+                reason =
+                    "Error Domain=NSURLErrorDomain Code=-1001 \"The request timed out.\" UserInfo={NSErrorFailingURLStringKey=https://api.example.com/v1/feed?page=\(n)&since=\(1_732_183_200 + i)}"
+            }
+            let stack = (0..<20).map { f in
+                let image = images[(i + f) % images.count]
+                let symbol = symbols[(i * 7 + f) % symbols.count]
+                return "\(f)   \(image.padding(toLength: 30, withPad: " ", startingAt: 0)) 0x0000000\(hex(9)) \(symbol) + \(Int.random(in: 4...4000, using: &rng))"
+            }
+            // Guards append where they caught it; brings reasons to about 200 bytes.
+            let suffix = " [guard: \(cls) on \(i % 3 == 0 ? "main" : "background") queue]"
+            return Input(kind: kind, reason: reason + suffix, stack: stack)
+        }
+    }
+}
