@@ -548,6 +548,14 @@ class DockerIgnore(unittest.TestCase):
         for path in needed:
             self.assertFalse(dockerignore_excludes(self.PATTERNS, path), f".dockerignore drops {path}")
 
+    def test_every_target_folder_is_in_the_context(self):
+        # `COPY . .` then `swift build` loads the whole manifest: a declared target whose folder
+        # is missing (say, a test target not committed) fails the image build.
+        manifest = (ROOT / "Package.swift").read_text(encoding="utf-8")
+        for kind, name in re.findall(r"\.(target|executableTarget|testTarget)\(\s*name:\s*\"([^\"]+)\"", manifest):
+            folder = ROOT / ("Tests" if kind == "testTarget" else "Sources") / name
+            self.assertTrue(folder.is_dir(), f"{folder.relative_to(ROOT)} is missing")
+
     def test_drops_build_output_git_and_secrets(self):
         for path in (".build/release/x", ".git/HEAD", ".env", ".swiftpm/config", ".build-linux/x"):
             self.assertTrue(dockerignore_excludes(self.PATTERNS, path), path)
