@@ -32,6 +32,8 @@ public func withDatabase<T: Sendable>(
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await db.client.run() }
         defer { group.cancelAll() }
+        // Let the pool start before the first lease (it would only warn, but loudly).
+        try await Task.sleep(for: .milliseconds(20))
         return try await body(db)
     }
 }
@@ -39,21 +41,30 @@ public func withDatabase<T: Sendable>(
 /// `true` for errors that mean the database could not be reached (as opposed to a
 /// query the database refused): the ones that deserve a 503 and a retry.
 func isConnectionError(_ error: any Error) -> Bool {
-    if error is CancellationError { return true }
+    if let transaction = error as? PostgresTransactionError {
+        guard let inner = transaction.beginError ?? transaction.closureError ?? transaction.commitError else { return true }
+        return isConnectionError(inner)
+    }
+    if error is DeadlineExceeded { return true }
     if let psql = error as? PSQLError {
         switch psql.code {
         case .server:
-            // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now, 08xxx connection errors
+            // 08xxx connection exceptions, 57P01-03 shutdown / cannot connect now
             let state = psql.serverInfo?[.sqlState] ?? ""
             return state.hasPrefix("08") || state.hasPrefix("57P")
+        case .queryCancelled:
+            return false
         default:
             return true
         }
     }
-    return true
+    return false
 }
 
-/// The SQLSTATE of a server error, if it is one.
+/// The SQLSTATE of a server error, looking inside transaction errors.
 func sqlState(_ error: any Error) -> String? {
-    (error as? PSQLError)?.serverInfo?[.sqlState]
+    if let transaction = error as? PostgresTransactionError {
+        return (transaction.beginError ?? transaction.closureError ?? transaction.commitError).flatMap(sqlState)
+    }
+    return (error as? PSQLError)?.serverInfo?[.sqlState]
 }

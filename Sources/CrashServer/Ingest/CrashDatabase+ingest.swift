@@ -14,9 +14,9 @@ struct GroupState: Sendable {
 extension CrashDatabase {
     /// Stores `items` (unique by ``ReportKey``) in one transaction: the group-commit.
     ///
-    /// Upserts each distinct group, inserts the reports not stored before (the
-    /// `report_ids` ledger makes retries no-ops), then adds the new reports to their
-    /// groups' counts, regressions and rollups. Everything is set-based: a fixed number
+    /// Claims the ids in the `report_ids` ledger (retries become no-ops), then for the
+    /// new reports only: upserts each distinct group, inserts the reports, and adds them
+    /// to their groups' counts, regressions and rollups. Everything is set-based: a fixed number
     /// of round trips per batch, whatever its size. Rows are touched in key order so
     /// concurrent batches do not deadlock; a deadlock or serialization failure that
     /// happens anyway is retried.
@@ -37,13 +37,13 @@ extension CrashDatabase {
     }
 
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        let groups = try await upsertGroups(items, connection)
-        let fresh = try await insertReports(items, groups, connection)
+        let fresh = try await claimIDs(items, connection)
         let stored = items.filter { fresh.contains($0.key) }
-        if !stored.isEmpty {
-            try await updateGroups(stored, groups, connection)
-            try await writeRollups(stored, groups, connection)
-        }
+        guard !stored.isEmpty else { return fresh }
+        let groups = try await upsertGroups(stored, connection)
+        try await insertReports(stored, groups, connection)
+        try await updateGroups(stored, groups, connection)
+        try await writeRollups(stored, groups, connection)
         return fresh
     }
 
@@ -95,50 +95,54 @@ extension CrashDatabase {
         return ids
     }
 
-    /// Inserts the reports whose ids are new; returns their keys.
-    private func insertReports(
-        _ items: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
-    ) async throws -> Set<ReportKey> {
+    /// Records the ids in the idempotency ledger; returns the keys that were new.
+    /// A duplicate touches nothing else: no group, count or rollup.
+    private func claimIDs(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
         struct Row: Encodable {
-            var p: Int64, id: UUID, g: Int64, ts: Date, k: String, r: String, st: [String]?, f: Bool?
-            var ai: String, av: String, ab: String?, os: String?, ov: String?, m: String?, d: String?
-            var fp: [String]?, c: [String: String]?
+            var p: Int64, id: UUID, ts: Date
         }
-        let rows = items.sorted { ($0.projectID, $0.report.id.uuidString) < ($1.projectID, $1.report.id.uuidString) }
-            .map { item in
-                let r = item.report
-                return Row(
-                    p: item.projectID, id: r.id, g: groups[item.groupKey]!, ts: r.timestamp, k: r.kind.rawValue,
-                    r: r.reason, st: r.stack, f: r.fatal, ai: r.app.id, av: r.app.version, ab: r.app.build,
-                    os: r.device?.os, ov: r.device?.osVersion, m: r.device?.model, d: r.device?.id,
-                    fp: r.fingerprint, c: r.context)
-            }
-        let json = try Self.json(rows)
+        let rows = items.map { Row(p: $0.projectID, id: $0.report.id, ts: $0.report.timestamp) }
         let result = try await connection.query(
             """
-            WITH input AS (
-                SELECT * FROM json_to_recordset(\(json)::json) AS r(
-                    p bigint, id uuid, g bigint, ts timestamptz, k text, r text, st jsonb, f boolean,
-                    ai text, av text, ab text, os text, ov text, m text, d text, fp jsonb, c jsonb)
-            ), fresh AS (
-                INSERT INTO report_ids (project_id, id, ts)
-                SELECT p, id, ts FROM input ORDER BY p, id
-                ON CONFLICT (project_id, id) DO NOTHING
-                RETURNING project_id, id
-            ), stored AS (
-                INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
-                                     app_build, os, os_version, model, device_id, fingerprint, context)
-                SELECT i.p, i.id, i.g, i.ts, i.k, i.r, i.st, i.f, i.ai, i.av, i.ab, i.os, i.ov, i.m, i.d, i.fp, i.c
-                FROM input i JOIN fresh f ON f.project_id = i.p AND f.id = i.id
-                RETURNING project_id, id
-            )
-            SELECT project_id, id FROM stored
+            INSERT INTO report_ids (project_id, id, ts)
+            SELECT p, id, ts FROM json_to_recordset(\(try Self.json(rows))::json) AS r(p bigint, id uuid, ts timestamptz)
+            ORDER BY p, id
+            ON CONFLICT (project_id, id) DO NOTHING
+            RETURNING project_id, id
             """, logger: logger)
         var fresh = Set<ReportKey>()
         for try await (project, id) in result.decode((Int64, UUID).self) {
             fresh.insert(ReportKey(project: project, id: id))
         }
         return fresh
+    }
+
+    /// Inserts the (new) reports into the partitioned reports table.
+    private func insertReports(
+        _ items: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
+    ) async throws {
+        struct Row: Encodable {
+            var p: Int64, id: UUID, g: Int64, ts: Date, k: String, r: String, st: [String]?, f: Bool?
+            var ai: String, av: String, ab: String?, os: String?, ov: String?, m: String?, d: String?
+            var fp: [String]?, c: [String: String]?
+        }
+        let rows = items.map { item in
+            let r = item.report
+            return Row(
+                p: item.projectID, id: r.id, g: groups[item.groupKey]!, ts: r.timestamp, k: r.kind.rawValue,
+                r: r.reason, st: r.stack, f: r.fatal, ai: r.app.id, av: r.app.version, ab: r.app.build,
+                os: r.device?.os, ov: r.device?.osVersion, m: r.device?.model, d: r.device?.id,
+                fp: r.fingerprint, c: r.context)
+        }
+        try await connection.query(
+            """
+            INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
+                                 app_build, os, os_version, model, device_id, fingerprint, context)
+            SELECT p, id, g, ts, k, r, st, f, ai, av, ab, os, ov, m, d, fp, c
+            FROM json_to_recordset(\(try Self.json(rows))::json) AS r(
+                p bigint, id uuid, g bigint, ts timestamptz, k text, r text, st jsonb, f boolean,
+                ai text, av text, ab text, os text, ov text, m text, d text, fp jsonb, c jsonb)
+            """, logger: logger)
     }
 
     /// Adds newly stored reports to their groups: counts, first/last seen, fatal, and

@@ -1,0 +1,79 @@
+@testable import CrashServer
+import CrashGrouping
+import CrashWire
+import Foundation
+import Synchronization
+import Testing
+
+/// The batcher's queue rules, with an injected store (no database: these test the
+/// queueing logic; the database path is covered by IngestTests).
+@Suite struct IngestBatcherTests {
+    /// A store that blocks until released, recording every batch it was given.
+    final class GatedStore: Sendable {
+        let batches = Mutex<[[IngestItem]]>([])
+        let gate: AsyncStream<Void>
+        let open: AsyncStream<Void>.Continuation
+        init() { (gate, open) = AsyncStream.makeStream() }
+
+        func store(_ items: [IngestItem]) async throws -> Set<ReportKey> {
+            batches.withLock { $0.append(items) }
+            for await _ in gate { break }
+            return Set(items.map(\.key))
+        }
+    }
+
+    func item(_ id: UUID = UUID()) -> IngestItem {
+        let report = Report(id: id, kind: .custom, reason: "r", app: AppInfo(id: "a", version: "1"))
+        return IngestItem(projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil))
+    }
+
+    @Test func fullQueueRefusesWith503AndGroupsWaitingRequests() async throws {
+        let store = GatedStore()
+        let batcher = IngestBatcher(
+            maxQueuedReports: 3, maxBatchReports: 100, timeout: .seconds(30), metrics: ServerMetrics(),
+            logger: TestEnvironment.logger, store: { try await store.store($0) }, probe: {})
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await batcher.run() }
+            // The first request is taken into a (blocked) commit.
+            let first = Task { try await batcher.submit([self.item()]) }
+            while store.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            // Three more reports queue up behind it; a fourth does not fit.
+            let shared = UUID()
+            let second = Task { try await batcher.submit([self.item(shared), self.item()]) }
+            let third = Task { try await batcher.submit([self.item(shared)]) }
+            while batcher.queuedReports < 3 { try await Task.sleep(for: .milliseconds(5)) }
+            await #expect(throws: APIError.self) { try await batcher.submit([self.item()]) }
+            store.open.yield()
+            store.open.yield()
+            #expect(try await first.value == [true])
+            // Both waiting requests went into one transaction; the shared id counts once.
+            let outcomes = [try await second.value, try await third.value]
+            #expect(outcomes.flatMap { $0 }.filter { $0 }.count == 2)
+            #expect(store.batches.withLock { $0.map(\.count) } == [1, 2])
+            group.cancelAll()
+        }
+    }
+
+    @Test func databaseFailureIs503AndNothingIsAcknowledged() async throws {
+        let probes = Mutex(0)
+        let batcher = IngestBatcher(
+            maxQueuedReports: 100, maxBatchReports: 100, timeout: .seconds(30), metrics: ServerMetrics(),
+            logger: TestEnvironment.logger, store: { _ in throw DeadlineExceeded() },
+            probe: {
+                probes.withLock { $0 += 1 }
+            })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await batcher.run() }
+            await #expect(throws: APIError.self) { try await batcher.submit([self.item()]) }
+            // Marked down until the probe answers; then ingest is tried again.
+            var waited = 0
+            while batcher.isDatabaseDown, waited < 400 {
+                try await Task.sleep(for: .milliseconds(10))
+                waited += 1
+            }
+            #expect(!batcher.isDatabaseDown)
+            #expect(probes.withLock { $0 } >= 1)
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,152 @@
+@testable import CrashServer
+import CrashCompression
+import CrashWire
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// Settings of the real PostgreSQL the test command starts (`scripts/test`).
+enum TestEnvironment {
+    /// `CRASHGUARD_TEST_DATABASE_URL`, else the test database of `scripts/postgres`.
+    static let databaseURL = ProcessInfo.processInfo.environment["CRASHGUARD_TEST_DATABASE_URL"]
+        ?? "postgres://crashguard@127.0.0.1:54329/crashguard_test?sslmode=disable"
+
+    /// Quiet unless `CRASHGUARD_TEST_LOG_LEVEL` says otherwise.
+    static var logger: Logger {
+        var logger = Logger(label: "crashguard.test")
+        logger.logLevel = ProcessInfo.processInfo.environment["CRASHGUARD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        return logger
+    }
+
+    /// The repository root (for scripts/ and the built binaries).
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// A server configuration on the test database: free port, no rate limit, small pool.
+    static func configuration(_ edit: (inout ServerConfiguration) -> Void = { _ in }) -> ServerConfiguration {
+        var config = ServerConfiguration()
+        config.databaseURL = databaseURL
+        config.port = 0
+        config.rateLimit = 0
+        config.databasePoolSize = 4
+        edit(&config)
+        return config
+    }
+}
+
+/// Runs `body` with the test database (schema applied).
+func withTestDatabase<T: Sendable>(
+    _ config: ServerConfiguration = TestEnvironment.configuration(), _ body: @Sendable (CrashDatabase) async throws -> T
+) async throws -> T {
+    try await withDatabase(config, logger: TestEnvironment.logger) { db in
+        try await db.migrate()
+        return try await body(db)
+    }
+}
+
+/// A fresh project with a unique slug, so tests running in parallel never share data.
+func makeProject(_ config: ServerConfiguration = TestEnvironment.configuration()) async throws -> ProjectCredentials {
+    let slug = "t-" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
+    return try await withTestDatabase(config) { try await $0.createProject(slug: slug) }
+}
+
+/// Runs `body` against the full application (real database, real batcher) in router mode.
+func withApp(
+    _ config: ServerConfiguration = TestEnvironment.configuration(),
+    _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void
+) async throws {
+    let app = try await buildApplication(configuration: config, logger: TestEnvironment.logger)
+    try await app.test(.router) { client in try await body(client) }
+}
+
+/// A report as a JSON object, valid unless edited.
+func reportJSON(
+    id: UUID = UUID(),
+    timestamp: Date = Date(),
+    kind: String = "container",
+    reason: String = "-[__NSArrayI objectAtIndex:]: index 5 beyond bounds [0 .. 2]",
+    version: String = "1.0.0",
+    extra: [String: Any] = [:]
+) -> [String: Any] {
+    var report: [String: Any] = [
+        "id": id.uuidString.lowercased(),
+        "timestamp": RFC3339.format(timestamp),
+        "kind": kind,
+        "reason": reason,
+        "app": ["id": "com.example.demo", "version": version],
+        "device": ["os": "iOS", "osVersion": "17.1", "model": "iPhone14,2", "id": "device-1"],
+    ]
+    for (key, value) in extra { report[key] = value }
+    return report
+}
+
+/// `{"reports": [...]}` as bytes.
+func batchBody(_ reports: [Any]) -> [UInt8] {
+    Array(try! JSONSerialization.data(withJSONObject: ["reports": reports]))
+}
+
+/// gzip of `bytes`.
+func gzip(_ bytes: [UInt8]) -> [UInt8] {
+    try! Deflater.compress(bytes, format: .gzip)
+}
+
+extension TestClientProtocol {
+    /// `POST /v1/reports` with the given key, body and encoding.
+    func ingest(
+        key: String?, body: [UInt8], encoding: String? = "gzip", contentType: String? = "application/json",
+        headers extra: HTTPFields = [:]
+    ) async throws -> TestResponse {
+        var headers = extra
+        if let key { headers[HTTPField.Name("X-Crash-Key")!] = key }
+        if let contentType { headers[.contentType] = contentType }
+        if let encoding { headers[.contentEncoding] = encoding }
+        let payload = encoding?.lowercased() == "gzip" ? gzip(body) : encoding?.lowercased() == "deflate" ? try! Deflater.compress(body, format: .deflate) : body
+        return try await execute(uri: "/v1/reports", method: .post, headers: headers, body: ByteBuffer(bytes: payload))
+    }
+}
+
+extension TestResponse {
+    /// The body decoded as `T`.
+    func decode<T: Decodable>(_: T.Type = T.self) throws -> T {
+        try JSONDecoder.crashWire().decode(T.self, from: Data(body.readableBytesView))
+    }
+
+    /// The `error` of a `{"error": "..."}` body.
+    var errorMessage: String? { (try? decode(ErrorBody.self))?.error }
+}
+
+extension CrashDatabase {
+    /// Ids of every report stored for the project.
+    func storedReportIDs(slug: String) async throws -> [UUID] {
+        let rows = try await client.query(
+            "SELECT r.id FROM reports r JOIN projects p ON p.id = r.project_id WHERE p.slug = \(slug) ORDER BY r.id",
+            logger: logger)
+        var ids: [UUID] = []
+        for try await id in rows.decode(UUID.self) { ids.append(id) }
+        return ids
+    }
+
+    /// `(signature, report_count, title)` of every group of the project, biggest first.
+    func groups(slug: String) async throws -> [(signature: String, count: Int64, title: String)] {
+        let rows = try await client.query(
+            """
+            SELECT g.signature, g.report_count, g.title FROM crash_groups g JOIN projects p ON p.id = g.project_id
+            WHERE p.slug = \(slug) ORDER BY g.report_count DESC, g.id
+            """, logger: logger)
+        var out: [(String, Int64, String)] = []
+        for try await row in rows.decode((String, Int64, String).self) { out.append(row) }
+        return out
+    }
+
+    /// Sum of the hourly rollup counts of the project.
+    func rollupTotal(slug: String) async throws -> Int64 {
+        let rows = try await client.query(
+            "SELECT COALESCE(SUM(h.count), 0)::bigint FROM group_hourly h JOIN projects p ON p.id = h.project_id WHERE p.slug = \(slug)",
+            logger: logger)
+        for try await n in rows.decode(Int64.self) { return n }
+        return 0
+    }
+}
