@@ -55,6 +55,7 @@ func buildRouter(
         maxDecompressedBytes: configuration.maxDecompressedBytes,
         databaseTimeout: timeout
     ).addRoutes(to: router)
+    QueryController(database: database).addRoutes(to: router)
     return router
 }
 

@@ -141,5 +141,70 @@ BEGIN
     RETURN dropped;
 END;
 $$;
+
+-- Query rollups (issue 4), all maintained in the ingest transaction next to group_hourly.
+-- Daily copy of group_hourly: windows read whole days here and only their edge hours there.
+CREATE TABLE IF NOT EXISTS group_daily (
+    project_id  bigint NOT NULL,
+    group_id    bigint NOT NULL,
+    day         timestamptz NOT NULL,
+    app_id      text NOT NULL,
+    app_version text NOT NULL,
+    os          text NOT NULL,
+    count       bigint NOT NULL,
+    PRIMARY KEY (project_id, day, group_id, app_id, app_version, os)
+);
+DO $$ BEGIN IF to_regclass('group_daily_group') IS NULL THEN CREATE INDEX group_daily_group ON group_daily (group_id, day); END IF; END; $$;
+
+-- All-time count per group and report dimension (facet app, version, os or model): the
+-- `versions` list, and the upper bounds that let a filtered top-N stop early.
+CREATE TABLE IF NOT EXISTS group_facets (
+    project_id bigint NOT NULL,
+    group_id   bigint NOT NULL,
+    facet      text NOT NULL CHECK (facet IN ('app', 'version', 'os', 'model')),
+    value      text NOT NULL,
+    count      bigint NOT NULL,
+    first_seen timestamptz NOT NULL,
+    last_seen  timestamptz NOT NULL,
+    PRIMARY KEY (group_id, facet, value)
+);
+DO $$ BEGIN IF to_regclass('group_facets_rank') IS NULL THEN CREATE INDEX group_facets_rank ON group_facets (project_id, facet, value, count DESC, group_id); END IF; END; $$;
+
+-- Device models per group and hour: the crash detail's `models` breakdown.
+CREATE TABLE IF NOT EXISTS group_model_hourly (
+    group_id bigint NOT NULL,
+    hour     timestamptz NOT NULL,
+    model    text NOT NULL,
+    count    bigint NOT NULL,
+    PRIMARY KEY (group_id, hour, model)
+);
+
+-- Project-wide hourly counts by kind and version: the stats endpoint.
+CREATE TABLE IF NOT EXISTS project_hourly (
+    project_id  bigint NOT NULL,
+    hour        timestamptz NOT NULL,
+    kind        text NOT NULL,
+    app_version text NOT NULL,
+    count       bigint NOT NULL,
+    PRIMARY KEY (project_id, hour, kind, app_version)
+);
+
+-- Top-N by all-time count (upper bounds for window counts), and the lastSeen/firstSeen sorts.
+DO $$ BEGIN IF to_regclass('crash_groups_by_count') IS NULL THEN CREATE INDEX crash_groups_by_count ON crash_groups (project_id, report_count DESC, id); END IF; END; $$;
+DO $$ BEGIN IF to_regclass('crash_groups_by_last_seen') IS NULL THEN CREATE INDEX crash_groups_by_last_seen ON crash_groups (project_id, last_seen DESC, id); END IF; END; $$;
+DO $$ BEGIN IF to_regclass('crash_groups_by_first_seen') IS NULL THEN CREATE INDEX crash_groups_by_first_seen ON crash_groups (project_id, first_seen DESC, id); END IF; END; $$;
+
+-- The inserting transaction of each report: paginated lists count "as of" the first page's
+-- snapshot, subtracting reports committed since (found through this index), so a walk over
+-- pages sees every group exactly once while ingest goes on.
+-- (Checked first: ALTER TABLE would take an exclusive lock on reports at every start.)
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'reports'::regclass AND attname = 'xact' AND NOT attisdropped) THEN
+        ALTER TABLE reports ADD COLUMN xact xid8 NOT NULL DEFAULT pg_current_xact_id();
+    END IF;
+END;
+$$;
+DO $$ BEGIN IF to_regclass('reports_project_xact') IS NULL THEN CREATE INDEX reports_project_xact ON reports (project_id, xact); END IF; END; $$;
 """#
 }

@@ -40,5 +40,6 @@ extension CrashDatabase {
                 count = group_hourly.count + EXCLUDED.count,
                 fatal_count = group_hourly.fatal_count + EXCLUDED.fatal_count
             """, logger: logger)
+        try await writeQueryRollups(stored, groups, connection)
     }
 }

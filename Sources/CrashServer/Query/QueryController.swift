@@ -1,0 +1,315 @@
+import CrashWire
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PostgresNIO
+
+/// The Query section of the contract: crash list, detail, reports, triage and stats, all
+/// behind a project's read token; plus `GET /openapi.json`.
+struct QueryController: Sendable {
+    let database: CrashDatabase
+
+    func addRoutes(to router: Router<CrashRequestContext>) {
+        router.get("/openapi.json") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+        }
+        let project = router.group("/v1/projects/:project")
+        project.get("crashes", use: list)
+        project.get("crashes/:id", use: detail)
+        project.patch("crashes/:id", use: triage)
+        project.get("crashes/:id/reports", use: reports)
+        project.get("stats", use: stats)
+    }
+
+    // MARK: - Handlers
+
+    @Sendable func list(request: Request, context: CrashRequestContext) async throws -> Response {
+        let project = try await authorize(request, context)
+        let q = QueryParameters(request)
+        let sort = try q.sort()
+        let filters = try q.filters()
+        let limit = try q.limit()
+        var window = try q.window()
+        let cursor = try q.string("cursor").map { try ListCursor.decode($0, sort: Self.cursorTag(sort)) }
+        if let f = cursor?.f, let t = cursor?.t { window = TimeWindow(from: ListCursor.date(f), to: ListCursor.date(t)) }
+        let body = try await database.withReadSnapshot { connection in
+            let snapshot: String
+            if let n = cursor?.n { snapshot = n } else { snapshot = try await database.currentSnapshot(on: connection) }
+            let page: [(id: Int64, count: Int64, key: Int64)]
+            switch sort {
+            case .count:
+                page = try await rankByCount(
+                    project: project.id, window: window, filters: filters, after: cursor.map { ($0.k, $0.i) },
+                    snapshot: cursor == nil ? nil : snapshot, limit: limit, connection
+                ).map { ($0.id, $0.n, $0.n) }
+            case .lastSeen, .firstSeen:
+                page = try await rankByTime(
+                    project: project.id, sort: sort, window: window, filters: filters, after: cursor.map { ($0.k, $0.i) },
+                    snapshot: cursor == nil ? nil : snapshot, limit: limit, connection)
+            }
+            let shown = Array(page.prefix(limit))
+            let groups = try await groupBodies(
+                project: project.id, counts: shown.map { ($0.id, $0.count) }, window: window, filters: filters, connection)
+            var next: String?
+            if page.count > limit, let last = shown.last {
+                next = ListCursor(
+                    s: Self.cursorTag(sort), k: last.key, i: last.id, u: nil, f: ListCursor.micros(window.from),
+                    t: ListCursor.micros(window.to), n: snapshot
+                ).encode()
+            }
+            return GroupListBody(groups: groups, nextCursor: next)
+        }
+        return try Self.json(body)
+    }
+
+    @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> Response {
+        let project = try await authorize(request, context)
+        let q = QueryParameters(request)
+        let window = try q.window()
+        let group = try groupID(context)
+        let body = try await database.withReadSnapshot { connection -> GroupDetailBody in
+            let histogram = try await database.groupHistogram(group: group, window: window, on: connection)
+            let count = histogram.values.reduce(0, +)
+            guard
+                let base = try await groupBodies(
+                    project: project.id, counts: [(group, count)], window: window, filters: GroupFilters(), connection
+                ).first
+            else { throw APIError.notFound("no crash group \(group) in project '\(project.slug)'") }
+            let breakdown = try await database.breakdown(group: group, window: window, on: connection)
+            let points = window.buckets(TimeWindow.hour).map { TimeCount(t: $0, count: histogram[$0] ?? 0) }
+            let latest = try await database.reports(
+                project: project.id, group: group, after: nil, limit: 5, includeStack: false, on: connection)
+            return GroupDetailBody(group: base, breakdown: breakdown, histogram: points, latest: latest.map(\.report))
+        }
+        return try Self.json(body)
+    }
+
+    @Sendable func reports(request: Request, context: CrashRequestContext) async throws -> Response {
+        let project = try await authorize(request, context)
+        let q = QueryParameters(request)
+        let limit = try q.limit()
+        let group = try groupID(context)
+        var after: (Int64, UUID)?
+        if let text = try q.string("cursor") {
+            let cursor = try ListCursor.decode(text, sort: "r")
+            guard let id = cursor.u.flatMap(UUID.init(uuidString:)) else { throw APIError.badRequest("cursor: malformed") }
+            after = (cursor.k, id)
+        }
+        let body = try await database.withReadSnapshot { connection -> ReportListBody in
+            guard try await !database.groupRows(project: project.id, ids: [group], on: connection).isEmpty else {
+                throw APIError.notFound("no crash group \(group) in project '\(project.slug)'")
+            }
+            let rows = try await database.reports(
+                project: project.id, group: group, after: after, limit: limit + 1, includeStack: true, on: connection)
+            var next: String?
+            if rows.count > limit {
+                let last = rows[limit - 1]
+                next = ListCursor(s: "r", k: last.micros, i: group, u: last.report.id).encode()
+            }
+            return ReportListBody(reports: rows.prefix(limit).map(\.report), nextCursor: next)
+        }
+        return try Self.json(body)
+    }
+
+    @Sendable func triage(request: Request, context: CrashRequestContext) async throws -> Response {
+        let project = try await authorize(request, context)
+        let group = try groupID(context)
+        let bytes = Array(buffer: try await request.body.collect(upTo: 64 * 1024))
+        let change = try TriageRequest.parse(bytes)
+        guard try await database.triage(project: project.id, group: group, status: change.status, resolvedIn: change.resolvedIn)
+        else { throw APIError.notFound("no crash group \(group) in project '\(project.slug)'") }
+        let window = TimeWindow.lastSevenDays()
+        let body = try await database.withReadSnapshot { connection -> GroupBody in
+            let histogram = try await database.groupHistogram(group: group, window: window, on: connection)
+            let bodies = try await groupBodies(
+                project: project.id, counts: [(group, histogram.values.reduce(0, +))], window: window,
+                filters: GroupFilters(), connection)
+            guard let body = bodies.first else { throw APIError.notFound("no crash group \(group)") }
+            return body
+        }
+        return try Self.json(body)
+    }
+
+    @Sendable func stats(request: Request, context: CrashRequestContext) async throws -> Response {
+        let project = try await authorize(request, context)
+        let q = QueryParameters(request)
+        let window = try q.window()
+        let interval = try q.string("interval") ?? "hour"
+        guard interval == "hour" || interval == "day" else { throw APIError.badRequest("interval: must be hour or day") }
+        let groupBy = try q.string("groupBy") ?? "none"
+        guard ["none", "kind", "version"].contains(groupBy) else {
+            throw APIError.badRequest("groupBy: must be none, kind or version")
+        }
+        let unit = interval == "hour" ? TimeWindow.hour : TimeWindow.day
+        let buckets = window.buckets(unit)
+        guard buckets.count <= 10_000 else { throw APIError.badRequest("interval: over 10000 points; use day or a shorter window") }
+        let rows = try await database.withReadSnapshot { connection in
+            try await database.stats(project: project.id, window: window, unit: interval, groupBy: groupBy, on: connection)
+        }
+        var byKey: [String?: [Date: Int64]] = [:]
+        if groupBy == "none" { byKey[nil] = [:] }
+        for row in rows { byKey[row.key, default: [:]][row.t, default: 0] += row.n }
+        var keys = Array(byKey.keys)
+        if groupBy == "version" {
+            keys.sort { a, b in
+                let c = AppVersion.compare(a ?? "", b ?? "")
+                return c != 0 ? c > 0 : (a ?? "") > (b ?? "")
+            }
+        } else {
+            let totals = byKey.mapValues { $0.values.reduce(0, +) }
+            keys.sort { a, b in totals[a]! != totals[b]! ? totals[a]! > totals[b]! : (a ?? "") < (b ?? "") }
+        }
+        let series = keys.map { key in
+            StatsBody.Series(key: key, points: buckets.map { TimeCount(t: $0, count: byKey[key]?[$0] ?? 0) })
+        }
+        return try Self.json(StatsBody(series: series))
+    }
+
+    // MARK: - Ranking
+
+    /// The page after `after` (count, id) by window count descending, ties by id: a
+    /// threshold walk over groups in order of an upper bound of their count (all-time
+    /// counts), stopping once no unseen group can outrank the page. Returns up to
+    /// `limit + 1` entries (the extra one says there is a next page).
+    func rankByCount(
+        project: Int64, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, snapshot: String?, limit: Int,
+        _ connection: PostgresConnection
+    ) async throws -> [(id: Int64, n: Int64)] {
+        func eligible(_ id: Int64, _ n: Int64) -> Bool {
+            guard let (cn, cid) = after else { return true }
+            return n < cn || (n == cn && id > cid)
+        }
+        func ranked(_ counts: [Int64: Int64]) -> [(id: Int64, n: Int64)] {
+            counts.filter { eligible($0.key, $0.value) }.map { (id: $0.key, n: $0.value) }
+                .sorted { $0.n != $1.n ? $0.n > $1.n : $0.id < $1.id }
+        }
+        var best: [(id: Int64, n: Int64)] = []
+        var position: (bound: Int64, id: Int64)?
+        var batch = max(200, 4 * (limit + 1))
+        var scanned = 0
+        while true {
+            if scanned >= 5_000 {
+                // The bounds are loose for this query: aggregate every group instead.
+                let all = try await database.windowCounts(
+                    project: project, ids: nil, window: window, filters: filters, snapshot: snapshot, on: connection)
+                return Array(ranked(all).prefix(limit + 1))
+            }
+            let candidates = try await database.countCandidates(
+                project: project, window: window, filters: filters, after: position, limit: batch, on: connection)
+            guard let last = candidates.last else { break }
+            scanned += candidates.count
+            let counts = try await database.windowCounts(
+                project: project, ids: candidates.map(\.id), window: window, filters: filters, snapshot: snapshot,
+                on: connection)
+            best = Array((best + ranked(counts)).sorted { $0.n != $1.n ? $0.n > $1.n : $0.id < $1.id }.prefix(limit + 1))
+            position = (last.bound, last.id)
+            if candidates.count < batch { break }
+            if best.count == limit + 1, best[limit].n > last.bound { break }
+            batch = min(batch * 2, 3_200)
+        }
+        return best
+    }
+
+    /// The page after `after` (time in microseconds, id) by lastSeen or firstSeen
+    /// descending, ties by id; only groups with reports in the window and filters.
+    func rankByTime(
+        project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?,
+        snapshot: String?, limit: Int, _ connection: PostgresConnection
+    ) async throws -> [(id: Int64, count: Int64, key: Int64)] {
+        func before(_ a: (id: Int64, count: Int64, key: Int64), _ b: (id: Int64, count: Int64, key: Int64)) -> Bool {
+            a.key != b.key ? a.key > b.key : a.id < b.id
+        }
+        var found: [(id: Int64, count: Int64, key: Int64)] = []
+        var position = after
+        let batch = max(100, 2 * (limit + 1))
+        // Under a cursor, keys are those of the first page's snapshot, so groups that got
+        // reports since keep their place: those groups are placed by their snapshot key,
+        // and the walk over current keys skips them.
+        var moved: [Int64: Int64?] = [:]
+        if let snapshot {
+            moved = try await database.timeKeysAsOf(project: project, sort: sort, snapshot: snapshot, on: connection)
+            let placed = moved.compactMap { id, key in key.map { (id: id, key: $0) } }
+            if !placed.isEmpty {
+                let counts = try await database.windowCounts(
+                    project: project, ids: placed.map(\.id), window: window, filters: filters, snapshot: snapshot,
+                    on: connection)
+                for entry in placed {
+                    guard let n = counts[entry.id] else { continue }
+                    let item = (id: entry.id, count: n, key: entry.key)
+                    if let (k, i) = after, !before((i, 0, k), item) { continue }
+                    found.append(item)
+                }
+            }
+        }
+        while true {
+            let candidates = try await database.timeCandidates(
+                project: project, sort: sort, window: window, filters: filters, after: position, limit: batch, on: connection)
+            guard let last = candidates.last else { break }
+            let counts = try await database.windowCounts(
+                project: project, ids: candidates.map(\.id), window: window, filters: filters, snapshot: snapshot,
+                on: connection)
+            for candidate in candidates where moved[candidate.id] == nil {
+                guard let n = counts[candidate.id] else { continue }
+                let entry = (id: candidate.id, count: n, key: candidate.key)
+                if let (k, i) = after, !before((i, 0, k), entry) { continue }
+                found.append(entry)
+            }
+            found.sort(by: before)
+            if found.count > limit { found = Array(found.prefix(limit + 1)) }
+            position = (last.key, last.id)
+            if candidates.count < batch { break }
+            // Groups not walked yet keep their current key, at most the last one's.
+            if found.count > limit, found[limit].key > last.key { break }
+        }
+        return found
+    }
+
+    /// The response bodies of `counts` groups (in that order), with devices and versions.
+    func groupBodies(
+        project: Int64, counts: [(Int64, Int64)], window: TimeWindow, filters: GroupFilters, _ connection: PostgresConnection
+    ) async throws -> [GroupBody] {
+        guard !counts.isEmpty else { return [] }
+        let ids = counts.map(\.0)
+        let rows = try await database.groupRows(project: project, ids: ids, on: connection)
+        let versions = try await database.versions(ids: ids, on: connection)
+        let devices = try await database.deviceCounts(project: project, ids: ids, window: window, filters: filters, on: connection)
+        return counts.compactMap { id, count in
+            guard let row = rows[id] else { return nil }
+            return GroupBody(
+                id: String(id), signature: row.signature, kind: row.kind, title: row.title, count: count,
+                devices: devices[id] ?? 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen, status: row.status,
+                resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versions[id] ?? [])
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func authorize(_ request: Request, _ context: CrashRequestContext) async throws -> ProjectRef {
+        let slug = context.parameters.get("project") ?? ""
+        return try await database.authorizeRead(request, slug: slug)
+    }
+
+    private func groupID(_ context: CrashRequestContext) throws -> Int64 {
+        let text = context.parameters.get("id") ?? ""
+        guard let id = Int64(text), id > 0 else { throw APIError.notFound("no crash group '\(text)'") }
+        return id
+    }
+
+    private static func cursorTag(_ sort: GroupSort) -> String {
+        switch sort {
+        case .count: return "c"
+        case .lastSeen: return "l"
+        case .firstSeen: return "f"
+        }
+    }
+
+    static func json(_ value: some Encodable) throws -> Response {
+        let data = try JSONEncoder.crashWire().encode(value)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,170 @@
+import CrashWire
+import Foundation
+
+/// A crash group as the list, the detail and `PATCH` answer it.
+struct GroupBody: Codable, Sendable, Equatable {
+    var id: String
+    var signature: String
+    var kind: String
+    var title: String
+    /// Reports in the window (and filters).
+    var count: Int64
+    /// Distinct device ids in the window (and filters).
+    var devices: Int64
+    /// Over all time.
+    var firstSeen: Date
+    var lastSeen: Date
+    var status: String
+    var resolvedIn: String?
+    var fatal: Bool
+    /// App versions seen, highest first (numeric dotted order).
+    var versions: [String]
+
+    private enum CodingKeys: String, CodingKey {
+        case id, signature, kind, title, count, devices, firstSeen, lastSeen, status, resolvedIn, fatal, versions
+    }
+
+    /// `resolvedIn` is always present (null unless resolved) so clients see one shape.
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(signature, forKey: .signature)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(title, forKey: .title)
+        try c.encode(count, forKey: .count)
+        try c.encode(devices, forKey: .devices)
+        try c.encode(firstSeen, forKey: .firstSeen)
+        try c.encode(lastSeen, forKey: .lastSeen)
+        try c.encode(status, forKey: .status)
+        try c.encode(resolvedIn, forKey: .resolvedIn)
+        try c.encode(fatal, forKey: .fatal)
+        try c.encode(versions, forKey: .versions)
+    }
+}
+
+struct GroupListBody: Codable, Sendable {
+    var groups: [GroupBody]
+    var nextCursor: String?
+
+    private enum CodingKeys: String, CodingKey { case groups, nextCursor }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(groups, forKey: .groups)
+        try c.encode(nextCursor, forKey: .nextCursor)
+    }
+}
+
+struct ValueCount: Codable, Sendable, Equatable {
+    var value: String
+    var count: Int64
+}
+
+struct TimeCount: Codable, Sendable, Equatable {
+    var t: Date
+    var count: Int64
+}
+
+struct Breakdown: Codable, Sendable, Equatable {
+    var versions: [ValueCount]
+    var os: [ValueCount]
+    var models: [ValueCount]
+}
+
+/// A stored report, as it was sent, plus when the server received it.
+struct StoredReport: Codable, Sendable, Equatable {
+    var id: String
+    var timestamp: Date
+    var kind: String
+    var reason: String
+    var stack: [String]?
+    var fatal: Bool?
+    var app: AppInfo
+    var device: DeviceInfo?
+    var fingerprint: [String]?
+    var context: [String: String]?
+    var receivedAt: Date
+}
+
+struct GroupDetailBody: Codable, Sendable {
+    var group: GroupBody
+    var breakdown: Breakdown
+    var histogram: [TimeCount]
+    var latest: [StoredReport]
+
+    private enum CodingKeys: String, CodingKey { case breakdown, histogram, latest }
+
+    init(group: GroupBody, breakdown: Breakdown, histogram: [TimeCount], latest: [StoredReport]) {
+        self.group = group
+        self.breakdown = breakdown
+        self.histogram = histogram
+        self.latest = latest
+    }
+
+    init(from decoder: any Decoder) throws {
+        group = try GroupBody(from: decoder)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        breakdown = try c.decode(Breakdown.self, forKey: .breakdown)
+        histogram = try c.decode([TimeCount].self, forKey: .histogram)
+        latest = try c.decode([StoredReport].self, forKey: .latest)
+    }
+
+    /// The group's fields, flat, plus `breakdown`, `histogram` and `latest`.
+    func encode(to encoder: any Encoder) throws {
+        try group.encode(to: encoder)
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(breakdown, forKey: .breakdown)
+        try c.encode(histogram, forKey: .histogram)
+        try c.encode(latest, forKey: .latest)
+    }
+}
+
+struct ReportListBody: Codable, Sendable {
+    var reports: [StoredReport]
+    var nextCursor: String?
+
+    private enum CodingKeys: String, CodingKey { case reports, nextCursor }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(reports, forKey: .reports)
+        try c.encode(nextCursor, forKey: .nextCursor)
+    }
+}
+
+struct StatsBody: Codable, Sendable {
+    struct Series: Codable, Sendable, Equatable {
+        var key: String?
+        var points: [TimeCount]
+
+        private enum CodingKeys: String, CodingKey { case key, points }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(key, forKey: .key)
+            try c.encode(points, forKey: .points)
+        }
+    }
+    var series: [Series]
+}
+
+/// `PATCH` body.
+struct TriageRequest: Sendable {
+    var status: String
+    var resolvedIn: String?
+
+    static func parse(_ bytes: [UInt8]) throws -> TriageRequest {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+            throw APIError.badRequest("status: body must be a JSON object like {\"status\": \"resolved\", \"resolvedIn\": \"1.4.0\"}")
+        }
+        guard let status = object["status"] as? String else { throw APIError.badRequest("status: required, a string") }
+        guard ["resolved", "ignored", "open"].contains(status) else {
+            throw APIError.badRequest("status: must be resolved, ignored or open")
+        }
+        var resolvedIn: String?
+        if let value = object["resolvedIn"], !(value is NSNull) {
+            guard let text = value as? String, (1...128).contains(text.utf8.count) else {
+                throw APIError.badRequest("resolvedIn: must be a version string of 1 to 128 bytes")
+            }
+            resolvedIn = text
+        }
+        return TriageRequest(status: status, resolvedIn: status == "resolved" ? resolvedIn : nil)
+    }
+}
