@@ -1,0 +1,84 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// `crash-bench query`: latency of the query API over HTTP against a running server.
+///
+/// Four requests, each run `runs` times one after another on one connection after a few
+/// warm-up calls: top-50 over the default 7 days; the same filtered by an app version (the
+/// top group's newest, or `--version`); one group's detail (the top group); stats, hourly
+/// over 7 days. Prints p50/p95/max per request and a ROW line each.
+struct QueryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "query",
+        abstract: "Query API latency: top-50, filtered top-50, crash detail, stats (p50/p95/max)."
+    )
+
+    @Option(help: "Server base URL.") var url = "http://127.0.0.1:8080"
+    @Option(help: "Project slug.") var project: String
+    @Option(help: "The project's read token.") var readToken: String
+    @Option(help: "Timed runs per request.") var runs = 50
+    @Option(help: "Warm-up runs per request (not timed).") var warmup = 3
+    @Option(help: "App version for the filtered top-50 (default: the top group's newest).") var version: String?
+    @Option(help: "Server process id: sample its RSS and CPU.") var serverPid: Int32?
+
+    func run() async throws {
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        do {
+            try await measureAll(client)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+    }
+
+    private func measureAll(_ client: HTTPClient) async throws {
+        let base = url + "/v1/projects/\(project)"
+        let top = try await get(client, base + "/crashes?limit=50")
+        guard let groups = top.json["groups"] as? [[String: Any]], let first = groups.first else {
+            throw BenchError("no crash groups in the last 7 days of \(project): seed or load first")
+        }
+        let id = first["id"].map { "\($0)" } ?? ""
+        let filterVersion = version ?? (first["versions"] as? [String])?.first ?? "1.0.0"
+        let versionQuery = filterVersion.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? filterVersion
+        let cases: [(String, String)] = [
+            ("top-50 (7 days)", base + "/crashes?limit=50"),
+            ("top-50 version=\(filterVersion)", base + "/crashes?limit=50&version=\(versionQuery)"),
+            ("crash detail (7 days)", base + "/crashes/\(id)"),
+            ("stats hourly (7 days)", base + "/stats?interval=hour"),
+        ]
+        print("query: \(project), \(groups.count) groups on the first page, top group \(id) with \(first["count"] ?? "?") reports")
+        let sampler = ProcessSampler(pid: serverPid)
+        for (name, target) in cases {
+            for _ in 0..<warmup { _ = try await get(client, target) }
+            var samples: [Double] = []
+            for _ in 0..<runs {
+                let start = ContinuousClock.now
+                _ = try await get(client, target)
+                samples.append(Bench.seconds(ContinuousClock.now - start))
+            }
+            let l = Bench.Latency(samples)
+            print(name.padding(toLength: 32, withPad: " ", startingAt: 0) + String(format: " p50 %7.1f ms  p95 %7.1f ms  max %7.1f ms  (%d runs)", l.p50, l.p95, l.max, runs))
+            print("ROW|\(name)|" + String(format: "%.1f|%.1f|%.1f", l.p50, l.p95, l.max) + "|\(runs)")
+        }
+        if let usage = sampler?.finish() {
+            print(String(format: "server during queries: peak RSS %.1f MB", Double(usage.peakRSS) / 1_048_576))
+        }
+    }
+
+    private func get(_ client: HTTPClient, _ target: String) async throws -> (status: UInt, json: [String: Any]) {
+        var request = HTTPClientRequest(url: target)
+        request.headers.add(name: "Authorization", value: "Bearer \(readToken)")
+        let response = try await client.execute(request, timeout: .seconds(60))
+        let body = try await response.body.collect(upTo: 64 << 20)
+        guard response.status.code == 200 else {
+            throw BenchError("GET \(target): \(response.status.code) \(String(buffer: body).prefix(300))")
+        }
+        let json = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any] ?? [:]
+        return (response.status.code, json)
+    }
+}
