@@ -1,0 +1,116 @@
+import AsyncHTTPClient
+import CrashWire
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// A private PostgreSQL cluster a test may stop and start (via `scripts/postgres`),
+/// on its own port so the shared test database is never disturbed.
+struct PrivateCluster {
+    let port: Int
+
+    private func run(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = TestEnvironment.repoRoot.appendingPathComponent("scripts/postgres")
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["CRASHGUARD_PG_PORT"] = String(port)
+        process.environment = env
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ProcessFailure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func start(_ databases: String...) throws { _ = try run(["start"] + databases) }
+    func stop() throws { _ = try run(["stop"]) }
+    func url(_ database: String) throws -> String { try run(["url", database]) }
+}
+
+/// A command that failed.
+struct ProcessFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The `crash-server` executable built next to the test bundle, run as a child process.
+final class ServerProcess: Sendable {
+    let process: Process
+    private let output = Mutex("")
+    let port: Int
+
+    /// Starts `crash-server serve` on a free port and waits until `/healthz` answers.
+    init(arguments: [String] = [], environment: [String: String]) async throws {
+        let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("crash-server")
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["serve", "--port", "0", "--log-level", "info"] + arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = pipe
+        self.process = process
+        let output = Mutex("")
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if !data.isEmpty { output.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+        }
+        try process.run()
+        var found: Int?
+        for _ in 0..<300 {
+            if let range = output.withLock({ $0.range(of: "listening on 127.0.0.1:") }) {
+                let rest = output.withLock { String($0[range.upperBound...]) }
+                found = Int(rest.prefix { $0.isNumber })
+                if found != nil { break }
+            }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        self.output.withLock { $0 = output.withLock { $0 } }
+        guard let found else {
+            process.terminate()
+            throw ProcessFailure(description: "crash-server did not start: \(output.withLock { $0 })")
+        }
+        port = found
+    }
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Sends SIGTERM and waits for the exit status (nil if it did not exit within `timeout`).
+    func terminate(timeout: Duration = .seconds(60)) async -> Int32? {
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        if process.isRunning {
+            process.terminate()
+            return nil
+        }
+        return process.terminationStatus
+    }
+}
+
+/// One HTTP POST of a gzip'd batch; returns status (0 when no answer) and body.
+func post(_ client: HTTPClient, url: String, key: String, body: [UInt8]) async -> (status: Int, body: String) {
+    var request = HTTPClientRequest(url: url + "/v1/reports")
+    request.method = .POST
+    request.headers.add(name: "X-Crash-Key", value: key)
+    request.headers.add(name: "Content-Type", value: "application/json")
+    request.headers.add(name: "Content-Encoding", value: "gzip")
+    request.body = .bytes(ByteBuffer(bytes: gzip(body)))
+    do {
+        let response = try await client.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        return (Int(response.status.code), String(buffer: bytes))
+    } catch {
+        return (0, "\(error)")
+    }
+}
