@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(
             name: "CrashServerTests",
             dependencies: [
-                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping",
+                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

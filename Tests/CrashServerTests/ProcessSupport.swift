@@ -45,11 +45,11 @@ final class ServerProcess: Sendable {
     let port: Int
 
     /// Starts `crash-server serve` on a free port and waits until `/healthz` answers.
-    init(arguments: [String] = [], environment: [String: String]) async throws {
+    init(port: Int = 0, arguments: [String] = [], environment: [String: String]) async throws {
         let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("crash-server")
         let process = Process()
         process.executableURL = binary
-        process.arguments = ["serve", "--port", "0", "--log-level", "info"] + arguments
+        process.arguments = ["serve", "--port", String(port), "--log-level", "info"] + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env
@@ -78,7 +78,7 @@ final class ServerProcess: Sendable {
             process.terminate()
             throw ProcessFailure(description: "crash-server did not start: \(output.withLock { $0 })")
         }
-        port = found
+        self.port = found
     }
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
@@ -113,4 +113,21 @@ func post(_ client: HTTPClient, url: String, key: String, body: [UInt8]) async -
     } catch {
         return (0, "\(error)")
     }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw ProcessFailure(description: "socket() failed") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw ProcessFailure(description: "bind() failed") }
+    return Int(UInt16(bigEndian: address.sin_port))
 }
