@@ -206,5 +206,6 @@ BEGIN
 END;
 $$;
 DO $$ BEGIN IF to_regclass('reports_project_xact') IS NULL THEN CREATE INDEX reports_project_xact ON reports (project_id, xact); END IF; END; $$;
+
 """#
 }
