@@ -535,6 +535,19 @@ class DockerfileShape(unittest.TestCase):
         self.assertEqual(DF.all("WORKDIR", -1), ["/app"])
 
 
+
+def target_folders(manifest: str, kinds: str) -> list[str]:
+    """The source folder of each declared target: its `path:` when given, else the default."""
+    calls = list(re.finditer(r"\.(" + kinds + r")\(\s*name:\s*\"([^\"]+)\"", manifest))
+    folders = []
+    for i, call in enumerate(calls):
+        end = calls[i + 1].start() if i + 1 < len(calls) else len(manifest)
+        explicit = re.search(r"\bpath:\s*\"([^\"]+)\"", manifest[call.end():end])
+        kind, name = call.group(1), call.group(2)
+        folders.append(explicit.group(1) if explicit else f"{'Tests' if kind == 'testTarget' else 'Sources'}/{name}")
+    return folders
+
+
 class DockerIgnore(unittest.TestCase):
     PATTERNS = [l.strip() for l in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
                 if l.strip() and not l.strip().startswith("#")]
@@ -542,9 +555,8 @@ class DockerIgnore(unittest.TestCase):
     def test_keeps_what_the_build_needs(self):
         manifest = (ROOT / "Package.swift").read_text(encoding="utf-8")
         needed = ["Package.swift", "schema.sql"]
-        for kind, name in re.findall(r"\.(target|executableTarget|systemLibrary|testTarget)\(\s*name:\s*\"([^\"]+)\"",
-                                     manifest):
-            needed.append(f"{'Tests' if kind == 'testTarget' else 'Sources'}/{name}/x.swift")
+        for folder in target_folders(manifest, kinds="target|executableTarget|systemLibrary|testTarget"):
+            needed.append(f"{folder}/x.swift")
         for path in needed:
             self.assertFalse(dockerignore_excludes(self.PATTERNS, path), f".dockerignore drops {path}")
 
@@ -552,9 +564,9 @@ class DockerIgnore(unittest.TestCase):
         # `COPY . .` then `swift build` loads the whole manifest: a declared target whose folder
         # is missing (say, a test target not committed) fails the image build.
         manifest = (ROOT / "Package.swift").read_text(encoding="utf-8")
-        for kind, name in re.findall(r"\.(target|executableTarget|testTarget)\(\s*name:\s*\"([^\"]+)\"", manifest):
-            folder = ROOT / ("Tests" if kind == "testTarget" else "Sources") / name
-            self.assertTrue(folder.is_dir(), f"{folder.relative_to(ROOT)} is missing")
+        for relative in target_folders(manifest, kinds="target|executableTarget|testTarget"):
+            folder = ROOT / relative
+            self.assertTrue(folder.is_dir(), f"{relative} is missing")
 
     def test_drops_build_output_git_and_secrets(self):
         for path in (".build/release/x", ".git/HEAD", ".env", ".swiftpm/config", ".build-linux/x"):
