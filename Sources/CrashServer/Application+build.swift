@@ -24,9 +24,14 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
     let router = buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout)
+    let connectionLimits = ConnectionLimits(configuration: configuration)
+    let connections = ConnectionCounter()
     var app = Application(
         router: router,
-        server: .http1(configuration: .init(idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [ConnectionGuardHandler(limits: connectionLimits, counter: connections)],
+                idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
         services: [database.client, batcher, partitions],
         logger: logger
@@ -44,6 +49,7 @@ func buildRouter(
 ) -> Router<CrashRequestContext> {
     let router = Router(context: CrashRequestContext.self)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
+    router.add(middleware: ConcurrencyLimitMiddleware(limit: configuration.maxConcurrentRequests))
     router.add(middleware: ErrorMiddleware())
     OperationsController(database: database, metrics: metrics).addRoutes(to: router)
     IngestController(

@@ -1,0 +1,145 @@
+@testable import CrashServer
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// Misbehaving connections against a live server on 127.0.0.1: huge headers, slow
+/// bodies, too many requests at once. Each gets its status and a JSON body naming the
+/// problem, and other clients keep being served meanwhile.
+@Suite(.serialized) struct HostileConnectionTests {
+    /// A normal client still gets its 202, quickly.
+    private func expectServing(_ client: any TestClientProtocol, key: String, within limit: Duration = .seconds(2)) async throws {
+        let started = ContinuousClock.now
+        let response = try await client.ingest(key: key, body: batchBody([reportJSON()]))
+        #expect(response.status == .accepted)
+        #expect(ContinuousClock.now - started < limit)
+    }
+
+    @Test(arguments: [200 * 1024, 1 << 20])
+    func hugeHeaderIs431AndServerStaysUp(size: Int) async throws {
+        let project = try await makeProject()
+        try await hostileLiveApp { client, port in
+            let socket = try HostileSocket(port: port)
+            let head = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: "
+            // Send from another task: the server stops reading at its limit.
+            let sender = Task.detached {
+                _ = socket.send(head)
+                var sent = 0
+                let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 64 * 1024)
+                while sent < size, socket.send(chunk) { sent += chunk.count }
+                _ = socket.send("\r\n\r\n")
+            }
+            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            _ = await sender.value
+            #expect(closed, "the connection is closed after the refusal")
+            // Linux may reset the connection before the answer is read when much of the
+            // header is unread; when an answer arrives it must be the 431.
+            if size <= 200 * 1024 || !bytes.isEmpty {
+                let response = try #require(HostileHTTPResponse(bytes), "answer: \(String(decoding: bytes, as: UTF8.self))")
+                #expect(response.status == 431)
+                #expect(response.errorMessage?.contains("header") == true)
+            }
+            try await expectServing(client, key: project.ingestKey)
+        }
+    }
+
+    @Test func slowBodyGets408AtTheReadTimeoutWhileOthersAreServed() async throws {
+        let project = try await makeProject()
+        let config = TestEnvironment.configuration { $0.readTimeout = 2 }
+        let body = Array(String(decoding: batchBody([reportJSON()]), as: UTF8.self).utf8)
+        try await hostileLiveApp(config) { client, port in
+            let socket = try HostileSocket(port: port)
+            #expect(socket.send(hostileRequestHead(key: project.ingestKey, contentLength: body.count)))
+            let started = ContinuousClock.now
+            // One byte every 200 ms: never idle, never done.
+            let trickle = Task.detached {
+                for byte in body.prefix(body.count - 1) {
+                    guard socket.send([byte]) else { return }
+                    try? await Task.sleep(for: .milliseconds(200))
+                }
+            }
+            // Others are served while the slow client holds its connection.
+            for _ in 0..<5 { try await expectServing(client, key: project.ingestKey) }
+            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            let elapsed = ContinuousClock.now - started
+            trickle.cancel()
+            #expect(closed)
+            let response = try #require(HostileHTTPResponse(bytes), "answer: \(String(decoding: bytes, as: UTF8.self))")
+            #expect(response.status == 408)
+            #expect(response.headers["connection"] == "close")
+            #expect(response.errorMessage?.contains("read timeout") == true)
+            #expect(elapsed >= .milliseconds(1900) && elapsed < .seconds(5), "dropped after \(elapsed)")
+        }
+        try await withTestDatabase { (db: CrashDatabase) async throws in
+            #expect(try await db.storedReportIDs(slug: project.project).count == 5)
+        }
+    }
+
+    @Test func slowHeadersGet408AtTheReadTimeout() async throws {
+        let config = TestEnvironment.configuration { $0.readTimeout = 1 }
+        try await hostileLiveApp(config) { client, port in
+            let socket = try HostileSocket(port: port)
+            #expect(socket.send("POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crash-"))
+            let started = ContinuousClock.now
+            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            #expect(closed)
+            #expect(ContinuousClock.now - started < .seconds(4))
+            let response = try #require(HostileHTTPResponse(bytes))
+            #expect(response.status == 408)
+            #expect(response.errorMessage?.contains("read timeout") == true)
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+        }
+    }
+
+    @Test func idleKeepAliveConnectionIsClosedAtTheIdleTimeout() async throws {
+        let config = TestEnvironment.configuration { $0.idleTimeout = 1; $0.readTimeout = 30 }
+        try await hostileLiveApp(config) { _, port in
+            let socket = try HostileSocket(port: port)
+            #expect(socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+            let started = ContinuousClock.now
+            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            #expect(HostileHTTPResponse(bytes)?.status == 200)
+            #expect(closed)
+            #expect(ContinuousClock.now - started < .seconds(4))
+        }
+    }
+
+    @Test func requestsOverTheConcurrencyLimitGet503WithRetryAfter() async throws {
+        let project = try await makeProject()
+        let config = TestEnvironment.configuration { $0.maxConcurrentRequests = 2; $0.readTimeout = 5 }
+        try await hostileLiveApp(config) { client, port in
+            // Two requests in flight: heads sent, bodies held back.
+            let holders = try (0..<2).map { _ in try HostileSocket(port: port) }
+            for socket in holders {
+                #expect(socket.send(hostileRequestHead(key: project.ingestKey, contentLength: 1000, extra: ["Connection: close"]) + "{"))
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let refused = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()]))
+            #expect(refused.status == .serviceUnavailable)
+            #expect(refused.headers[.retryAfter] == "1")
+            #expect(refused.errorMessage?.contains("concurrent requests") == true)
+            // Health and metrics are never refused.
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/metrics", method: .get).status == .ok)
+            // Freed slots serve again.
+            for socket in holders { _ = socket.send([UInt8](repeating: 0x20, count: 999)) }
+            for socket in holders {
+                let (bytes, _) = socket.readUntilClosed(timeout: 3)
+                #expect(HostileHTTPResponse(bytes)?.status == 400)  // "{" and spaces: not JSON
+            }
+            try await expectServing(client, key: project.ingestKey)
+        }
+    }
+
+    @Test func concurrencyLimitUnit() async throws {
+        let counter = InFlightCounter()
+        #expect(counter.enter(limit: 2))
+        #expect(counter.enter(limit: 2))
+        #expect(!counter.enter(limit: 2))
+        counter.leave()
+        #expect(counter.enter(limit: 2))
+        #expect(counter.current == 2)
+    }
+}
