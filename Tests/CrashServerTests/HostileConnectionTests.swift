@@ -1,5 +1,6 @@
 @testable import CrashServer
 import Foundation
+import Hummingbird
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
@@ -130,6 +131,33 @@ import Testing
                 #expect(HostileHTTPResponse(bytes)?.status == 400)  // "{" and spaces: not JSON
             }
             try await expectServing(client, key: project.ingestKey)
+        }
+    }
+
+    @Test func connectionsOverTheLimitGet503AndAreClosed() async throws {
+        // The cap is read from the environment when the application is built; only live
+        // servers (this serialized suite) have connections to cap.
+        setenv("CRASHGUARD_MAX_CONNECTIONS", "2", 1)
+        let app: any ApplicationProtocol
+        do {
+            defer { unsetenv("CRASHGUARD_MAX_CONNECTIONS") }
+            app = try await buildApplication(configuration: TestEnvironment.configuration(), logger: TestEnvironment.logger)
+        }
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let held = try (0..<2).map { _ in try HostileSocket(port: port) }
+            try await Task.sleep(for: .milliseconds(200))
+            let third = try HostileSocket(port: port)
+            #expect(third.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+            let (bytes, closed) = third.readUntilClosed(timeout: 5)
+            #expect(closed)
+            let response = try #require(HostileHTTPResponse(bytes))
+            #expect(response.status == 503)
+            #expect(response.headers["retry-after"] == "1")
+            #expect(response.errorMessage?.contains("connections") == true)
+            // The held connections are served.
+            #expect(held[0].send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
+            #expect(HostileHTTPResponse(held[0].readUntilClosed(timeout: 5).bytes)?.status == 200)
         }
     }
 
