@@ -142,7 +142,6 @@ import Testing
                         token: p.readToken)
                     #expect(page.status == .ok, "\(page.json)")
                     seen += page.json.groups.compactMap { $0["id"] as? String }
-                    if ProcessInfo.processInfo.environment["QDEBUG"] != nil { print("PAGE \(sort)", (page.json["nextCursor"] as? String).flatMap { try? ListCursor.decode($0, sort: sort == "count" ? "c" : sort == "lastSeen" ? "l" : "f") }.map { "\($0.k) \($0.i) \($0.n ?? "")" } ?? "-", page.json.groups.map { "\($0["id"]!) \($0["lastSeen"]!) \($0["count"]!)" }) }
                     cursor = page.json["nextCursor"] as? String
                 } while cursor != nil
                 try await writer.value

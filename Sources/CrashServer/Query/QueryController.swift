@@ -264,7 +264,8 @@ struct QueryController: Sendable {
             // Groups not walked yet keep their current key, at most the last one's.
             if found.count > limit, found[limit].key > last.key { break }
         }
-        return found
+        found.sort(by: before)
+        return Array(found.prefix(limit + 1))
     }
 
     /// The response bodies of `counts` groups (in that order), with devices and versions.
