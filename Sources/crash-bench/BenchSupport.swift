@@ -159,6 +159,26 @@ final class ProcessSampler: @unchecked Sendable {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// CPU seconds of a process tree: `pid` with its reaped children (cutime, cstime) and its
+    /// live children, e.g. a postmaster and its backends.
+    static func treeCPUSeconds(_ pid: Int32) -> Double? {
+        func fields(_ p: String) -> [Substring]? {
+            guard let text = try? String(contentsOfFile: "/proc/\(p)/stat", encoding: .utf8),
+                let close = text.lastIndex(of: ")")
+            else { return nil }
+            return text[text.index(after: close)...].split(separator: " ")
+        }
+        guard let root = fields(String(pid)), root.count > 15 else { return nil }
+        let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var total = (11...14).reduce(0.0) { $0 + (Double(root[$1]) ?? 0) }
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries where entry.first?.isNumber == true && entry != String(pid) {
+            guard let f = fields(entry), f.count > 13, f[1] == Substring(String(pid)) else { continue }
+            total += (Double(f[11]) ?? 0) + (Double(f[12]) ?? 0)
+        }
+        return total / tick
+    }
+
     static func machineTicks() -> (busy: Double, total: Double) {
         guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
             let line = text.split(separator: "\n").first

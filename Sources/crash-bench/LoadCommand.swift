@@ -42,6 +42,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Share of reports that go to the hottest signature.") var hottest = 0.15
     @Option(help: "Random seed (default: from the clock).") var seed: UInt64?
     @Option(help: "Server process id: sample its RSS and CPU during the run.") var serverPid: Int32?
+    @Option(help: "PostgreSQL postmaster pid: sample the CPU of it and its backends.") var postgresPid: Int32?
     @Option(help: "Client event-loop threads.") var threads = 1
     @Option(help: "Label of this run in the ROW line.") var label: String?
     @Flag(help: "Skip verification.") var noVerify = false
@@ -88,6 +89,7 @@ struct LoadCommand: AsyncParsableCommand {
         let ingestKey = key!
         let run = RunState(count: requests)
         let sampler = ProcessSampler(pid: serverPid)
+        let postgresStart = postgresPid.flatMap(ProcessSampler.treeCPUSeconds)
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = start + .milliseconds(Int64(seconds * 1000))
@@ -134,6 +136,7 @@ struct LoadCommand: AsyncParsableCommand {
         }
         let elapsed = Bench.seconds(clock.now - start)
         let usage = sampler?.finish()
+        let postgresCPU = postgresStart.flatMap { start in postgresPid.flatMap(ProcessSampler.treeCPUSeconds).map { $0 - start } }
         try? await client.shutdown()
         try? await group.shutdownGracefully()
 
@@ -157,8 +160,15 @@ struct LoadCommand: AsyncParsableCommand {
         print("status: " + result.statuses.sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "no answer" : String($0.key)) x\($0.value)" }.joined(separator: ", "))
         let top = hottestCount.values.max() ?? 0
         print(String(format: "distinct signatures acknowledged: %d (hottest %.1f%% of reports)", distinct.count, Double(top) / Double(max(1, result.accepted + result.duplicates)) * 100))
+        let stored = Double(max(1, result.accepted))
         if let usage {
-            print(String(format: "server: peak RSS %.1f MB, CPU %.0f%% of one core; machine busy %.0f%%", Double(usage.peakRSS) / 1_048_576, usage.cpuPercent, usage.machineBusy))
+            print(
+                String(
+                    format: "server: peak RSS %.1f MB, CPU %.0f%% of one core (%.0f µs per stored report); machine busy %.0f%%",
+                    Double(usage.peakRSS) / 1_048_576, usage.cpuPercent, usage.cpuPercent / 100 * elapsed / stored * 1e6, usage.machineBusy))
+        }
+        if let postgresCPU {
+            print(String(format: "postgres: CPU %.0f%% of one core (%.0f µs per stored report)", postgresCPU / elapsed * 100, postgresCPU / stored * 1e6))
         }
         var verified = "skipped"
         if !noVerify {
@@ -182,15 +192,20 @@ struct LoadCommand: AsyncParsableCommand {
             print("verified (\(verified)): stored == acknowledged (\(result.accepted)), groups == distinct signatures (\(distinct.count))")
         }
         let others = result.statuses.filter { $0.key != 202 }.map { "\($0.key == 0 ? "none" : String($0.key)):\($0.value)" }.sorted()
-        let cells = [
-            label ?? "load b\(batch) c\(connections)", String(batch), String(connections),
-            String(format: "%.0f", Double(result.answered) / elapsed), String(format: "%.0f", storedPerSecond),
-            String(format: "%.1f", latency.p50), String(format: "%.1f", latency.p99), String(format: "%.1f", latency.max),
-            others.isEmpty ? "202 only" : others.joined(separator: " "),
-            usage.map { String(format: "%.0f", Double($0.peakRSS) / 1_048_576) } ?? "-",
-            usage.map { String(format: "%.0f", $0.cpuPercent) } ?? "-",
-            verified,
-        ]
+        func f0(_ value: Double?) -> String { value.map { String(format: "%.0f", $0) } ?? "-" }
+        func f1(_ value: Double) -> String { String(format: "%.1f", value) }
+        var cells: [String] = [label ?? "load b\(batch) c\(connections)", String(batch), String(connections)]
+        cells.append(f0(Double(result.answered) / elapsed))
+        cells.append(f0(storedPerSecond))
+        cells += [f1(latency.p50), f1(latency.p99), f1(latency.max)]
+        cells.append(others.isEmpty ? "202 only" : others.joined(separator: " "))
+        cells.append(f0(usage.map { Double($0.peakRSS) / 1_048_576 }))
+        cells.append(f0(usage?.cpuPercent))
+        cells.append(f0(usage.map { $0.cpuPercent / 100 * elapsed / stored * 1e6 }))
+        cells.append(f0(postgresCPU.map { $0 / elapsed * 100 }))
+        cells.append(f0(postgresCPU.map { $0 / stored * 1e6 }))
+        cells.append(f0(usage?.machineBusy))
+        cells.append(verified)
         print("ROW|" + cells.joined(separator: "|"))
     }
 
