@@ -84,6 +84,8 @@ struct Traffic {
     ]
     static let keyPaths = ["user.profile.name", "contentOffset", "state", "player.rate", "cart.items", "frame"]
     static let images = ["Demo", "UIKitCore", "CoreFoundation", "Foundation", "libswiftCore.dylib", "libobjc.A.dylib"]
+    /// Image names padded to 24 columns as in a Darwin backtrace (padded once: `padding` bridges to NSString).
+    static let paddedImages = images.map { $0 + String(repeating: " ", count: max(1, 24 - $0.count)) }
     static let symbols = [
         "__exceptionPreprocess", "objc_exception_throw", "-[UITableView _updateVisibleCellsNow:]",
         "specialized Array.subscript.getter", "__CFRunLoopRun", "_dispatch_main_queue_drain", "UIApplicationMain",
@@ -147,8 +149,8 @@ struct Traffic {
         let stack = (0..<depth).map { f -> String in
             // The top three frames name the bug; deeper frames are shared by everything.
             let symbol = f < 3 ? "-[\(name) \(Self.selectors[(rank + f) % Self.selectors.count])]" : Self.symbols[(rank + f) % Self.symbols.count]
-            let image = f < 3 ? "Demo" : Self.images[(rank + f) % Self.images.count]
-            return "\(f)   \(image.padding(toLength: 24, withPad: " ", startingAt: 0)) 0x00000001\(hex(8)) \(symbol) + \(Int.random(in: 4...4000, using: &rng))"
+            let image = f < 3 ? Self.paddedImages[0] : Self.paddedImages[(rank + f) % Self.paddedImages.count]
+            return "\(f)   \(image) 0x00000001\(hex(8)) \(symbol) + \(Int.random(in: 4...4000, using: &rng))"
         }
         let model = Self.models[Self.modelZipf.sample(&rng)]
         let version = Self.versions[Self.versionZipf.sample(&rng)]
