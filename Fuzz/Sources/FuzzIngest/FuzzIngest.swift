@@ -1,0 +1,50 @@
+import CrashCompression
+import Foundation
+import IngestCore
+
+/// libFuzzer entry: the first byte picks the encoding (identity, gzip, deflate, or the
+/// input gzip-compressed first, so the fuzzer reaches the JSON decoder through inflate);
+/// the rest is the body. Crashes, sanitizer reports and the decoder's own preconditions
+/// (rejections name a field, signatures are SHA-256, titles are cut) are findings.
+/// The decompressed cap is 1 MiB here so that inflate bombs stay cheap.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzIngest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    guard size > 0 else { return 0 }
+    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let body = Array(bytes.dropFirst())
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let outcome: IngestDecoding.Outcome
+    switch bytes[0] % 4 {
+    case 0: outcome = IngestDecoding.evaluate(body, encoding: nil, maxDecompressedBytes: 1 << 20, now: now)
+    case 1: outcome = IngestDecoding.evaluate(body, encoding: "gzip", maxDecompressedBytes: 1 << 20, now: now)
+    case 2: outcome = IngestDecoding.evaluate(body, encoding: "deflate", maxDecompressedBytes: 1 << 20, now: now)
+    default:
+        let packed = (try? Deflater.compress(body, format: .gzip)) ?? []
+        outcome = IngestDecoding.evaluate(packed, encoding: "gzip", maxDecompressedBytes: 1 << 20, now: now)
+        // Identity and gzip of the same bytes must agree.
+        let plain = IngestDecoding.evaluate(body, encoding: nil, maxDecompressedBytes: 1 << 20, now: now)
+        precondition(plain == outcome || body.isEmpty, "gzip and identity disagree: \(plain) vs \(outcome)")
+    }
+    precondition([202, 400, 413].contains(outcome.status), "unexpected status \(outcome.status): \(outcome.error ?? "")")
+    precondition(outcome.status == 202 || outcome.error?.isEmpty == false, "an error names the problem")
+    return 0
+}
+
+// SwiftPM links executables with main renamed to <module>_main; libFuzzer's own main is
+// then never linked, so this entry point runs libFuzzer's driver with the callback above.
+@_silgen_name("LLVMFuzzerRunDriver")
+private func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+) -> CInt
+
+@_cdecl("FuzzIngest_main")
+public func fuzzIngestMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return runFuzzerDriver(&argc, &argv) { data, size in
+        guard let data else { return 0 }
+        return fuzzIngest(data, size)
+    }
+}

@@ -1,0 +1,42 @@
+import CrashGrouping
+import CrashWire
+
+/// libFuzzer entry for the v1 normalizer: any UTF-8 text (invalid bytes repaired) as a
+/// reason and as a frame. Findings: crashes, sanitizer reports, and broken invariants:
+/// normalizing is idempotent, the title is the first line cut at 200 characters, the
+/// signature is a 64-digit hex SHA-256 and depends only on the normalized text.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzNormalizer(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    let normalized = Grouping.normalize(reason: text)
+    precondition(Grouping.normalize(reason: normalized) == normalized, "normalize(reason:) is not idempotent for \(text.debugDescription)")
+    let frame = Grouping.normalize(frame: text)
+    precondition(Grouping.normalize(frame: frame) == frame, "normalize(frame:) is not idempotent for \(text.debugDescription)")
+    let title = Grouping.title(normalizedReason: normalized)
+    precondition(title.count <= Grouping.titleLimit && !title.contains("\n"), "title too long or multi-line")
+    let kind = ReportKind.allCases[Int(size) % ReportKind.allCases.count]
+    let signature = Grouping.signature(kind: kind, reason: text, stack: [text, text], fingerprint: nil)
+    precondition(signature.hash.utf8.count == 64 && signature.hash.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) })
+    precondition(signature == Grouping.signature(kind: kind, reason: normalized, stack: [text, text], fingerprint: nil) || kind == .signal || kind == .exception,
+                 "signature depends on more than the normalized reason")
+    return 0
+}
+
+// SwiftPM links executables with main renamed to <module>_main; libFuzzer's own main is
+// then never linked, so this entry point runs libFuzzer's driver with the callback above.
+@_silgen_name("LLVMFuzzerRunDriver")
+private func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+) -> CInt
+
+@_cdecl("FuzzNormalizer_main")
+public func fuzzNormalizerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return runFuzzerDriver(&argc, &argv) { data, size in
+        guard let data else { return 0 }
+        return fuzzNormalizer(data, size)
+    }
+}

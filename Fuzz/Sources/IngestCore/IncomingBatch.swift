@@ -1,0 +1,1 @@
+../../../Sources/CrashServer/Ingest/IncomingBatch.swift

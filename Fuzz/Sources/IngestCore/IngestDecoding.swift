@@ -1,0 +1,1 @@
+../../../Sources/CrashServer/Reliability/IngestDecoding.swift
