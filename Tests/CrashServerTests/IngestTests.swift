@@ -198,7 +198,9 @@ import Testing
 
     @Test func sizeLimitsAre413AndExactLimitsPass() async throws {
         let project = try await makeProject()
-        let body = batchBody([reportJSON()])
+        // One timestamp for every report here, so bodies that differ only in id have one size.
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let body = batchBody([reportJSON(timestamp: now)])
         // Pad with trailing white space (still valid JSON) to exact sizes.
         let limit = body.count + 100
         let exact = body + [UInt8](repeating: 0x20, count: 100)
@@ -208,7 +210,7 @@ import Testing
             let over = try await client.ingest(key: project.ingestKey, body: exact + [0x20], encoding: "identity")
             #expect(over.status == .contentTooLarge)
             // Same size, another id: the same bytes again would be a duplicate.
-            let exact2 = batchBody([reportJSON()]) + [UInt8](repeating: 0x20, count: 100)
+            let exact2 = batchBody([reportJSON(timestamp: now)]) + [UInt8](repeating: 0x20, count: 100)
             #expect(exact2.count == exact.count)
             #expect(try await client.ingest(key: project.ingestKey, body: exact2, encoding: "gzip").status == .accepted)
             let overGz = try await client.ingest(key: project.ingestKey, body: exact + [0x20], encoding: "gzip")
