@@ -62,6 +62,14 @@ struct SeedCommand: AsyncParsableCommand {
     static let direct: Set<String> = ["projects", "crash_groups", "reports"]
 
     func run() async throws {
+        do {
+            try await seed()
+        } catch let error as PSQLError {
+            throw BenchError("PostgreSQL: \(error.serverInfo?[.message] ?? String(reflecting: error))")
+        }
+    }
+
+    func seed() async throws {
         let logger = Bench.quietLogger
         let clock = ContinuousClock()
         let started = clock.now
@@ -128,7 +136,7 @@ struct SeedCommand: AsyncParsableCommand {
                             INSERT INTO reports (project_id, id, group_id, ts, received_at, kind, reason, stack, fatal, app_id,
                                                  app_version, app_build, os, os_version, model, device_id, context)
                             SELECT \(unescaped: String(projectID)), gen_random_uuid(), g.id, s.ts, s.ts + interval '3 seconds', g.kind,
-                                   replace(g.title, '0x?', '0x' || to_hex(s.i * 7919)), g.stack, g.fatal, 'com.example.demo',
+                                   replace(g.title, '0x?', '0x' || to_hex(s.i::bigint * 7919)), g.stack, g.fatal, 'com.example.demo',
                                    (\(unescaped: versions))[s.v], '4' || lpad(s.v::text, 3, '0'),
                                    CASE WHEN (\(unescaped: models))[s.m] LIKE 'iPad%' THEN 'iPadOS' ELSE 'iOS' END,
                                    '17.' || (s.i % 6), (\(unescaped: models))[s.m], 'install-' || s.d,
