@@ -17,14 +17,20 @@ struct PrivateCluster {
         var env = ProcessInfo.processInfo.environment
         env["CRASHGUARD_PG_PORT"] = String(port)
         process.environment = env
-        let out = Pipe()
+        // Output goes to a file, not a pipe: the server the script starts may inherit the
+        // descriptor, and a pipe would then never reach end-of-file.
+        let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-pg-\(UUID().uuidString)")
+        FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: outputURL) }
+        let out = try FileHandle(forWritingTo: outputURL)
         process.standardOutput = out
         try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        try out.close()
         guard process.terminationStatus == 0 else {
             throw ProcessFailure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
         }
+        let data = try Data(contentsOf: outputURL)
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -14,7 +14,8 @@ import Testing
         try cluster.start("crashguard_outage")
         let url = try cluster.url("crashguard_outage")
         let config = TestEnvironment.configuration { $0.databaseURL = url; $0.databaseTimeout = 3 }
-        let project = try await makeProject(config)
+        // A cluster that has just started may still reset the first connections.
+        let project = try await retrying { try await makeProject(config) }
         let state = LoadState()
         try await withApp(config) { client in
             let first = (0..<5).map { _ in UUID() }
@@ -50,7 +51,7 @@ import Testing
             #expect(recovered)
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
         }
-        let stored = try await withTestDatabase(config) { try await $0.storedReportIDs(slug: project.project) }
+        let stored = try await retrying { try await withTestDatabase(config) { try await $0.storedReportIDs(slug: project.project) } }
         #expect(Set(stored) == state.acknowledged.withLock { $0 })
         #expect(stored.count == 10)
         try cluster.stop()
@@ -94,4 +95,17 @@ final class LoadState: Sendable {
     let acknowledged = Mutex<Set<UUID>>([])
     /// Set when clients should stop.
     let stop = Mutex(false)
+}
+
+/// Runs `body` until it succeeds, for up to `seconds`; rethrows the last error.
+func retrying<T: Sendable>(seconds: Double = 30, _ body: () async throws -> T) async throws -> T {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while true {
+        do {
+            return try await body()
+        } catch {
+            guard ContinuousClock.now < deadline else { throw error }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+    }
 }

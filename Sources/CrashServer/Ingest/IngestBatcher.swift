@@ -197,19 +197,3 @@ final class IngestBatcher: Service, Sendable {
         }
     }
 }
-
-/// Runs `body`, failing with `CancellationError`-like timeout once `limit` passes.
-func withDeadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            throw DeadlineExceeded()
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
-    }
-}
-
-/// The deadline of ``withDeadline(_:_:)`` passed.
-struct DeadlineExceeded: Error {}
