@@ -98,14 +98,15 @@ extension CrashDatabase {
     /// Records the ids in the idempotency ledger; returns the keys that were new.
     /// A duplicate touches nothing else: no group, count or rollup.
     private func claimIDs(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        struct Row: Encodable {
-            var p: Int64, id: UUID, ts: Date
+        let rows = JSONWriter.rows(items, capacity: items.count * 96) { w, item in
+            w.key("p"); w.number(item.projectID); w.raw(",")
+            w.key("id"); w.uuid(item.report.id); w.raw(",")
+            w.key("ts"); w.date(item.report.timestamp)
         }
-        let rows = items.map { Row(p: $0.projectID, id: $0.report.id, ts: $0.report.timestamp) }
         let result = try await connection.query(
             """
             INSERT INTO report_ids (project_id, id, ts)
-            SELECT p, id, ts FROM json_to_recordset(\(try Self.json(rows))::json) AS r(p bigint, id uuid, ts timestamptz)
+            SELECT p, id, ts FROM json_to_recordset(\(rows)::json) AS r(p bigint, id uuid, ts timestamptz)
             ORDER BY p, id
             ON CONFLICT (project_id, id) DO NOTHING
             RETURNING project_id, id
@@ -121,25 +122,32 @@ extension CrashDatabase {
     private func insertReports(
         _ items: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
     ) async throws {
-        struct Row: Encodable {
-            var p: Int64, id: UUID, g: Int64, ts: Date, k: String, r: String, st: [String]?, f: Bool?
-            var ai: String, av: String, ab: String?, os: String?, ov: String?, m: String?, d: String?
-            var fp: [String]?, c: [String: String]?
-        }
-        let rows = items.map { item in
+        let rows = JSONWriter.rows(items, capacity: items.count * 2048) { w, item in
             let r = item.report
-            return Row(
-                p: item.projectID, id: r.id, g: groups[item.groupKey]!, ts: r.timestamp, k: r.kind.rawValue,
-                r: r.reason, st: r.stack, f: r.fatal, ai: r.app.id, av: r.app.version, ab: r.app.build,
-                os: r.device?.os, ov: r.device?.osVersion, m: r.device?.model, d: r.device?.id,
-                fp: r.fingerprint, c: r.context)
+            w.key("p"); w.number(item.projectID); w.raw(",")
+            w.key("id"); w.uuid(r.id); w.raw(",")
+            w.key("g"); w.number(groups[item.groupKey]!); w.raw(",")
+            w.key("ts"); w.date(r.timestamp); w.raw(",")
+            w.key("k"); w.string(r.kind.rawValue); w.raw(",")
+            w.key("r"); w.string(r.reason); w.raw(",")
+            w.key("st"); w.strings(r.stack); w.raw(",")
+            w.key("f"); w.bool(r.fatal); w.raw(",")
+            w.key("ai"); w.string(r.app.id); w.raw(",")
+            w.key("av"); w.string(r.app.version); w.raw(",")
+            w.key("ab"); w.string(r.app.build); w.raw(",")
+            w.key("os"); w.string(r.device?.os); w.raw(",")
+            w.key("ov"); w.string(r.device?.osVersion); w.raw(",")
+            w.key("m"); w.string(r.device?.model); w.raw(",")
+            w.key("d"); w.string(r.device?.id); w.raw(",")
+            w.key("fp"); w.strings(r.fingerprint); w.raw(",")
+            w.key("c"); w.object(r.context)
         }
         try await connection.query(
             """
             INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
                                  app_build, os, os_version, model, device_id, fingerprint, context)
             SELECT p, id, g, ts, k, r, st, f, ai, av, ab, os, ov, m, d, fp, c
-            FROM json_to_recordset(\(try Self.json(rows))::json) AS r(
+            FROM json_to_recordset(\(rows)::json) AS r(
                 p bigint, id uuid, g bigint, ts timestamptz, k text, r text, st jsonb, f boolean,
                 ai text, av text, ab text, os text, ov text, m text, d text, fp jsonb, c jsonb)
             """, logger: logger)
