@@ -32,7 +32,7 @@ import Testing
                 while sent < size, socket.send(chunk) { sent += chunk.count }
                 _ = socket.send("\r\n\r\n")
             }
-            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            let (bytes, closed) = await socket.readUntilClosed(timeout: 10)
             _ = await sender.value
             #expect(closed, "the connection is closed after the refusal")
             // Linux may reset the connection before the answer is read when much of the
@@ -63,7 +63,7 @@ import Testing
             }
             // Others are served while the slow client holds its connection.
             for _ in 0..<5 { try await expectServing(client, key: project.ingestKey) }
-            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            let (bytes, closed) = await socket.readUntilClosed(timeout: 10)
             let elapsed = ContinuousClock.now - started
             trickle.cancel()
             #expect(closed)
@@ -84,7 +84,7 @@ import Testing
             let socket = try HostileSocket(port: port)
             #expect(socket.send("POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crash-"))
             let started = ContinuousClock.now
-            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            let (bytes, closed) = await socket.readUntilClosed(timeout: 10)
             #expect(closed)
             #expect(ContinuousClock.now - started < .seconds(4))
             let response = try #require(HostileHTTPResponse(bytes))
@@ -100,7 +100,7 @@ import Testing
             let socket = try HostileSocket(port: port)
             #expect(socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
             let started = ContinuousClock.now
-            let (bytes, closed) = socket.readUntilClosed(timeout: 10)
+            let (bytes, closed) = await socket.readUntilClosed(timeout: 10)
             #expect(HostileHTTPResponse(bytes)?.status == 200)
             #expect(closed)
             #expect(ContinuousClock.now - started < .seconds(4))
@@ -127,7 +127,7 @@ import Testing
             // Freed slots serve again.
             for socket in holders { _ = socket.send([UInt8](repeating: 0x20, count: 999)) }
             for socket in holders {
-                let (bytes, _) = socket.readUntilClosed(timeout: 3)
+                let (bytes, _) = await socket.readUntilClosed(timeout: 3)
                 #expect(HostileHTTPResponse(bytes)?.status == 400)  // "{" and spaces: not JSON
             }
             try await expectServing(client, key: project.ingestKey)
@@ -149,7 +149,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(200))
             let third = try HostileSocket(port: port)
             #expect(third.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
-            let (bytes, closed) = third.readUntilClosed(timeout: 5)
+            let (bytes, closed) = await third.readUntilClosed(timeout: 5)
             #expect(closed)
             let response = try #require(HostileHTTPResponse(bytes))
             #expect(response.status == 503)
@@ -157,7 +157,7 @@ import Testing
             #expect(response.errorMessage?.contains("connections") == true)
             // The held connections are served.
             #expect(held[0].send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
-            #expect(HostileHTTPResponse(held[0].readUntilClosed(timeout: 5).bytes)?.status == 200)
+            #expect(HostileHTTPResponse(await held[0].readUntilClosed(timeout: 5).bytes)?.status == 200)
         }
     }
 

@@ -82,7 +82,9 @@ final class HostileSocket: @unchecked Sendable {
     func send(_ text: String) -> Bool { send(Array(text.utf8)) }
 
     /// Reads until the peer closes or `timeout` seconds pass; `closed` tells which.
-    func readUntilClosed(timeout: Double) -> (bytes: [UInt8], closed: Bool) {
+    /// Polls without blocking and sleeps between polls, so it never holds one of the few
+    /// cooperative threads the servers under test need to answer.
+    func readUntilClosed(timeout: Double) async -> (bytes: [UInt8], closed: Bool) {
         let deadline = Date().addingTimeInterval(timeout)
         var out: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
@@ -90,9 +92,12 @@ final class HostileSocket: @unchecked Sendable {
             let left = deadline.timeIntervalSinceNow
             if left <= 0 { return (out, false) }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pfd, 1, Int32(min(left, 1) * 1000))
+            let ready = poll(&pfd, 1, 0)
             if ready < 0 { return (out, true) }
-            if ready == 0 { continue }
+            if ready == 0 {
+                try? await Task.sleep(for: .milliseconds(10))
+                continue
+            }
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { return (out, true) }
             out += buffer[0..<n]

@@ -10,33 +10,43 @@ import Synchronization
 struct PrivateCluster {
     let port: Int
 
-    private func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = TestEnvironment.repoRoot.appendingPathComponent("scripts/postgres")
-        process.arguments = arguments
+    private func run(_ arguments: [String]) async throws -> String {
+        // posix_spawn and waitpid(WNOHANG) rather than Foundation's Process: its exit
+        // monitoring was seen to miss a child's exit here (a zombie, and a wait forever).
+        let script = TestEnvironment.repoRoot.appendingPathComponent("scripts/postgres").path
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-pg-\(UUID().uuidString)").path
+        defer { unlink(outputPath) }
         var env = ProcessInfo.processInfo.environment
         env["CRASHGUARD_PG_PORT"] = String(port)
-        process.environment = env
-        // Output goes to a file, not a pipe: the server the script starts may inherit the
-        // descriptor, and a pipe would then never reach end-of-file.
-        let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-pg-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: outputURL) }
-        let out = try FileHandle(forWritingTo: outputURL)
-        process.standardOutput = out
-        try process.run()
-        process.waitUntilExit()
-        try out.close()
-        guard process.terminationStatus == 0 else {
-            throw ProcessFailure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        let argv = ([script] + arguments).map { strdup($0) } + [nil]
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
         }
-        let data = try Data(contentsOf: outputURL)
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, script, &actions, nil, argv, envp)
+        guard spawned == 0 else { throw ProcessFailure(description: "posix_spawn \(script): \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let exitCode = (status >> 8) & 0xFF
+        guard status & 0x7F == 0, exitCode == 0 else {
+            throw ProcessFailure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited with status \(status)")
+        }
+        let data = FileManager.default.contents(atPath: outputPath) ?? Data()
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    func start(_ databases: String...) throws { _ = try run(["start"] + databases) }
-    func stop() throws { _ = try run(["stop"]) }
-    func url(_ database: String) throws -> String { try run(["url", database]) }
+    func start(_ databases: String...) async throws { _ = try await run(["start"] + databases) }
+    func stop() async throws { _ = try await run(["stop"]) }
+    func url(_ database: String) async throws -> String { try await run(["url", database]) }
 }
 
 /// A command that failed.

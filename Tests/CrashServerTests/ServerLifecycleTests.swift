@@ -11,8 +11,8 @@ import Testing
 @Suite(.serialized) struct ServerLifecycleTests {
     @Test func databaseOutageIs503ThenRecovers() async throws {
         let cluster = PrivateCluster(port: 54_331)
-        try cluster.start("crashguard_outage")
-        let url = try cluster.url("crashguard_outage")
+        try await cluster.start("crashguard_outage")
+        let url = try await cluster.url("crashguard_outage")
         let config = TestEnvironment.configuration { $0.databaseURL = url; $0.databaseTimeout = 3 }
         // A cluster that has just started may still reset the first connections.
         let project = try await retrying { try await makeProject(config) }
@@ -23,7 +23,7 @@ import Testing
             #expect(ok.status == .accepted)
             state.acknowledged.withLock { $0.formUnion(first) }
 
-            try cluster.stop()
+            try await cluster.stop()
             let during = (0..<5).map { _ in UUID() }
             let body = batchBody(during.map { reportJSON(id: $0) })
             let refused = try await client.ingest(key: project.ingestKey, body: body)
@@ -33,7 +33,7 @@ import Testing
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .serviceUnavailable)
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
 
-            try cluster.start()
+            try await cluster.start()
             // Retried like a client would, until acknowledged (the contract allows 60 s).
             var recovered = false
             for _ in 0..<120 {
@@ -54,7 +54,7 @@ import Testing
         let stored = try await retrying { try await withTestDatabase(config) { try await $0.storedReportIDs(slug: project.project) } }
         #expect(Set(stored) == state.acknowledged.withLock { $0 })
         #expect(stored.count == 10)
-        try cluster.stop()
+        try await cluster.stop()
     }
 
     @Test func sigtermCommitsEverythingAcknowledgedAndExitsZero() async throws {
