@@ -10,7 +10,9 @@ import Testing
 /// Whole-process behaviour: a database that goes away and comes back, and SIGTERM.
 @Suite(.serialized) struct ServerLifecycleTests {
     @Test func databaseOutageIs503ThenRecovers() async throws {
-        let cluster = PrivateCluster(port: 54_331)
+        // Below the ephemeral range (32768-60999): while the cluster is down, a reconnecting
+        // client must not be able to connect to itself on this port (TCP self-connect).
+        let cluster = PrivateCluster(port: 29_331)
         try await cluster.start("crashguard_outage")
         let url = try await cluster.url("crashguard_outage")
         let config = TestEnvironment.configuration { $0.databaseURL = url; $0.databaseTimeout = 3 }
