@@ -48,20 +48,20 @@ struct Normalizer {
     /// one pass.
     var joined = false
 
-    static let maximumPasses = 4
+    static let maximumPasses = 8
 
     static func normalize(_ text: String, frameMode: Bool) -> String {
         if text.isEmpty { return "" }
         var text = text
-        var (current, joined) = text.withUTF8 { pass($0, frameMode: frameMode) }
+        var current = text.withUTF8 { pass($0, frameMode: frameMode).0 }
         var passes = 1
-        // Frames are short: run them to a fixed point always (a fuzzer found frame inputs
-        // whose drops expose a new `+ <n>` offset without joining two characters).
-        while (joined || frameMode) && passes < maximumPasses {
-            let (next, again) = current.withUnsafeBufferPointer { pass($0, frameMode: frameMode) }
+        // Run to a fixed point: the fuzzer found frames and reasons whose drops expose new
+        // matches without joining two characters, so `joined` alone does not tell.
+        // Typical input converges in one pass and pays one more to confirm it.
+        while passes < maximumPasses {
+            let next = current.withUnsafeBufferPointer { pass($0, frameMode: frameMode).0 }
             if next == current { break }
             current = next
-            joined = again
             passes += 1
         }
         return String(decoding: current, as: UTF8.self)
