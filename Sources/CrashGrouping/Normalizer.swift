@@ -28,6 +28,9 @@ struct Normalizer {
     var lineArmed = false
     /// The last token written was an address placeholder `0x?`.
     var lastWasAddress = false
+    /// Where in `out` each `+` of the current chain was written as a plain character (an
+    /// offset after it would be dropped: not after an address, not in `(+`).
+    var plainPluses: [Int] = []
     /// Inside a URL (after `scheme://`, until white space or a quote).
     var inURL = false
     /// No e-mail address starts before this index (memo of a failed local-part scan).
@@ -244,7 +247,16 @@ struct Normalizer {
             clearFlags()
             return j + 1
         }
-        flushSpace()
+        if b == UInt8(ascii: "+") && frameRules {
+            let keepsOffset = lastWasAddress || (!pendingSpace && out.count > lineOut && out.last == UInt8(ascii: "("))
+            if let top = plainPluses.last, top != out.count - 1 || out[top] != UInt8(ascii: "+") {
+                plainPluses.removeAll(keepingCapacity: true)  // something else was written since
+            }
+            flushSpace()
+            if !keepsOffset { plainPluses.append(out.count) }
+        } else {
+            flushSpace()
+        }
         out.append(b)
         switch b {
         case UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "("), UInt8(ascii: "["), UInt8(ascii: "-"),
@@ -919,13 +931,42 @@ struct Normalizer {
     /// after a load address (`0x? + 12345`, an unsymbolicated frame) and inside `(+0x3143)`
     /// (glibc's frame without a symbol).
     mutating func offset(_ j: Int) -> Int? {
-        var k = j + 1
-        var hadSpace = false
-        while isSpaceAt(k) {
-            k += 1
-            hadSpace = true
+        guard let operand = offsetOperand(j + 1) else { return nil }
+        let keep = lastWasAddress || (!pendingSpace && out.count > lineOut && out.last == UInt8(ascii: "("))
+        guard keep else {
+            noteDrop()
+            // `++ 1 2`, `+ + 1 2`: dropping `+ 1` leaves `+` before ` 2`, an offset the next
+            // pass would drop. Drop it now, and so on down a chain of plain `+`, so that one
+            // pass is enough.
+            var end = operand.end
+            while let top = plainPluses.last, top == out.count - 1, out[top] == UInt8(ascii: "+"),
+                let next = offsetOperand(end)
+            {
+                plainPluses.removeLast()
+                out.removeLast()
+                pendingSpace = out.count > lineOut && out.last == Bytes.space
+                if pendingSpace { out.removeLast() }
+                end = next.end
+            }
+            return end
         }
-        let numberStart = k
+        flushSpace()
+        out.append(UInt8(ascii: "+"))
+        if operand.hadSpace { out.append(Bytes.space) }
+        if keepNumbers {
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: src[operand.numberStart..<operand.end]))
+        } else {
+            emit(operand.hex ? "0x?" : "<n>")
+        }
+        clearFlags()
+        return operand.end
+    }
+
+    /// What follows a `+` that makes it an offset: optional spaces, then a decimal or `0x`
+    /// hex number that does not run into a word.
+    func offsetOperand(_ start: Int) -> (end: Int, numberStart: Int, hex: Bool, hadSpace: Bool)? {
+        let numberStart = skipSpaces(start)
+        var k = numberStart
         var hex = false
         if at(k) == UInt8(ascii: "0") && at(k + 1) | 0x20 == UInt8(ascii: "x") && Bytes.isHex(at(k + 2)) {
             k += 2
@@ -937,21 +978,7 @@ struct Normalizer {
             return nil
         }
         if isWordAt(k) { return nil }
-        let keep = lastWasAddress || (!pendingSpace && out.count > lineOut && out.last == UInt8(ascii: "("))
-        guard keep else {
-            noteDrop()
-            return k
-        }
-        flushSpace()
-        out.append(UInt8(ascii: "+"))
-        if hadSpace { out.append(Bytes.space) }
-        if keepNumbers {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: src[numberStart..<k]))
-        } else {
-            emit(hex ? "0x?" : "<n>")
-        }
-        clearFlags()
-        return k
+        return (k, numberStart, hex, numberStart > start)
     }
 
     /// `[0x7f...]` and `(0x...)` in a frame: a bracketed address is dropped whole.

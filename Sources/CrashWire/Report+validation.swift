@@ -39,10 +39,17 @@ extension Report {
             if context.count > ReportLimits.maxContextEntries {
                 return "context: \(context.count) entries, at most \(ReportLimits.maxContextEntries) allowed"
             }
-            for (key, value) in context {
-                if let e = Self.check(key, "context key", 0...ReportLimits.contextKeyBytes) { return e }
-                if let e = Self.check(value, "context[\(key)]", 0...ReportLimits.contextValueBytes) { return e }
+            // A dictionary's order differs between instances; the error names the smallest
+            // bad key so that the same body always gets the same answer.
+            var first: (key: String, error: String)?
+            for (key, value) in context where first == nil || key < first!.key {
+                if let e = Self.check(key, "context key", 0...ReportLimits.contextKeyBytes)
+                    ?? Self.check(value, "context[\(key)]", 0...ReportLimits.contextValueBytes)
+                {
+                    first = (key, e)
+                }
             }
+            if let first { return first.error }
         }
         return nil
     }

@@ -29,6 +29,21 @@ import Testing
         #expect(report { $0.context = ["k": "a\u{0}b"] }.validationError(now: now)?.hasPrefix("context[k]:") == true)
     }
 
+    /// Found by FuzzIngest: two bad context entries named whichever a dictionary's (per
+    /// instance) order gave first, so one body got two different answers.
+    @Test func contextErrorNamesTheSmallestBadKey() {
+        var messages = Set<String?>()
+        for extra in 0..<40 {
+            var context = Dictionary(uniqueKeysWithValues: (0..<extra).map { ("ok\($0)", "v") })
+            context["zz"] = "a\u{0}b"
+            context["b"] = String(repeating: "x", count: 5_000)
+            context["m"] = "also\u{0}bad"
+            messages.insert(report { $0.context = context }.validationError(now: now))
+        }
+        #expect(messages.count == 1)
+        #expect(messages.first??.hasPrefix("context[b]:") == true)
+    }
+
     @Test func deviceFieldsMayBeEmpty() {
         #expect(report { $0.device = DeviceInfo(os: "", osVersion: "", model: "", id: "") }.validationError(now: now) == nil)
     }
