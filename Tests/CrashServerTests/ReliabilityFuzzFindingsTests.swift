@@ -19,6 +19,40 @@ import Testing
         #expect([202, 400, 413].contains(plain.status))
     }
 
+    /// Why the finding above disagreed: Foundation checks a string's characters only when
+    /// it decodes that string, and throws its own (non-`DecodingError`) error. A raw control
+    /// character then failed the whole batch as "not JSON", or only its report when another
+    /// field of that report failed first, which depends on the per-process hash seed.
+    /// Now that report is rejected, naming the problem, and the others are stored.
+    @Test(arguments: ["reason", "context key", "context value", "device id"])
+    func rawControlCharacterRejectsOnlyItsReport(_ place: String) throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        func report(_ id: Int, reason: String = "boom", context: String = "{}", deviceID: String = "d") -> String {
+            """
+            {"id": "00000000-0000-0000-0000-00000000000\(id)", "timestamp": "2027-01-15T08:00:00Z", "kind": "custom",
+             "reason": "\(reason)", "app": {"id": "com.example", "version": "1.0"}, "device": {"id": "\(deviceID)"},
+             "context": \(context)}
+            """
+        }
+        let control = "a\u{1}b"  // a raw U+0001 byte inside the JSON string
+        let bad: String
+        switch place {
+        case "reason": bad = report(2, reason: control)
+        case "context key": bad = report(2, context: "{\"\(control)\": \"v\"}")
+        case "context value": bad = report(2, context: "{\"k\": \"\(control)\"}")
+        default: bad = report(2, deviceID: control)
+        }
+        let body = Array("{\"reports\": [\(report(1)), \(bad), \(report(3))]}".utf8)
+        let plain = IngestDecoding.evaluate(body, encoding: nil, maxDecompressedBytes: 1 << 20, now: now)
+        #expect(plain == IngestDecoding.Outcome(status: 202, valid: 2, rejected: 1, error: nil))
+        let batch = try IncomingBatch.decode(body)
+        guard case .failure(let failure) = batch.reports[1].result else {
+            Issue.record("report with a raw control character was accepted")
+            return
+        }
+        #expect(failure.message.hasPrefix("report: "))
+    }
+
     @Test func normalizerInvariantsHold() {
         let text = String(decoding: Self.normalizerFinding, as: UTF8.self)
         let normalized = Grouping.normalize(reason: text)

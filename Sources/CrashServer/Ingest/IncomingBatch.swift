@@ -15,6 +15,12 @@ struct IncomingBatch: Decodable {
                 result = .success(try Report(from: decoder))
             } catch let error as DecodingError {
                 result = .failure(ReportDecodingFailure(error, depth: decoder.codingPath.count))
+            } catch {
+                // Foundation checks a string's characters only when the string is decoded,
+                // and throws its own error type: a raw control character inside a string
+                // surfaces here, in key order, which is random per process. Rejecting the
+                // report (not the batch) gives every order the same answer.
+                result = .failure(ReportDecodingFailure(message: "report: a string holds a raw control character or is not valid JSON"))
             }
         }
     }
@@ -42,6 +48,10 @@ struct IncomingBatch: Decodable {
 /// Why one report could not be decoded, as `field: problem`.
 struct ReportDecodingFailure: Error {
     let message: String
+
+    init(message: String) {
+        self.message = message
+    }
 
     init(_ error: DecodingError, depth: Int) {
         func path(_ codingPath: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
