@@ -189,6 +189,36 @@ CREATE TABLE IF NOT EXISTS project_hourly (
     PRIMARY KEY (project_id, hour, kind, app_version)
 );
 
+-- HyperLogLog sketches of device ids (DeviceSketch.swift): `devices` of large groups is
+-- estimated from these, per group and hour (window edges) or UTC day (whole days), for all
+-- versions (app_version '') and per version. A sketch is a sparse list of 3-byte entries
+-- (register uint16 big-endian, rank uint8) sorted by register. Written in the ingest
+-- transaction while the group rows are locked (read, merged, written when changed).
+CREATE TABLE IF NOT EXISTS group_devices_hourly (
+    group_id    bigint NOT NULL,
+    app_version text NOT NULL,
+    hour        timestamptz NOT NULL,
+    sketch      bytea NOT NULL,
+    PRIMARY KEY (group_id, app_version, hour)
+);
+CREATE TABLE IF NOT EXISTS group_devices_daily (
+    group_id    bigint NOT NULL,
+    app_version text NOT NULL,
+    day         timestamptz NOT NULL,
+    sketch      bytea NOT NULL,
+    PRIMARY KEY (group_id, app_version, day)
+);
+
+-- The sketch register and rank of a device id, as DeviceSketch.register(for:) computes it:
+-- the first 64 bits of SHA-256, the top 10 choosing the register, the rank one more than
+-- the leading zeros of the other 54 (55 when all are zero). Used by `crash-bench seed`.
+CREATE OR REPLACE FUNCTION crashguard_device_register(device_id text, OUT register int, OUT rank int)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT substring(h FROM 1 FOR 10)::bit(10)::int,
+           COALESCE(NULLIF(position('1' IN substring(h FROM 11)::text), 0), 55)
+    FROM (SELECT ('x' || encode(substring(sha256(convert_to(device_id, 'UTF8')) FROM 1 FOR 8), 'hex'))::bit(64) AS h) x
+$$;
+
 -- Top-N by all-time count (upper bounds for window counts), and the lastSeen/firstSeen sorts.
 DO $$ BEGIN IF to_regclass('crash_groups_by_count') IS NULL THEN CREATE INDEX crash_groups_by_count ON crash_groups (project_id, report_count DESC, id); END IF; END; $$;
 DO $$ BEGIN IF to_regclass('crash_groups_by_last_seen') IS NULL THEN CREATE INDEX crash_groups_by_last_seen ON crash_groups (project_id, last_seen DESC, id); END IF; END; $$;

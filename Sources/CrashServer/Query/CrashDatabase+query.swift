@@ -216,22 +216,55 @@ extension CrashDatabase {
         return out
     }
 
-    /// Distinct non-empty device ids per group in `window` under the report filters: exact,
-    /// from raw reports (`reports_group_ts`).
+    /// Groups with at most this many reports in a window get an exact `devices`; larger
+    /// ones an estimate from their device sketches (see docs/api.md).
+    static let exactDeviceLimit: Int64 = 1_000
+
+    /// Distinct non-empty device ids per group in `window` under the report filters.
+    ///
+    /// Exact (from raw reports, `reports_group_ts`) for groups with at most
+    /// ``exactDeviceLimit`` reports in the window, and whenever an `app` or `os` filter is
+    /// set; otherwise estimated from the HyperLogLog sketches of the whole hours and days the
+    /// window touches (about 3 % standard error), for all versions or the filtered one.
     func deviceCounts(
-        project: Int64, ids: [Int64], window: TimeWindow, filters f: GroupFilters, on connection: PostgresConnection
+        project: Int64, counts: [Int64: Int64], window: TimeWindow, filters f: GroupFilters, on connection: PostgresConnection
     ) async throws -> [Int64: Int64] {
-        let rows = try await connection.query(
-            """
-            SELECT group_id, count(DISTINCT device_id)::bigint FROM reports
-            WHERE project_id = \(project) AND group_id = ANY(\(ids)) AND ts >= \(window.from) AND ts < \(window.to)
-              AND device_id <> ''
-              AND (\(f.app)::text IS NULL OR app_id = \(f.app)) AND (\(f.version)::text IS NULL OR app_version = \(f.version))
-              AND (\(f.os)::text IS NULL OR COALESCE(os, '') = \(f.os))
-            GROUP BY group_id
-            """, logger: logger)
+        let sketchable = f.app == nil && f.os == nil
+        let estimated = sketchable ? counts.filter { $0.value > Self.exactDeviceLimit }.map(\.key).sorted() : []
+        let exact = counts.keys.filter { !estimated.contains($0) }.sorted()
         var out: [Int64: Int64] = [:]
-        for try await (id, n) in rows.decode((Int64, Int64).self) { out[id] = n }
+        if !exact.isEmpty {
+            let rows = try await connection.query(
+                """
+                SELECT group_id, count(DISTINCT device_id)::bigint FROM reports
+                WHERE project_id = \(project) AND group_id = ANY(\(exact)) AND ts >= \(window.from) AND ts < \(window.to)
+                  AND device_id <> ''
+                  AND (\(f.app)::text IS NULL OR app_id = \(f.app)) AND (\(f.version)::text IS NULL OR app_version = \(f.version))
+                  AND (\(f.os)::text IS NULL OR COALESCE(os, '') = \(f.os))
+                GROUP BY group_id
+                """, logger: logger)
+            for try await (id, n) in rows.decode((Int64, Int64).self) { out[id] = n }
+        }
+        if !estimated.isEmpty {
+            let plan = TimeWindow(from: TimeWindow.floor(window.from, TimeWindow.hour), to: TimeWindow.ceil(window.to, TimeWindow.hour)).plan
+            let (h0, h1) = plan.hours[0], (h2, h3) = plan.hours[1]
+            let (d0, d1) = plan.days
+            let version = f.version ?? ""
+            let rows = try await connection.query(
+                """
+                SELECT group_id, sketch FROM group_devices_daily
+                WHERE group_id = ANY(\(estimated)) AND app_version = \(version) AND day >= \(d0) AND day < \(d1)
+                UNION ALL
+                SELECT group_id, sketch FROM group_devices_hourly
+                WHERE group_id = ANY(\(estimated)) AND app_version = \(version)
+                  AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
+                """, logger: logger)
+            var sketches: [Int64: DeviceSketch] = [:]
+            for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
+                sketches[id, default: DeviceSketch()].merge(encoded: bytes.readableBytesView)
+            }
+            for (id, sketch) in sketches { out[id] = sketch.estimate }
+        }
         return out
     }
 

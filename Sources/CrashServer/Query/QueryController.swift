@@ -276,7 +276,8 @@ struct QueryController: Sendable {
         let ids = counts.map(\.0)
         let rows = try await database.groupRows(project: project, ids: ids, on: connection)
         let versions = try await database.versions(ids: ids, on: connection)
-        let devices = try await database.deviceCounts(project: project, ids: ids, window: window, filters: filters, on: connection)
+        let devices = try await database.deviceCounts(
+            project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window, filters: filters, on: connection)
         return counts.compactMap { id, count in
             guard let row = rows[id] else { return nil }
             return GroupBody(

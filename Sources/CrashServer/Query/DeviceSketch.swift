@@ -1,0 +1,92 @@
+import Crypto
+import Foundation
+
+/// A HyperLogLog sketch of device ids (1,024 six-bit registers, standard error about 3 %):
+/// the `devices` of large groups is estimated from these instead of counting distinct ids
+/// over their raw reports.
+///
+/// Stored per group and hour or day (`group_devices_hourly`, `group_devices_daily`) as a
+/// sparse list of `(register: UInt16 big-endian, rank: UInt8)` sorted by register, so a
+/// group seen on a few devices costs a few bytes. The register of a device id is defined
+/// in SQL too (`crashguard_device_register`, used by `crash-bench seed`); a test checks that
+/// both agree.
+struct DeviceSketch: Equatable, Sendable {
+    /// log2 of the register count.
+    static let precision = 10
+    static let registerCount = 1 << precision
+
+    private(set) var registers: [UInt8]
+
+    /// An empty sketch.
+    init() {
+        registers = [UInt8](repeating: 0, count: Self.registerCount)
+    }
+
+    /// Decodes the stored form; bytes that do not form whole entries are ignored.
+    init(encoded bytes: some Collection<UInt8>) {
+        self.init()
+        merge(encoded: bytes)
+    }
+
+    /// The register and rank of one device id: the first 64 bits of its SHA-256, the top
+    /// 10 bits choosing the register, the rank being one more than the leading zeros of the
+    /// other 54 (55 when they are all zero).
+    static func register(for deviceID: String) -> (index: Int, rank: UInt8) {
+        let digest = SHA256.hash(data: Array(deviceID.utf8))
+        var hash: UInt64 = 0
+        for (i, byte) in digest.enumerated() where i < 8 { hash = hash << 8 | UInt64(byte) }
+        let index = Int(hash >> UInt64(64 - precision))
+        let rest = hash << UInt64(precision)
+        let rank = rest == 0 ? UInt8(64 - precision + 1) : UInt8(rest.leadingZeroBitCount + 1)
+        return (index, rank)
+    }
+
+    /// Adds one device id.
+    mutating func insert(_ deviceID: String) {
+        let (index, rank) = Self.register(for: deviceID)
+        if registers[index] < rank { registers[index] = rank }
+    }
+
+    /// Register-wise maximum with another sketch in stored form.
+    mutating func merge(encoded bytes: some Collection<UInt8>) {
+        var iterator = bytes.makeIterator()
+        while let hi = iterator.next(), let lo = iterator.next(), let rank = iterator.next() {
+            let index = Int(hi) << 8 | Int(lo)
+            if index < Self.registerCount && registers[index] < rank { registers[index] = rank }
+        }
+    }
+
+    /// Register-wise maximum with another sketch.
+    mutating func merge(_ other: DeviceSketch) {
+        for i in 0..<Self.registerCount where registers[i] < other.registers[i] { registers[i] = other.registers[i] }
+    }
+
+    /// The stored form: non-zero registers only.
+    var encoded: [UInt8] {
+        var out: [UInt8] = []
+        for (i, rank) in registers.enumerated() where rank > 0 {
+            out.append(UInt8(i >> 8))
+            out.append(UInt8(i & 0xFF))
+            out.append(rank)
+        }
+        return out
+    }
+
+    /// The estimated number of distinct device ids: HyperLogLog with linear counting while
+    /// registers are still empty (which is near exact for small sets).
+    var estimate: Int64 {
+        let m = Double(Self.registerCount)
+        var sum = 0.0
+        var zeros = 0
+        for rank in registers {
+            if rank == 0 { zeros += 1 }
+            sum += 1 / Double(UInt64(1) << UInt64(rank))
+        }
+        let alpha = 0.7213 / (1 + 1.079 / m)
+        let raw = alpha * m * m / sum
+        if raw <= 2.5 * m && zeros > 0 {
+            return Int64((m * log(m / Double(zeros))).rounded())
+        }
+        return Int64(raw.rounded())
+    }
+}
