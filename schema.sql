@@ -184,22 +184,26 @@ CREATE TABLE IF NOT EXISTS project_hourly (
     PRIMARY KEY (project_id, hour, kind, app_version)
 );
 
--- HyperLogLog sketches of device ids (DeviceSketch.swift): `devices` of large groups is
--- estimated from these, per group and hour (window edges) or UTC day (whole days), for all
--- versions (app_version '') and per version. A sketch is a sparse list of 3-byte entries
--- (register uint16 big-endian, rank uint8) sorted by register. Written in the ingest
--- transaction while the group rows are locked (read, merged, written when changed).
-CREATE TABLE IF NOT EXISTS group_devices_hourly (
+-- Per group, app version ('' for all versions) and hour or UTC day: the report count and a
+-- HyperLogLog sketch of device ids (DeviceSketch.swift). Windows without app/os filters read
+-- their counts here (a few rows per group and day instead of one per app/version/os), and
+-- `devices` of large groups is estimated from the sketches. A sketch is a sparse list of
+-- 3-byte entries (register uint16 big-endian, rank uint8) sorted by register. Written in the
+-- ingest transaction while the group rows are locked (`FOR UPDATE`): counts are added, and
+-- sketches are read, merged and written back.
+CREATE TABLE IF NOT EXISTS group_version_hourly (
     group_id    bigint NOT NULL,
     app_version text NOT NULL,
     hour        timestamptz NOT NULL,
+    count       bigint NOT NULL,
     sketch      bytea NOT NULL,
     PRIMARY KEY (group_id, app_version, hour)
 );
-CREATE TABLE IF NOT EXISTS group_devices_daily (
+CREATE TABLE IF NOT EXISTS group_version_daily (
     group_id    bigint NOT NULL,
     app_version text NOT NULL,
     day         timestamptz NOT NULL,
+    count       bigint NOT NULL,
     sketch      bytea NOT NULL,
     PRIMARY KEY (group_id, app_version, day)
 );

@@ -55,22 +55,25 @@ struct SeedCommand: AsyncParsableCommand {
         ("group_daily", "INSERT INTO group_daily (project_id, group_id, day, app_id, app_version, os, count) SELECT project_id, group_id, date_trunc('day', ts), app_id, app_version, coalesce(os, ''), count(*) FROM reports WHERE project_id = $1 GROUP BY 1, 2, 3, 4, 5, 6"),
         ("group_facets", "INSERT INTO group_facets (project_id, group_id, facet, value, count, first_seen, last_seen) SELECT r.project_id, r.group_id, f.facet, f.value, count(*), min(r.ts), max(r.ts) FROM reports r, LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, '')), ('model', r.model)) AS f(facet, value) WHERE r.project_id = $1 AND f.value IS NOT NULL GROUP BY 1, 2, 3, 4"),
         ("group_model_hourly", "INSERT INTO group_model_hourly (group_id, hour, model, count) SELECT group_id, date_trunc('hour', ts), coalesce(model, ''), count(*) FROM reports WHERE project_id = $1 GROUP BY 1, 2, 3"),
-        ("group_devices_hourly", Self.sketchSQL(table: "group_devices_hourly", bucket: "hour")),
-        ("group_devices_daily", Self.sketchSQL(table: "group_devices_daily", bucket: "day")),
+        ("group_version_hourly", Self.versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
+        ("group_version_daily", Self.versionRollupSQL(table: "group_version_daily", bucket: "day")),
         ("project_hourly", "INSERT INTO project_hourly (project_id, hour, kind, app_version, count) SELECT project_id, date_trunc('hour', ts), kind, app_version, count(*) FROM reports WHERE project_id = $1 GROUP BY 1, 2, 3, 4"),
     ]
 
-    /// Device sketches (DeviceSketch.swift) per group, version ('' and each) and hour or day:
-    /// the registers from `crashguard_device_register`, the highest rank per register, as
-    /// sorted 3-byte entries.
-    static func sketchSQL(table: String, bucket: String) -> String {
+    /// Per group, version ('' and each) and hour or day: the report count and the device
+    /// sketch (DeviceSketch.swift): registers from `crashguard_device_register`, the highest
+    /// rank per register, as sorted 3-byte entries (empty without device ids).
+    static func versionRollupSQL(table: String, bucket: String) -> String {
         """
-        INSERT INTO \(table) (group_id, app_version, \(bucket), sketch)
-        SELECT group_id, v, b, string_agg(int2send(register::int2) || substring(int2send(rank::int2) FROM 2 FOR 1), ''::bytea ORDER BY register)
+        INSERT INTO \(table) (group_id, app_version, \(bucket), count, sketch)
+        SELECT group_id, v, b, sum(n),
+               COALESCE(string_agg(int2send(register::int2) || substring(int2send(rank::int2) FROM 2 FOR 1), ''::bytea ORDER BY register), ''::bytea)
         FROM (
-            SELECT r.group_id, x.v, date_trunc('\(bucket)', r.ts) AS b, d.register, max(d.rank) AS rank
-            FROM reports r, LATERAL crashguard_device_register(r.device_id) d, LATERAL (VALUES (''), (r.app_version)) AS x(v)
-            WHERE r.project_id = $1 AND r.device_id <> ''
+            SELECT r.group_id, x.v, date_trunc('\(bucket)', r.ts) AS b, d.register, max(d.rank) AS rank, count(*) AS n
+            FROM reports r
+            CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
+            LEFT JOIN LATERAL (SELECT * FROM crashguard_device_register(r.device_id) WHERE r.device_id <> '') d ON true
+            WHERE r.project_id = $1
             GROUP BY 1, 2, 3, 4
         ) s GROUP BY 1, 2, 3
         """

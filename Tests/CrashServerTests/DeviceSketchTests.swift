@@ -97,5 +97,35 @@ import Testing
             let ios = try await client.query(path + "?os=iOS", token: p.readToken)
             #expect(ios.json.groups.titled("big")?["devices"] as? Int == 600)
         }
+        // What ingest wrote (batch by batch, merged under the group lock) equals the
+        // rollups recomputed from the stored reports in one statement (as `crash-bench seed`
+        // derives them): counts and sketch bytes alike.
+        let differences = try await withTestDatabase { db in
+            try await db.client.withConnection { connection in
+                try await connection.query("SET TimeZone = 'UTC'", logger: TestEnvironment.logger)
+                let rows = try await connection.query(
+                    """
+                    WITH derived AS (
+                        SELECT group_id, v AS app_version, b AS day, sum(n) AS count,
+                               COALESCE(string_agg(int2send(register::int2) || substring(int2send(rank::int2) FROM 2 FOR 1), ''::bytea ORDER BY register), ''::bytea) AS sketch
+                        FROM (
+                            SELECT r.group_id, x.v, date_trunc('day', r.ts) AS b, d.register, max(d.rank) AS rank, count(*) AS n
+                            FROM reports r CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
+                            LEFT JOIN LATERAL (SELECT * FROM crashguard_device_register(r.device_id) WHERE r.device_id <> '') d ON true
+                            WHERE r.project_id = (SELECT id FROM projects WHERE slug = \(p.project))
+                            GROUP BY 1, 2, 3, 4
+                        ) s GROUP BY 1, 2, 3
+                    ), written AS (
+                        SELECT v.group_id, v.app_version, v.day, v.count, v.sketch FROM group_version_daily v
+                        JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = (SELECT id FROM projects WHERE slug = \(p.project))
+                    )
+                    SELECT (SELECT count(*) FROM derived), (SELECT count(*) FROM (SELECT * FROM derived EXCEPT SELECT * FROM written) a)
+                         + (SELECT count(*) FROM (SELECT * FROM written EXCEPT SELECT * FROM derived) b)
+                    """, logger: TestEnvironment.logger)
+                for try await (total, different) in rows.decode((Int64, Int64).self) { return (total, different) }
+                return (Int64(0), Int64(-1))
+            }
+        }
+        #expect(differences.0 > 0 && differences.1 == 0, "\(differences.0) derived rows, \(differences.1) differ")
     }
 }

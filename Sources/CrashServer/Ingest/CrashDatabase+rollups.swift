@@ -41,6 +41,6 @@ extension CrashDatabase {
                 fatal_count = group_hourly.fatal_count + EXCLUDED.fatal_count
             """, logger: logger)
         try await writeQueryRollups(stored, groups, connection)
-        try await writeDeviceSketches(stored, groups, connection)
+        try await writeVersionRollups(stored, groups, connection)
     }
 }

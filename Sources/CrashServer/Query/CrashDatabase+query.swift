@@ -48,18 +48,32 @@ extension CrashDatabase {
         let (r0, r1) = plan.raw[0], (r2, r3) = plan.raw[1]
         let (h0, h1) = plan.hours[0], (h2, h3) = plan.hours[1]
         let (d0, d1) = plan.days
+        // Without app/os filters, whole hours and days come from the per-version rollups: a
+        // few rows per group and day instead of one per app, version and OS.
+        let scoped = f.app == nil && f.os == nil
+        let version = f.version ?? ""
         let rows = try await connection.query(
             """
             SELECT c.group_id, c.n FROM (
                 SELECT group_id, sum(n)::bigint AS n FROM (
+                    SELECT group_id, count AS n FROM group_version_daily
+                    WHERE \(scoped) AND app_version = \(version) AND day >= \(d0) AND day < \(d1)
+                      AND (group_id = ANY(\(ids)::bigint[])
+                           OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
+                    UNION ALL
+                    SELECT group_id, count FROM group_version_hourly
+                    WHERE \(scoped) AND app_version = \(version) AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
+                      AND (group_id = ANY(\(ids)::bigint[])
+                           OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
+                    UNION ALL
                     SELECT group_id, count AS n FROM group_daily
-                    WHERE project_id = \(project) AND day >= \(d0) AND day < \(d1)
+                    WHERE NOT \(scoped) AND project_id = \(project) AND day >= \(d0) AND day < \(d1)
                       AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
                       AND (\(f.app)::text IS NULL OR app_id = \(f.app)) AND (\(f.version)::text IS NULL OR app_version = \(f.version))
                       AND (\(f.os)::text IS NULL OR os = \(f.os))
                     UNION ALL
                     SELECT group_id, count FROM group_hourly
-                    WHERE project_id = \(project) AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
+                    WHERE NOT \(scoped) AND project_id = \(project) AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
                       AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
                       AND (\(f.app)::text IS NULL OR app_id = \(f.app)) AND (\(f.version)::text IS NULL OR app_version = \(f.version))
                       AND (\(f.os)::text IS NULL OR os = \(f.os))
@@ -252,10 +266,10 @@ extension CrashDatabase {
             let version = f.version ?? ""
             let rows = try await connection.query(
                 """
-                SELECT group_id, sketch FROM group_devices_daily
+                SELECT group_id, sketch FROM group_version_daily
                 WHERE group_id = ANY(\(estimated)) AND app_version = \(version) AND day >= \(d0) AND day < \(d1)
                 UNION ALL
-                SELECT group_id, sketch FROM group_devices_hourly
+                SELECT group_id, sketch FROM group_version_hourly
                 WHERE group_id = ANY(\(estimated)) AND app_version = \(version)
                   AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
                 """, logger: logger)

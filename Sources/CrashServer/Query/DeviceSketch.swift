@@ -5,7 +5,7 @@ import Foundation
 /// the `devices` of large groups is estimated from these instead of counting distinct ids
 /// over their raw reports.
 ///
-/// Stored per group and hour or day (`group_devices_hourly`, `group_devices_daily`) as a
+/// Stored per group, version and hour or day (`group_version_hourly`, `group_version_daily`) as a
 /// sparse list of `(register: UInt16 big-endian, rank: UInt8)` sorted by register, so a
 /// group seen on a few devices costs a few bytes. The register of a device id is defined
 /// in SQL too (`crashguard_device_register`, used by `crash-bench seed`); a test checks that
