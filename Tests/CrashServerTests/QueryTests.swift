@@ -76,6 +76,34 @@ import Testing
         }
     }
 
+    /// Whole days, edge hours read directly or as "whole day minus the hours outside",
+    /// sub-hour edges: every window shape must give the count of reports in [from, to),
+    /// with and without a version filter (the per-version rollups) and with an os filter
+    /// (the per-dimension rollups).
+    @Test func windowCountsMatchAHandCountForEveryEdgeShape() async throws {
+        let p = try await makeProject()
+        let base = utcMidnight(daysAgo: 4)
+        let h = TimeWindow.hour
+        // One report every 50 minutes for 3.5 days; every third one on version 2.0.
+        let times = (0..<101).map { base.addingTimeInterval(Double($0) * 3000) }
+        let reports = times.enumerated().map { i, t in queryReport("edges", at: t, version: i % 3 == 0 ? "2.0" : "1.0") }
+        let shapes: [(Double, Double)] = [
+            (0, 84), (1, 83), (3, 47), (13, 70), (20, 50), (23.5, 48.25), (0.4, 24), (11, 13), (25, 26.5), (47, 72), (30, 30.5),
+        ]
+        try await withApp { client in
+            try await client.send(reports, key: p.ingestKey)
+            for (a, b) in shapes {
+                let from = base.addingTimeInterval(a * h), to = base.addingTimeInterval(b * h)
+                let path = "/v1/projects/\(p.project)/crashes?from=\(q(from))&to=\(q(to))"
+                for (filter, match) in [("", { (_: Int) in true }), ("&version=2.0", { $0 % 3 == 0 }), ("&os=iOS", { (_: Int) in true })] {
+                    let expected = times.enumerated().filter { i, t in t >= from && t < to && match(i) }.count
+                    let page = try await client.query(path + filter, token: p.readToken)
+                    #expect(page.json.groups.first?["count"] as? Int ?? 0 == expected, "[\(a)h, \(b)h)\(filter)")
+                }
+            }
+        }
+    }
+
     @Test func windowEdgesAreFromInclusiveToExclusive() async throws {
         let p = try await makeProject()
         // Not hour-aligned: exercises raw edges, edge hours and whole days.

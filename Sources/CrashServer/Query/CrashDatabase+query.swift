@@ -52,17 +52,23 @@ extension CrashDatabase {
         // few rows per group and day instead of one per app, version and OS.
         let scoped = f.app == nil && f.os == nil
         let version = f.version ?? ""
+        let sp = window.subtractivePlan
+        let (sd0, sd1) = sp.days
+        let (p0, p1) = sp.plus[0], (p2, p3) = sp.plus[1]
+        let (m0, m1) = sp.minus[0], (m2, m3) = sp.minus[1]
         let rows = try await connection.query(
             """
             SELECT c.group_id, c.n FROM (
                 SELECT group_id, sum(n)::bigint AS n FROM (
                     SELECT group_id, count AS n FROM group_version_daily
-                    WHERE \(scoped) AND app_version = \(version) AND day >= \(d0) AND day < \(d1)
+                    WHERE \(scoped) AND app_version = \(version) AND day >= \(sd0) AND day < \(sd1)
                       AND (group_id = ANY(\(ids)::bigint[])
                            OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
                     UNION ALL
-                    SELECT group_id, count FROM group_version_hourly
-                    WHERE \(scoped) AND app_version = \(version) AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
+                    SELECT group_id, CASE WHEN hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) THEN count ELSE -count END
+                    FROM group_version_hourly
+                    WHERE \(scoped) AND app_version = \(version)
+                      AND (hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) OR hour >= \(m0) AND hour < \(m1) OR hour >= \(m2) AND hour < \(m3))
                       AND (group_id = ANY(\(ids)::bigint[])
                            OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
                     UNION ALL
@@ -222,10 +228,10 @@ extension CrashDatabase {
         var out: [Int64: [String]] = [:]
         for try await (id, value) in rows.decode((Int64, String).self) { out[id, default: []].append(value) }
         for (id, list) in out {
-            out[id] = list.sorted { a, b in
-                let c = AppVersion.compare(a, b)
-                return c != 0 ? c > 0 : a > b
-            }
+            out[id] = list.map { (key: AppVersion.Key($0), text: $0) }.sorted { a, b in
+                let c = a.key.compare(b.key)
+                return c != 0 ? c > 0 : a.text > b.text
+            }.map(\.text)
         }
         return out
     }

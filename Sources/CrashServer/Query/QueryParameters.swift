@@ -43,6 +43,35 @@ struct TimeWindow: Sendable, Hashable {
         return Plan(raw: raw, hours: [(h0, d0), (d1, h1)], days: (d0, d1))
     }
 
+    /// The whole hours and days of the plan, read as cheaply as possible from tables that
+    /// hold both days and hours: an edge of more than 12 hours is read as its whole day
+    /// minus the hours outside the window, so at most 12 hourly rows per edge and group.
+    struct SubtractivePlan: Sendable {
+        var days: (Date, Date)
+        var plus: [(Date, Date)]  // 2
+        var minus: [(Date, Date)]  // 2
+    }
+
+    var subtractivePlan: SubtractivePlan {
+        let p = plan
+        guard p.days.0 < p.days.1 else { return SubtractivePlan(days: p.days, plus: p.hours, minus: [(to, to), (to, to)]) }
+        var days = p.days
+        var plus = p.hours
+        var minus: [(Date, Date)] = [(to, to), (to, to)]
+        let (h0, d0) = p.hours[0], (d1, h1) = p.hours[1]
+        if d0.timeIntervalSince(h0) > 12 * Self.hour {
+            days.0 = d0.addingTimeInterval(-Self.day)
+            plus[0] = (to, to)
+            minus[0] = (days.0, h0)
+        }
+        if h1.timeIntervalSince(d1) > 12 * Self.hour {
+            days.1 = d1.addingTimeInterval(Self.day)
+            plus[1] = (to, to)
+            minus[1] = (h1, days.1)
+        }
+        return SubtractivePlan(days: days, plus: plus, minus: minus)
+    }
+
     /// Hour-only plan (no daily rollup), for reads from hourly tables.
     var hourPlan: Plan {
         let h0 = Self.ceil(from, Self.hour)
