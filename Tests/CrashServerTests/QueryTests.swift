@@ -100,6 +100,21 @@ import Testing
                     let page = try await client.query(path + filter, token: p.readToken)
                     #expect(page.json.groups.first?["count"] as? Int ?? 0 == expected, "[\(a)h, \(b)h)\(filter)")
                 }
+                // The detail's breakdown and histogram read the same rollups.
+                let id = try #require(
+                    try await client.query("/v1/projects/\(p.project)/crashes?limit=1", token: p.readToken).json.groups.first?["id"] as? String)
+                let detail = try await client.query(
+                    "/v1/projects/\(p.project)/crashes/\(id)?from=\(q(from))&to=\(q(to))", token: p.readToken)
+                let inWindow = times.enumerated().filter { $0.element >= from && $0.element < to }
+                let v2 = inWindow.filter { $0.offset % 3 == 0 }.count, v1 = inWindow.count - v2
+                let expectedVersions = [("1.0", v1), ("2.0", v2)].filter { $0.1 > 0 }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
+                let versions = ((detail.json["breakdown"] as? [String: Any])?["versions"] as? [[String: Any]] ?? [])
+                #expect(versions.map { $0["value"] as? String ?? "" } == expectedVersions.map(\.0), "[\(a)h, \(b)h)")
+                #expect(versions.map { $0["count"] as? Int ?? -1 } == expectedVersions.map(\.1), "[\(a)h, \(b)h)")
+                let os = ((detail.json["breakdown"] as? [String: Any])?["os"] as? [[String: Any]] ?? [])
+                #expect(os.map { $0["count"] as? Int ?? -1 } == (inWindow.isEmpty ? [] : [inWindow.count]), "[\(a)h, \(b)h)")
+                let histogram = detail.json["histogram"] as? [[String: Any]] ?? []
+                #expect(histogram.reduce(0) { $0 + ($1["count"] as? Int ?? 0) } == inWindow.count, "[\(a)h, \(b)h)")
             }
         }
     }

@@ -294,8 +294,8 @@ extension CrashDatabase {
         let rows = try await connection.query(
             """
             SELECT t, sum(n)::bigint FROM (
-                SELECT hour AS t, count AS n FROM group_hourly
-                WHERE group_id = \(group) AND hour >= \(plan.hours[0].0) AND hour < \(plan.hours[0].1)
+                SELECT hour AS t, count AS n FROM group_version_hourly
+                WHERE group_id = \(group) AND app_version = '' AND hour >= \(plan.hours[0].0) AND hour < \(plan.hours[0].1)
                 UNION ALL
                 SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = \(group)
                   AND ((ts >= \(plan.raw[0].0) AND ts < \(plan.raw[0].1)) OR (ts >= \(plan.raw[1].0) AND ts < \(plan.raw[1].1)))
@@ -311,23 +311,40 @@ extension CrashDatabase {
         let plan = window.hourPlan
         let (h0, h1) = plan.hours[0]
         let (r0, r1) = plan.raw[0], (r2, r3) = plan.raw[1]
+        // Versions: whole days and edge hours of the per-version rollups; OS: whole days of
+        // group_daily and edge hours of group_hourly; models: hours (no daily table).
+        let sp = window.subtractivePlan
+        let (sd0, sd1) = sp.days
+        let (p0, p1) = sp.plus[0], (p2, p3) = sp.plus[1]
+        let (m0, m1) = sp.minus[0], (m2, m3) = sp.minus[1]
+        let days = window.plan
+        let (d0, d1) = days.days
+        let (e0, e1) = days.hours[0], (e2, e3) = days.hours[1]
         let rows = try await connection.query(
             """
             SELECT dim, value, n FROM (
                 SELECT dim, value, sum(n)::bigint AS n,
                        row_number() OVER (PARTITION BY dim ORDER BY sum(n) DESC, value) AS rank
                 FROM (
-                    SELECT 'v' AS dim, app_version AS value, count AS n FROM group_hourly
-                    WHERE group_id = \(group) AND hour >= \(h0) AND hour < \(h1)
+                    SELECT 'v' AS dim, app_version AS value, count AS n FROM group_version_daily
+                    WHERE group_id = \(group) AND app_version <> '' AND day >= \(sd0) AND day < \(sd1)
                     UNION ALL
-                    SELECT 'o', os, count FROM group_hourly WHERE group_id = \(group) AND hour >= \(h0) AND hour < \(h1)
+                    SELECT 'v', app_version, CASE WHEN hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) THEN count ELSE -count END
+                    FROM group_version_hourly
+                    WHERE group_id = \(group) AND app_version <> ''
+                      AND (hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) OR hour >= \(m0) AND hour < \(m1) OR hour >= \(m2) AND hour < \(m3))
+                    UNION ALL
+                    SELECT 'o', os, count FROM group_daily WHERE group_id = \(group) AND day >= \(d0) AND day < \(d1)
+                    UNION ALL
+                    SELECT 'o', os, count FROM group_hourly
+                    WHERE group_id = \(group) AND (hour >= \(e0) AND hour < \(e1) OR hour >= \(e2) AND hour < \(e3))
                     UNION ALL
                     SELECT 'm', model, count FROM group_model_hourly WHERE group_id = \(group) AND hour >= \(h0) AND hour < \(h1)
                     UNION ALL
                     SELECT d.dim, d.value, 1 FROM reports r
                     CROSS JOIN LATERAL (VALUES ('v', r.app_version), ('o', COALESCE(r.os, '')), ('m', COALESCE(r.model, ''))) AS d(dim, value)
                     WHERE r.group_id = \(group) AND ((r.ts >= \(r0) AND r.ts < \(r1)) OR (r.ts >= \(r2) AND r.ts < \(r3)))
-                ) x WHERE value <> '' GROUP BY dim, value
+                ) x WHERE value <> '' GROUP BY dim, value HAVING sum(n) > 0
             ) y WHERE rank <= 10 ORDER BY dim, rank
             """, logger: logger)
         var result = Breakdown(versions: [], os: [], models: [])
