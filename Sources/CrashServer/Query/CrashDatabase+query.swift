@@ -238,7 +238,7 @@ extension CrashDatabase {
 
     /// Groups with at most this many reports in a window get an exact `devices`; larger
     /// ones an estimate from their device sketches (see docs/api.md).
-    static let exactDeviceLimit: Int64 = 1_000
+    static let exactDeviceLimit: Int64 = 250
 
     /// Distinct non-empty device ids per group in `window` under the report filters.
     ///

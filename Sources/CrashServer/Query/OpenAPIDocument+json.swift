@@ -211,7 +211,7 @@ enum OpenAPIDocument {
           "devices": {
             "type": "integer",
             "minimum": 0,
-            "description": "distinct non-empty device ids in the window and filters: exact up to 1,000 reports in the window or with an app/os filter, else a HyperLogLog estimate (about 3 % standard error; see docs/api.md)"
+            "description": "distinct non-empty device ids in the window and filters: exact up to 250 reports in the window or with an app/os filter, else a HyperLogLog estimate (about 3 % standard error; see docs/api.md)"
           },
           "firstSeen": {
             "type": "string",
