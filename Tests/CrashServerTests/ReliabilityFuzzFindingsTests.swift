@@ -22,10 +22,11 @@ import Testing
     /// Why the finding above disagreed: Foundation checks a string's characters only when
     /// it decodes that string, and throws its own (non-`DecodingError`) error. A raw control
     /// character then failed the whole batch as "not JSON", or only its report when another
-    /// field of that report failed first, which depends on the per-process hash seed.
-    /// Now that report is rejected, naming the problem, and the others are stored.
+    /// field of that report failed first, which depends on the per-process hash seed. Now
+    /// the body is checked first: a raw control character in any string is a 400 naming
+    /// its offset, whatever else the body holds.
     @Test(arguments: ["reason", "context key", "context value", "device id"])
-    func rawControlCharacterRejectsOnlyItsReport(_ place: String) throws {
+    func rawControlCharacterIsNotJSONWherever(_ place: String) throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         func report(_ id: Int, reason: String = "boom", context: String = "{}", deviceID: String = "d") -> String {
             """
@@ -38,19 +39,29 @@ import Testing
         let bad: String
         switch place {
         case "reason": bad = report(2, reason: control)
-        case "context key": bad = report(2, context: "{\"\(control)\": \"v\"}")
+        case "context key": bad = report(2, context: "{\"x\": [1], \"\(control)\": \"v\"}")
         case "context value": bad = report(2, context: "{\"k\": \"\(control)\"}")
         default: bad = report(2, deviceID: control)
         }
         let body = Array("{\"reports\": [\(report(1)), \(bad), \(report(3))]}".utf8)
         let plain = IngestDecoding.evaluate(body, encoding: nil, maxDecompressedBytes: 1 << 20, now: now)
-        #expect(plain == IngestDecoding.Outcome(status: 202, valid: 2, rejected: 1, error: nil))
-        let batch = try IncomingBatch.decode(body)
-        guard case .failure(let failure) = batch.reports[1].result else {
-            Issue.record("report with a raw control character was accepted")
-            return
-        }
-        #expect(failure.message.hasPrefix("report: "))
+        #expect(plain.status == 400)
+        #expect(plain.error?.hasPrefix("body is not JSON: unescaped control character U+0001 in a string at byte ") == true, "\(plain)")
+        let packed = IngestDecoding.evaluate(try Deflater.compress(body, format: .gzip), encoding: "gzip", maxDecompressedBytes: 1 << 20, now: now)
+        #expect(packed == plain)
+        // Escaped, the same character is a rejected field of one report, not a bad body.
+        let escaped = Array(String(decoding: body, as: UTF8.self).replacingOccurrences(of: "\u{1}", with: "\\u0001").utf8)
+        let outcome = IngestDecoding.evaluate(escaped, encoding: nil, maxDecompressedBytes: 1 << 20, now: now)
+        #expect(outcome.status == 202 && outcome.valid + outcome.rejected == 3, "\(outcome)")
+    }
+
+    @Test func controlCharacterScanFollowsStringsAndEscapes() {
+        func scan(_ text: String) -> Int? { IncomingBatch.rawControlCharacterInString(Array(text.utf8))?.offset }
+        #expect(scan("{\"a\":\n\t\"b\"}") == nil)  // white space between tokens is JSON
+        #expect(scan("{\"a\": \"x\ny\"}") == 8)
+        #expect(scan(#"{"a": "q\"\\"}"#) == nil)
+        #expect(scan("{\"a\": \"\\\"\u{0}\"}") == 9)
+        #expect(scan("{\"a\": \"\\\\\"} \u{1F}") == nil)  // after the string closes
     }
 
     @Test func normalizerInvariantsHold() {

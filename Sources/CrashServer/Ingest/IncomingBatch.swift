@@ -16,11 +16,9 @@ struct IncomingBatch: Decodable {
             } catch let error as DecodingError {
                 result = .failure(ReportDecodingFailure(error, depth: decoder.codingPath.count))
             } catch {
-                // Foundation checks a string's characters only when the string is decoded,
-                // and throws its own error type: a raw control character inside a string
-                // surfaces here, in key order, which is random per process. Rejecting the
-                // report (not the batch) gives every order the same answer.
-                result = .failure(ReportDecodingFailure(message: "report: a string holds a raw control character or is not valid JSON"))
+                // Foundation's own (non-DecodingError) errors, thrown while it decodes the
+                // strings of one element: that element is rejected, the others stand.
+                result = .failure(ReportDecodingFailure(message: "report: not valid JSON"))
             }
         }
     }
@@ -29,6 +27,13 @@ struct IncomingBatch: Decodable {
     static func decode(_ bytes: [UInt8]) throws -> IncomingBatch {
         guard !bytes.isEmpty else { throw APIError.badRequest("body is empty: expected a JSON object with a \"reports\" array") }
         guard String(validating: bytes, as: UTF8.self) != nil else { throw APIError.badRequest("body is not JSON: invalid UTF-8") }
+        if let (offset, byte) = Self.rawControlCharacterInString(bytes) {
+            // RFC 8259: control characters in strings must be escaped. Foundation notices
+            // only when it decodes that string (in key order, random per process), so check
+            // here and give every such body the same answer.
+            let code = String(byte, radix: 16, uppercase: true)
+            throw APIError.badRequest("body is not JSON: unescaped control character U+\(String(repeating: "0", count: 4 - code.count))\(code) in a string at byte \(offset)")
+        }
         do {
             return try JSONDecoder.crashWire().decode(IncomingBatch.self, from: Data(bytes))
         } catch DecodingError.keyNotFound(let key, let context) where context.codingPath.isEmpty && key.stringValue == "reports" {
@@ -42,6 +47,31 @@ struct IncomingBatch: Decodable {
         } catch {
             throw APIError.badRequest("body is not JSON")
         }
+    }
+}
+
+extension IncomingBatch {
+    /// The first byte below U+0020 inside a JSON string, with its offset: one pass that
+    /// tracks quotes and backslash escapes.
+    static func rawControlCharacterInString(_ bytes: [UInt8]) -> (offset: Int, byte: UInt8)? {
+        var inString = false
+        var escaped = false
+        for (offset, byte) in bytes.enumerated() {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                } else if byte < 0x20 {
+                    return (offset, byte)
+                }
+            } else if byte == UInt8(ascii: "\"") {
+                inString = true
+            }
+        }
+        return nil
     }
 }
 
