@@ -54,8 +54,7 @@ extension CrashDatabase {
         let version = f.version ?? ""
         let sp = window.subtractivePlan
         let (sd0, sd1) = sp.days
-        let (p0, p1) = sp.plus[0], (p2, p3) = sp.plus[1]
-        let (m0, m1) = sp.minus[0], (m2, m3) = sp.minus[1]
+        let (e0, e1, s0) = sp.edges[0], (e2, e3, s1) = sp.edges[1]
         let rows = try await connection.query(
             """
             SELECT c.group_id, c.n FROM (
@@ -65,10 +64,9 @@ extension CrashDatabase {
                       AND (group_id = ANY(\(ids)::bigint[])
                            OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
                     UNION ALL
-                    SELECT group_id, CASE WHEN hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) THEN count ELSE -count END
+                    SELECT group_id, count * CASE WHEN hour >= \(e0) AND hour < \(e1) THEN \(s0) ELSE \(s1) END
                     FROM group_version_hourly
-                    WHERE \(scoped) AND app_version = \(version)
-                      AND (hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) OR hour >= \(m0) AND hour < \(m1) OR hour >= \(m2) AND hour < \(m3))
+                    WHERE \(scoped) AND app_version = \(version) AND (hour >= \(e0) AND hour < \(e1) OR hour >= \(e2) AND hour < \(e3))
                       AND (group_id = ANY(\(ids)::bigint[])
                            OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
                     UNION ALL
@@ -315,8 +313,7 @@ extension CrashDatabase {
         // group_daily and edge hours of group_hourly; models: hours (no daily table).
         let sp = window.subtractivePlan
         let (sd0, sd1) = sp.days
-        let (p0, p1) = sp.plus[0], (p2, p3) = sp.plus[1]
-        let (m0, m1) = sp.minus[0], (m2, m3) = sp.minus[1]
+        let (s0a, s0b, s0) = sp.edges[0], (s1a, s1b, s1) = sp.edges[1]
         let days = window.plan
         let (d0, d1) = days.days
         let (e0, e1) = days.hours[0], (e2, e3) = days.hours[1]
@@ -329,10 +326,9 @@ extension CrashDatabase {
                     SELECT 'v' AS dim, app_version AS value, count AS n FROM group_version_daily
                     WHERE group_id = \(group) AND app_version <> '' AND day >= \(sd0) AND day < \(sd1)
                     UNION ALL
-                    SELECT 'v', app_version, CASE WHEN hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) THEN count ELSE -count END
+                    SELECT 'v', app_version, count * CASE WHEN hour >= \(s0a) AND hour < \(s0b) THEN \(s0) ELSE \(s1) END
                     FROM group_version_hourly
-                    WHERE group_id = \(group) AND app_version <> ''
-                      AND (hour >= \(p0) AND hour < \(p1) OR hour >= \(p2) AND hour < \(p3) OR hour >= \(m0) AND hour < \(m1) OR hour >= \(m2) AND hour < \(m3))
+                    WHERE group_id = \(group) AND app_version <> '' AND (hour >= \(s0a) AND hour < \(s0b) OR hour >= \(s1a) AND hour < \(s1b))
                     UNION ALL
                     SELECT 'o', os, count FROM group_daily WHERE group_id = \(group) AND day >= \(d0) AND day < \(d1)
                     UNION ALL

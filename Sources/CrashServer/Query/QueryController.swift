@@ -188,7 +188,7 @@ struct QueryController: Sendable {
         }
         var best: [(id: Int64, n: Int64)] = []
         var position: (bound: Int64, id: Int64)?
-        var batch = max(200, 4 * (limit + 1))
+        var batch = max(600, 12 * (limit + 1))
         var scanned = 0
         while true {
             if scanned >= 5_000 {

@@ -48,28 +48,27 @@ struct TimeWindow: Sendable, Hashable {
     /// minus the hours outside the window, so at most 12 hourly rows per edge and group.
     struct SubtractivePlan: Sendable {
         var days: (Date, Date)
-        var plus: [(Date, Date)]  // 2
-        var minus: [(Date, Date)]  // 2
+        /// Two hour ranges (empty ones are `(to, to)`), each added (+1) or subtracted (-1).
+        var edges: [(from: Date, to: Date, sign: Int64)]
     }
 
     var subtractivePlan: SubtractivePlan {
         let p = plan
-        guard p.days.0 < p.days.1 else { return SubtractivePlan(days: p.days, plus: p.hours, minus: [(to, to), (to, to)]) }
+        guard p.days.0 < p.days.1 else {
+            return SubtractivePlan(days: p.days, edges: p.hours.map { ($0.0, $0.1, 1) })
+        }
         var days = p.days
-        var plus = p.hours
-        var minus: [(Date, Date)] = [(to, to), (to, to)]
+        var edges: [(from: Date, to: Date, sign: Int64)] = p.hours.map { ($0.0, $0.1, 1) }
         let (h0, d0) = p.hours[0], (d1, h1) = p.hours[1]
         if d0.timeIntervalSince(h0) > 12 * Self.hour {
             days.0 = d0.addingTimeInterval(-Self.day)
-            plus[0] = (to, to)
-            minus[0] = (days.0, h0)
+            edges[0] = (days.0, h0, -1)
         }
         if h1.timeIntervalSince(d1) > 12 * Self.hour {
             days.1 = d1.addingTimeInterval(Self.day)
-            plus[1] = (to, to)
-            minus[1] = (h1, days.1)
+            edges[1] = (h1, days.1, -1)
         }
-        return SubtractivePlan(days: days, plus: plus, minus: minus)
+        return SubtractivePlan(days: days, edges: edges)
     }
 
     /// Hour-only plan (no daily rollup), for reads from hourly tables.
