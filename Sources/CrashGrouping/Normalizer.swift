@@ -45,12 +45,6 @@ struct Normalizer {
         out.reserveCapacity(src.count + 16)
     }
 
-    /// Set when a rule dropped text between two characters that now touch: the result may
-    /// match a rule the input did not (`file.swift:12[0x1]` -> `file.swift:12`), so the pass
-    /// runs again on its own output until nothing is dropped that way. Common inputs take
-    /// one pass.
-    var joined = false
-
     /// Passes before the input counts as one that does not converge.
     static let maximumPasses = 32
 
@@ -61,12 +55,12 @@ struct Normalizer {
     static func normalize(_ text: String, frameMode: Bool) -> String {
         if text.isEmpty { return "" }
         var text = text
-        var current = text.withUTF8 { pass($0, frameMode: frameMode).0 }
+        var current = text.withUTF8 { pass($0, frameMode: frameMode) }
         // Run to a fixed point: a drop can expose a new match (`++ 1 2`, a URL fragment cut
         // before another one), so one pass is not idempotent for every input. Typical input
         // converges in one pass and pays one more to confirm it.
         for _ in 1..<maximumPasses {
-            let next = current.withUnsafeBufferPointer { pass($0, frameMode: frameMode).0 }
+            let next = current.withUnsafeBufferPointer { pass($0, frameMode: frameMode) }
             if next == current { return String(decoding: current, as: UTF8.self) }
             current = next
         }
@@ -82,19 +76,15 @@ struct Normalizer {
             }
         }
         while letters.last == Bytes.space { letters.removeLast() }
-        let fixed = letters.withUnsafeBufferPointer { pass($0, frameMode: frameMode).0 } == letters
+        let fixed = letters.withUnsafeBufferPointer { pass($0, frameMode: frameMode) } == letters
         return fixed ? String(decoding: letters, as: UTF8.self) : unnormalizable
     }
 
-    static func pass(_ buffer: UnsafeBufferPointer<UInt8>, frameMode: Bool) -> ([UInt8], Bool) {
+    /// One pass over `buffer`: its normalized bytes.
+    static func pass(_ buffer: UnsafeBufferPointer<UInt8>, frameMode: Bool) -> [UInt8] {
         var normalizer = Normalizer(src: buffer, frameMode: frameMode)
         normalizer.run()
-        return (normalizer.out, normalizer.joined)
-    }
-
-    /// Records a drop that made two characters of one line touch.
-    @inline(__always) mutating func noteDrop() {
-        if !pendingSpace && out.count > lineOut { joined = true }
+        return normalizer.out
     }
 
     // MARK: - Lines
@@ -264,7 +254,7 @@ struct Normalizer {
             return j + 1
         }
         if b == UInt8(ascii: "+") && frameRules {
-            let keepsOffset = lastWasAddress || (!pendingSpace && out.count > lineOut && out.last == UInt8(ascii: "("))
+            let keepsOffset = offsetIsKept
             if let top = plainPluses.last, top != out.count - 1 || out[top] != UInt8(ascii: "+") {
                 plainPluses.removeAll(keepingCapacity: true)  // something else was written since
             }
@@ -307,7 +297,6 @@ struct Normalizer {
         if let m = sourceLine(j, k) {
             armed = false
             lineArmed = false
-            if at(m) == UInt8(ascii: ":") { joined = true }  // `x.swift:12:` + `//` would be a URL
             return m
         }
         if let m = changeValue(j, k) { return m }
@@ -482,7 +471,6 @@ struct Normalizer {
                     return k
                 }
             }
-            noteDrop()
             return k  // dropped
         }
         var zeros = true
@@ -510,7 +498,6 @@ struct Normalizer {
     mutating func emitAddressPlaceholder() {
         if lastWasAddress && !frameRules {
             pendingSpace = false
-            joined = true
             return
         }
         emit("0x?")
@@ -806,7 +793,6 @@ struct Normalizer {
 
     /// A URL's `#fragment` is dropped.
     mutating func fragment(_ j: Int) -> Int {
-        noteDrop()
         var k = j
         while k < e && !endsURL(src[k]) { k += 1 }
         inURL = false
@@ -948,9 +934,7 @@ struct Normalizer {
     /// (glibc's frame without a symbol).
     mutating func offset(_ j: Int) -> Int? {
         guard let operand = offsetOperand(j + 1) else { return nil }
-        let keep = lastWasAddress || (!pendingSpace && out.count > lineOut && out.last == UInt8(ascii: "("))
-        guard keep else {
-            noteDrop()
+        guard offsetIsKept else {
             // `++ 1 2`, `+ + 1 2`: dropping `+ 1` leaves `+` before ` 2`, an offset the next
             // pass would drop. Drop it now, and so on down a chain of plain `+`, so that one
             // pass is enough.
@@ -976,6 +960,12 @@ struct Normalizer {
         }
         clearFlags()
         return operand.end
+    }
+
+    /// Whether a `+ offset` written now stays: after a load address (`0x? + 12345`) or
+    /// right inside `(` (`(+0x3143)`).
+    var offsetIsKept: Bool {
+        lastWasAddress || (!pendingSpace && out.count > lineOut && out.last == UInt8(ascii: "("))
     }
 
     /// What follows a `+` that makes it an offset: optional spaces, then a decimal or `0x`
@@ -1005,7 +995,6 @@ struct Normalizer {
         k += 2
         while Bytes.isHex(at(k)) { k += 1 }
         guard at(k) == close else { return nil }
-        noteDrop()
         return k + 1
     }
 }
