@@ -38,8 +38,8 @@ import Testing
         #expect(merged == union)
         // A device already counted changes nothing, so ingest writes nothing back.
         let register = DeviceSketch.register(for: "a1")
-        #expect(CrashDatabase.mergeSparse(a.encoded, [register]) == nil)
-        let fresh = CrashDatabase.mergeSparse([], [register, DeviceSketch.register(for: "zz")])
+        #expect(DeviceSketch.merging(stored: a.encoded, updates: [register]) == nil)
+        let fresh = DeviceSketch.merging(stored: [], updates: [register, DeviceSketch.register(for: "zz")])
         #expect(fresh.map { DeviceSketch(encoded: $0) } == { var s = DeviceSketch(); s.insert("a1"); s.insert("zz"); return s }())
     }
 

@@ -5,12 +5,12 @@ import PostgresNIO
 
 extension CrashDatabase {
     /// One row of `group_version_hourly` / `group_version_daily`: a group, a version (`""`
-    /// for all versions), and an hour or a day (seconds since 1970).
+    /// for all versions), and the start of an hour or a UTC day.
     struct VersionRollupKey: Hashable, Comparable {
         var group: Int64
         var version: String
         var daily: Bool
-        var bucket: Int64
+        var bucket: Date
 
         static func < (a: VersionRollupKey, b: VersionRollupKey) -> Bool {
             (a.group, a.version, a.daily ? 1 : 0, a.bucket) < (b.group, b.version, b.daily ? 1 : 0, b.bucket)
@@ -29,9 +29,8 @@ extension CrashDatabase {
         var registers: [VersionRollupKey: [(index: Int, rank: UInt8)]] = [:]
         for item in stored {
             let register = item.report.device?.id.flatMap { $0.isEmpty ? nil : DeviceSketch.register(for: $0) }
-            let seconds = Int64(item.report.timestamp.timeIntervalSince1970.rounded(.down))
-            let hour = seconds - ((seconds % 3600) + 3600) % 3600
-            let day = seconds - ((seconds % 86_400) + 86_400) % 86_400
+            let hour = TimeWindow.floor(item.report.timestamp, TimeWindow.hour)
+            let day = TimeWindow.floor(item.report.timestamp, TimeWindow.day)
             let group = groups[item.groupKey]!
             for version in ["", item.report.app.version] {
                 for key in [
@@ -44,7 +43,6 @@ extension CrashDatabase {
             }
         }
         if counts.isEmpty { return }
-        func date(_ s: Int64) -> Date { Date(timeIntervalSince1970: Double(s)) }
         var current: [VersionRollupKey: ByteBuffer] = [:]
         if !registers.isEmpty {
             let keys = registers.keys.sorted()
@@ -52,74 +50,38 @@ extension CrashDatabase {
             let rows = try await connection.query(
                 """
                 SELECT s.group_id, s.app_version, false, s.hour, s.sketch FROM group_version_hourly s
-                JOIN unnest(\(hourly.map(\.group)), \(hourly.map(\.version)), \(hourly.map { date($0.bucket) }))
+                JOIN unnest(\(hourly.map(\.group)), \(hourly.map(\.version)), \(hourly.map(\.bucket)))
                     AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
                 UNION ALL
                 SELECT s.group_id, s.app_version, true, s.day, s.sketch FROM group_version_daily s
-                JOIN unnest(\(daily.map(\.group)), \(daily.map(\.version)), \(daily.map { date($0.bucket) }))
+                JOIN unnest(\(daily.map(\.group)), \(daily.map(\.version)), \(daily.map(\.bucket)))
                     AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
                 """, logger: logger)
             for try await (group, version, isDaily, bucket, sketch) in rows.decode((Int64, String, Bool, Date, ByteBuffer).self) {
-                current[VersionRollupKey(group: group, version: version, daily: isDaily, bucket: Int64(bucket.timeIntervalSince1970))] = sketch
+                current[VersionRollupKey(group: group, version: version, daily: isDaily, bucket: bucket)] = sketch
             }
         }
         let empty = ByteBuffer()
         let rows = counts.keys.sorted().map { key -> (key: VersionRollupKey, n: Int64, sketch: ByteBuffer) in
             guard let updates = registers[key] else { return (key, counts[key]!, empty) }
             let stored = current[key].map { Array($0.readableBytesView) } ?? []
-            return (key, counts[key]!, Self.mergeSparse(stored, updates).map { ByteBuffer(bytes: $0) } ?? empty)
+            return (key, counts[key]!, DeviceSketch.merging(stored: stored, updates: updates).map { ByteBuffer(bytes: $0) } ?? empty)
         }
         let h = rows.filter { !$0.key.daily }, d = rows.filter(\.key.daily)
         try await connection.query(
             """
             WITH hourly AS (
                 INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
-                SELECT * FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.version)), \(h.map { date($0.key.bucket) }),
+                SELECT * FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.version)), \(h.map(\.key.bucket)),
                                      \(h.map(\.n)), \(h.map(\.sketch)))
                 ON CONFLICT (group_id, app_version, hour) DO UPDATE SET count = t.count + EXCLUDED.count,
                     sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
             )
             INSERT INTO group_version_daily AS t (group_id, app_version, day, count, sketch)
-            SELECT * FROM unnest(\(d.map(\.key.group)), \(d.map(\.key.version)), \(d.map { date($0.key.bucket) }),
+            SELECT * FROM unnest(\(d.map(\.key.group)), \(d.map(\.key.version)), \(d.map(\.key.bucket)),
                                  \(d.map(\.n)), \(d.map(\.sketch)))
             ON CONFLICT (group_id, app_version, day) DO UPDATE SET count = t.count + EXCLUDED.count,
                 sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
             """, logger: logger)
-    }
-
-    /// Merges register updates into a sketch in stored form (sorted 3-byte entries); nil
-    /// when no register grows.
-    static func mergeSparse(_ stored: [UInt8], _ updates: [(index: Int, rank: UInt8)]) -> [UInt8]? {
-        var best: [Int: UInt8] = [:]
-        for u in updates where best[u.index, default: 0] < u.rank { best[u.index] = u.rank }
-        let sorted = best.sorted { $0.key < $1.key }
-        var out: [UInt8] = []
-        out.reserveCapacity(stored.count + sorted.count * 3)
-        var grew = false
-        var i = 0
-        func append(_ index: Int, _ rank: UInt8) {
-            out.append(UInt8(index >> 8))
-            out.append(UInt8(index & 0xFF))
-            out.append(rank)
-        }
-        for (index, rank) in sorted {
-            while i + 2 < stored.count, Int(stored[i]) << 8 | Int(stored[i + 1]) < index {
-                out.append(contentsOf: stored[i..<i + 3])
-                i += 3
-            }
-            if i + 2 < stored.count, Int(stored[i]) << 8 | Int(stored[i + 1]) == index {
-                if stored[i + 2] < rank { grew = true }
-                append(index, max(stored[i + 2], rank))
-                i += 3
-            } else {
-                grew = true
-                append(index, rank)
-            }
-        }
-        while i + 2 < stored.count {
-            out.append(contentsOf: stored[i..<i + 3])
-            i += 3
-        }
-        return grew ? out : nil
     }
 }

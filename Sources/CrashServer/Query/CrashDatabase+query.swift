@@ -248,8 +248,10 @@ extension CrashDatabase {
         project: Int64, counts: [Int64: Int64], window: TimeWindow, filters f: GroupFilters, on connection: PostgresConnection
     ) async throws -> [Int64: Int64] {
         let sketchable = f.app == nil && f.os == nil
-        let estimated = sketchable ? counts.filter { $0.value > Self.exactDeviceLimit }.map(\.key).sorted() : []
-        let exact = counts.keys.filter { !estimated.contains($0) }.sorted()
+        var exact: [Int64] = [], estimated: [Int64] = []
+        for (id, n) in counts {
+            if sketchable && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
+        }
         var out: [Int64: Int64] = [:]
         if !exact.isEmpty {
             let rows = try await connection.query(

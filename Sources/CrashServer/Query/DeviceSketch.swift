@@ -56,20 +56,49 @@ struct DeviceSketch: Equatable, Sendable {
         }
     }
 
-    /// Register-wise maximum with another sketch.
-    mutating func merge(_ other: DeviceSketch) {
-        for i in 0..<Self.registerCount where registers[i] < other.registers[i] { registers[i] = other.registers[i] }
-    }
-
     /// The stored form: non-zero registers only.
     var encoded: [UInt8] {
         var out: [UInt8] = []
-        for (i, rank) in registers.enumerated() where rank > 0 {
-            out.append(UInt8(i >> 8))
-            out.append(UInt8(i & 0xFF))
-            out.append(rank)
-        }
+        for (i, rank) in registers.enumerated() where rank > 0 { Self.appendEntry(&out, i, rank) }
         return out
+    }
+
+    /// Merges register updates into a sketch in stored form, without decoding it: nil when
+    /// no register grows (ingest then leaves the stored sketch as it is).
+    static func merging(stored: [UInt8], updates: [(index: Int, rank: UInt8)]) -> [UInt8]? {
+        var best: [Int: UInt8] = [:]
+        for u in updates where best[u.index, default: 0] < u.rank { best[u.index] = u.rank }
+        var out: [UInt8] = []
+        out.reserveCapacity(stored.count + best.count * 3)
+        var grew = false
+        var i = 0
+        func storedIndex() -> Int? { i + 2 < stored.count ? Int(stored[i]) << 8 | Int(stored[i + 1]) : nil }
+        for (index, rank) in best.sorted(by: { $0.key < $1.key }) {
+            while let s = storedIndex(), s < index {
+                out.append(contentsOf: stored[i..<i + 3])
+                i += 3
+            }
+            if storedIndex() == index {
+                if stored[i + 2] < rank { grew = true }
+                appendEntry(&out, index, max(stored[i + 2], rank))
+                i += 3
+            } else {
+                grew = true
+                appendEntry(&out, index, rank)
+            }
+        }
+        while storedIndex() != nil {
+            out.append(contentsOf: stored[i..<i + 3])
+            i += 3
+        }
+        return grew ? out : nil
+    }
+
+    /// One entry of the stored form: register (big-endian) and rank.
+    private static func appendEntry(_ out: inout [UInt8], _ index: Int, _ rank: UInt8) {
+        out.append(UInt8(index >> 8))
+        out.append(UInt8(index & 0xFF))
+        out.append(rank)
     }
 
     /// The estimated number of distinct device ids: HyperLogLog with linear counting while
