@@ -22,7 +22,8 @@ let package = Package(
         .target(name: "CrashGrouping", dependencies: ["CrashWire", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "HTTPTypes"),
         .target(name: "IngestCore", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping", "HTTPTypes"]),
-        .executableTarget(name: "FuzzIngest", dependencies: ["IngestCore", "CrashCompression"], swiftSettings: fuzzFlags),
-        .executableTarget(name: "FuzzNormalizer", dependencies: ["CrashGrouping", "CrashWire"], swiftSettings: fuzzFlags),
+        .target(name: "FuzzDriver"),
+        .executableTarget(name: "FuzzIngest", dependencies: ["IngestCore", "CrashCompression", "FuzzDriver"], swiftSettings: fuzzFlags),
+        .executableTarget(name: "FuzzNormalizer", dependencies: ["CrashGrouping", "CrashWire", "FuzzDriver"], swiftSettings: fuzzFlags),
     ]
 )

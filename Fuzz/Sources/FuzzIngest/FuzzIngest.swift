@@ -1,5 +1,6 @@
 import CrashCompression
 import Foundation
+import FuzzDriver
 import IngestCore
 
 /// libFuzzer entry: the first byte picks the encoding (identity, gzip, deflate, or the
@@ -34,20 +35,10 @@ public func fuzzIngest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links executables with main renamed to <module>_main; libFuzzer's own main is
-// then never linked, so this entry point runs libFuzzer's driver with the callback above.
-@_silgen_name("LLVMFuzzerRunDriver")
-private func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
-
+// SwiftPM renames this executable's main to FuzzIngest_main: run libFuzzer's driver from it.
 @_cdecl("FuzzIngest_main")
 public func fuzzIngestMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return runFuzzerDriver(&argc, &argv) { data, size in
+    runLibFuzzer(argc, argv) { data, size in
         guard let data else { return 0 }
         return fuzzIngest(data, size)
     }

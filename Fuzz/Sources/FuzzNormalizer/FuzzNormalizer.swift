@@ -1,5 +1,6 @@
 import CrashGrouping
 import CrashWire
+import FuzzDriver
 
 /// libFuzzer entry for the v1 normalizer: any UTF-8 text (invalid bytes repaired) as a
 /// reason and as a frame. Findings: crashes, sanitizer reports, and broken invariants:
@@ -22,20 +23,10 @@ public func fuzzNormalizer(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links executables with main renamed to <module>_main; libFuzzer's own main is
-// then never linked, so this entry point runs libFuzzer's driver with the callback above.
-@_silgen_name("LLVMFuzzerRunDriver")
-private func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
-
+// SwiftPM renames this executable's main to FuzzNormalizer_main: run libFuzzer's driver from it.
 @_cdecl("FuzzNormalizer_main")
 public func fuzzNormalizerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return runFuzzerDriver(&argc, &argv) { data, size in
+    runLibFuzzer(argc, argv) { data, size in
         guard let data else { return 0 }
         return fuzzNormalizer(data, size)
     }
