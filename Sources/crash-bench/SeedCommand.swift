@@ -61,21 +61,11 @@ struct SeedCommand: AsyncParsableCommand {
     ]
 
     /// Per group, version ('' and each) and hour or day: the report count and the device
-    /// sketch (DeviceSketch.swift): registers from `crashguard_device_register`, the highest
-    /// rank per register, as sorted 3-byte entries (empty without device ids).
+    /// sketch, as schema.sql's `crashguard_version_rollups` derives them from the reports.
     static func versionRollupSQL(table: String, bucket: String) -> String {
         """
         INSERT INTO \(table) (group_id, app_version, \(bucket), count, sketch)
-        SELECT group_id, v, b, sum(n),
-               COALESCE(string_agg(int2send(register::int2) || substring(int2send(rank::int2) FROM 2 FOR 1), ''::bytea ORDER BY register), ''::bytea)
-        FROM (
-            SELECT r.group_id, x.v, date_trunc('\(bucket)', r.ts) AS b, d.register, max(d.rank) AS rank, count(*) AS n
-            FROM reports r
-            CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
-            LEFT JOIN LATERAL (SELECT * FROM crashguard_device_register(r.device_id) WHERE r.device_id <> '') d ON true
-            WHERE r.project_id = $1
-            GROUP BY 1, 2, 3, 4
-        ) s GROUP BY 1, 2, 3
+        SELECT * FROM crashguard_version_rollups($1, '\(bucket)')
         """
     }
 

@@ -98,23 +98,15 @@ import Testing
             #expect(ios.json.groups.titled("big")?["devices"] as? Int == 600)
         }
         // What ingest wrote (batch by batch, merged under the group lock) equals the
-        // rollups recomputed from the stored reports in one statement (as `crash-bench seed`
-        // derives them): counts and sketch bytes alike.
+        // rollups recomputed from the stored reports by `crashguard_version_rollups` (which
+        // `crash-bench seed` uses): counts and sketch bytes alike.
         let differences = try await withTestDatabase { db in
             try await db.client.withConnection { connection in
                 try await connection.query("SET TimeZone = 'UTC'", logger: TestEnvironment.logger)
                 let rows = try await connection.query(
                     """
                     WITH derived AS (
-                        SELECT group_id, v AS app_version, b AS day, sum(n) AS count,
-                               COALESCE(string_agg(int2send(register::int2) || substring(int2send(rank::int2) FROM 2 FOR 1), ''::bytea ORDER BY register), ''::bytea) AS sketch
-                        FROM (
-                            SELECT r.group_id, x.v, date_trunc('day', r.ts) AS b, d.register, max(d.rank) AS rank, count(*) AS n
-                            FROM reports r CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
-                            LEFT JOIN LATERAL (SELECT * FROM crashguard_device_register(r.device_id) WHERE r.device_id <> '') d ON true
-                            WHERE r.project_id = (SELECT id FROM projects WHERE slug = \(p.project))
-                            GROUP BY 1, 2, 3, 4
-                        ) s GROUP BY 1, 2, 3
+                        SELECT * FROM crashguard_version_rollups((SELECT id FROM projects WHERE slug = \(p.project)), 'day')
                     ), written AS (
                         SELECT v.group_id, v.app_version, v.day, v.count, v.sketch FROM group_version_daily v
                         JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = (SELECT id FROM projects WHERE slug = \(p.project))

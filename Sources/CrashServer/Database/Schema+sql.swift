@@ -223,6 +223,25 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     FROM (SELECT ('x' || encode(substring(sha256(convert_to(device_id, 'UTF8')) FROM 1 FOR 8), 'hex'))::bit(64) AS h) x
 $$;
 
+-- A project's per-version rollup rows recomputed from its stored reports, per 'hour' or
+-- 'day' (UTC): what ingest writes batch by batch into group_version_hourly/daily. Used by
+-- `crash-bench seed` to fill them, and by a test that checks ingest against it.
+CREATE OR REPLACE FUNCTION crashguard_version_rollups(p_project bigint, p_unit text)
+RETURNS TABLE (group_id bigint, app_version text, bucket timestamptz, count bigint, sketch bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT s.g, s.v, s.b, sum(s.n)::bigint,
+           COALESCE(string_agg(int2send(s.register::int2) || substring(int2send(s.rank::int2) FROM 2 FOR 1), ''::bytea
+                               ORDER BY s.register), ''::bytea)
+    FROM (
+        SELECT r.group_id AS g, x.v, date_trunc(p_unit, r.ts, 'UTC') AS b, d.register, max(d.rank) AS rank, count(*) AS n
+        FROM reports r
+        CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
+        LEFT JOIN LATERAL (SELECT * FROM crashguard_device_register(r.device_id) WHERE r.device_id <> '') d ON true
+        WHERE r.project_id = p_project
+        GROUP BY 1, 2, 3, 4
+    ) s GROUP BY 1, 2, 3
+$$;
+
 -- Top-N by all-time count (upper bounds for window counts), and the lastSeen/firstSeen sorts.
 DO $$ BEGIN IF to_regclass('crash_groups_by_count') IS NULL THEN CREATE INDEX crash_groups_by_count ON crash_groups (project_id, report_count DESC, id); END IF; END; $$;
 DO $$ BEGIN IF to_regclass('crash_groups_by_last_seen') IS NULL THEN CREATE INDEX crash_groups_by_last_seen ON crash_groups (project_id, last_seen DESC, id); END IF; END; $$;
