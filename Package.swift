@@ -71,6 +71,9 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
+            // schema.sql and docs/openapi.json compiled into the binary (no bundle to ship):
+            // Resources/ holds relative symlinks to the checked-in files, the one source.
+            resources: [.embedInCode("Resources/schema.sql"), .embedInCode("Resources/openapi.json")],
             swiftSettings: strict
         ),
         // @main: parses configuration, runs.

@@ -3,11 +3,6 @@ import Foundation
 import Testing
 
 @Suite struct SchemaTests {
-    @Test func embeddedSchemaMatchesSchemaSQL() throws {
-        let file = try String(contentsOf: TestEnvironment.repoRoot.appendingPathComponent("schema.sql"), encoding: .utf8)
-        #expect(Schema.sql == file, "schema.sql changed: run scripts/gen-schema")
-    }
-
     @Test func splitsOnSemicolonsOutsideQuotesAndDollarQuotes() {
         let sql = """
             -- a comment; with a semicolon

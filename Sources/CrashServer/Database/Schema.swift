@@ -1,5 +1,8 @@
 /// The database schema: `schema.sql`, embedded, and split into statements.
 public enum Schema {
+    /// The text of schema.sql, compiled in by SwiftPM (`.embedInCode`, see Package.swift).
+    static let sql = String(decoding: PackageResources.schema_sql, as: UTF8.self)
+
     /// Lock id that serializes migrations of several replicas starting at once.
     static let migrationLockID: Int64 = 0x4372_6173_6847_7264  // "CrashGrd"
 
