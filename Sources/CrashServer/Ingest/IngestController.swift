@@ -18,6 +18,8 @@ struct IngestController: Sendable {
     let maxBodyBytes: Int
     let maxDecompressedBytes: Int
     let databaseTimeout: Duration
+    /// Body bytes in flight across all requests (received plus decoded).
+    let budget: BodyByteBudget
 
     static let keyHeader = HTTPField.Name(WireProtocol.ingestKeyHeader)!
 
@@ -54,11 +56,16 @@ struct IngestController: Sendable {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
             throw APIError.payloadTooLarge("body is \(length) bytes, over the \(maxBodyBytes)-byte limit")
         }
+        // Held until the request ends, reports included (they are no larger than the body).
+        let share = BodyByteBudget.Reservation(budget)
         for try await chunk in request.body {
+            try share.grow(to: reader.receivedBytes + reader.decodedBytes + chunk.readableBytes)
             try Self.ingestError { try chunk.withUnsafeReadableBytes { try reader.feed($0) } }
+            try share.grow(to: reader.receivedBytes + reader.decodedBytes)
         }
         let batch = try Self.ingestError { try reader.finish(now: Date()) }
         let response = try await store(batch, project: project, logger: context.logger)
+        withExtendedLifetime(share) {}
         return try Self.accepted(response)
     }
 
