@@ -18,6 +18,8 @@ let package = Package(
     products: [
         .library(name: "CrashGuard", targets: ["CrashGuard"]),
         .library(name: "CrashWire", targets: ["CrashWire"]),
+        // For the fuzz package (Fuzz/), which builds the server's ingest pipeline as it is.
+        .library(name: "CrashIngest", targets: ["CrashIngest", "CrashGrouping", "CrashCompression"]),
         .executable(name: "crash-server", targets: ["crash-server"]),
     ],
     dependencies: [
@@ -48,6 +50,10 @@ let package = Package(
             dependencies: ["CrashWire", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
+        // The ingest pipeline from request bytes to validated, signed reports: capped
+        // decoding, the streaming JSON reader, validation. No HTTP, no database.
+        .target(
+            name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping"], swiftSettings: strict),
         // Async-signal-safe crash handler, image map and symbol lookup for the SDK (C).
         .target(name: "CCrashCapture"),
         // The guard SDK: guards, reporter, crash capture. Never imports the server.
@@ -57,7 +63,7 @@ let package = Package(
         .target(
             name: "CrashServer",
             dependencies: [
-                "CrashWire", "CrashCompression", "CrashGrouping",
+                "CrashWire", "CrashCompression", "CrashGrouping", "CrashIngest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -105,6 +111,9 @@ let package = Package(
         .testTarget(name: "CrashWireTests", dependencies: ["CrashWire"], swiftSettings: strict),
         .testTarget(name: "CrashCompressionTests", dependencies: ["CrashCompression"], swiftSettings: strict),
         .testTarget(
+            name: "CrashIngestTests", dependencies: ["CrashIngest", "CrashWire", "CrashCompression", "CrashGrouping"],
+            swiftSettings: strict),
+        .testTarget(
             name: "CrashGroupingTests",
             dependencies: ["CrashGrouping"],
             resources: [.copy("Corpus")],
@@ -120,7 +129,7 @@ let package = Package(
         .testTarget(
             name: "CrashServerTests",
             dependencies: [
-                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard",
+                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

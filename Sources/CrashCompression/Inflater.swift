@@ -10,6 +10,7 @@ public final class Inflater {
     private let format: CompressionFormat
     private let maxOutputBytes: Int
     private var output: [UInt8] = []
+    private var produced = 0
     private var finishedMember = false
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
@@ -32,8 +33,16 @@ public final class Inflater {
         stream.deallocate()
     }
 
-    /// Inflates one chunk of compressed input.
+    /// Inflates one chunk of compressed input, keeping the output for ``finish()``.
     public func feed(_ input: UnsafeRawBufferPointer) throws {
+        try feed(input) { self.output.append(contentsOf: $0) }
+    }
+
+    /// Inflates one chunk of compressed input and hands each piece of output (at most
+    /// 64 KiB, valid only during the call) to `output` instead of keeping it: a streaming
+    /// consumer holds only what it decides to keep. An error thrown by `output` stops
+    /// inflation and is rethrown as it is. End the stream with ``end()``.
+    public func feed(_ input: UnsafeRawBufferPointer, output: (UnsafeBufferPointer<UInt8>) throws -> Void) throws {
         guard let base = input.baseAddress, input.count > 0 else { return }
         stream.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
         stream.pointee.avail_in = uInt(input.count)
@@ -48,7 +57,7 @@ public final class Inflater {
                 inflateReset(stream)
                 finishedMember = false
             }
-            let status = try pump()
+            let status = try pump(output)
             if status == Z_STREAM_END { finishedMember = true }
         }
     }
@@ -60,24 +69,30 @@ public final class Inflater {
 
     /// Ends the stream and returns everything inflated; throws if it was cut short.
     public func finish() throws -> [UInt8] {
-        guard finishedMember else { throw CompressionError.truncated }
+        try end()
         return output
     }
 
+    /// Ends a stream fed through ``feed(_:output:)``; throws if it was cut short.
+    public func end() throws {
+        guard finishedMember else { throw CompressionError.truncated }
+    }
+
     /// Runs inflate until it needs more input or ends a member.
-    private func pump() throws -> Int32 {
+    private func pump(_ emit: (UnsafeBufferPointer<UInt8>) throws -> Void) throws -> Int32 {
         while true {
             let status: Int32 = chunk.withUnsafeMutableBufferPointer { buf in
                 stream.pointee.next_out = buf.baseAddress
                 stream.pointee.avail_out = uInt(buf.count)
                 return CZlib.inflate(stream, Z_NO_FLUSH)
             }
-            let produced = chunk.count - Int(stream.pointee.avail_out)
-            if produced > 0 {
-                guard output.count + produced <= maxOutputBytes else {
+            let count = chunk.count - Int(stream.pointee.avail_out)
+            if count > 0 {
+                guard produced + count <= maxOutputBytes else {
                     throw CompressionError.outputLimitExceeded(limit: maxOutputBytes)
                 }
-                output.append(contentsOf: chunk[0..<produced])
+                produced += count
+                try chunk.withUnsafeBufferPointer { try emit(UnsafeBufferPointer(rebasing: $0[0..<count])) }
             }
             switch status {
             case Z_STREAM_END:

@@ -59,7 +59,8 @@ func buildRouter(
         metrics: metrics,
         maxBodyBytes: configuration.maxBodyBytes,
         maxDecompressedBytes: configuration.maxDecompressedBytes,
-        databaseTimeout: timeout
+        databaseTimeout: timeout,
+        budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes)
     ).addRoutes(to: router)
     QueryController(database: database).addRoutes(to: router)
     return router

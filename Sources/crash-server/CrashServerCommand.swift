@@ -47,6 +47,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Largest decompressed body in bytes (env CRASHGUARD_MAX_DECOMPRESSED_BYTES).") var maxDecompressedBytes: Int?
     @Option(help: "Ingest requests per second per project, 0 = off (env CRASHGUARD_RATE_LIMIT).") var rateLimit: Double?
     @Option(help: "Ingest burst per project (env CRASHGUARD_RATE_BURST).") var rateBurst: Double?
+    @Option(help: "Request body bytes in flight across ingest requests (env CRASHGUARD_MAX_INFLIGHT_BODY_BYTES).") var maxInflightBodyBytes: Int?
     @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
     @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
     @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
@@ -60,6 +61,7 @@ struct Serve: AsyncParsableCommand {
         if let rateLimit { config.rateLimit = rateLimit }
         if let rateBurst { config.rateBurst = rateBurst }
         if let maxQueuedReports { config.maxQueuedReports = maxQueuedReports }
+        if let maxInflightBodyBytes { config.maxInflightBodyBytes = maxInflightBodyBytes }
         if let retentionDays { config.retentionDays = retentionDays }
         if let dbPoolSize { config.databasePoolSize = dbPoolSize }
         try config.validate()

@@ -120,13 +120,18 @@ import Testing
                 #expect(response.status == .badRequest, "\(name)")
                 #expect(response.errorMessage?.isEmpty == false, "\(name)")
             }
-            // Moderately nested (under the parser's depth limit) inside a field: a rejected report.
-            let moderate = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+            // Nested within the contract's 32 levels (the top-level object, `reports` and the
+            // report make 3) inside a field: a rejected report. One level more: 400.
+            let moderate = String(repeating: "[", count: 29) + String(repeating: "]", count: 29)
             let body = Array(#"{"reports":[{"context":"#.utf8) + Array(moderate.utf8) + Array("}]}".utf8)
             let response = try await client.ingest(key: project.ingestKey, body: body)
             #expect(response.status == .accepted)
             let parsed = try response.decode(IngestResponse.self)
             #expect(parsed.rejected.count == 1)
+            let deeper = Array(#"{"reports":[{"context":["#.utf8) + Array(moderate.utf8) + Array("]}]}".utf8)
+            let refused = try await client.ingest(key: project.ingestKey, body: deeper)
+            #expect(refused.status == .badRequest)
+            #expect(refused.errorMessage?.contains("deeper than 32") == true)
             try await expectServing(client, key: project.ingestKey)
         }
     }
@@ -142,7 +147,8 @@ import Testing
         try await withApp { client in
             let reports = try await client.ingest(key: project.ingestKey, body: manyReports)
             #expect(reports.status == .badRequest)
-            #expect(reports.errorMessage?.contains("100000") == true)
+            // Refused at the 1001st element (the contract), without counting the rest.
+            #expect(reports.errorMessage?.contains("more than 1000 reports") == true)
             for (name, body, field) in [("frames", manyFrames, "stack:"), ("context", manyContext, "context:"), ("fingerprint", manyParts, "fingerprint:")] {
                 let started = ContinuousClock.now
                 let response = try await client.ingest(key: project.ingestKey, body: body)

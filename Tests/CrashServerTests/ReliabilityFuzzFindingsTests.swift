@@ -1,4 +1,5 @@
-@testable import CrashServer
+@testable import CrashIngest
+import CrashServer
 import CrashCompression
 import CrashGrouping
 import CrashWire
@@ -56,12 +57,21 @@ import Testing
     }
 
     @Test func controlCharacterScanFollowsStringsAndEscapes() {
-        func scan(_ text: String) -> Int? { IncomingBatch.rawControlCharacterInString(Array(text.utf8))?.offset }
+        func scan(_ text: String) -> Int? {
+            var scanner = JSONBodyScanner()
+            do {
+                try Array(text.utf8).withUnsafeBufferPointer { (buffer) throws(IngestError) in try scanner.scan(buffer) }
+                return nil
+            } catch {
+                guard let at = error.message.range(of: "at byte ") else { return nil }
+                return Int(error.message[at.upperBound...])
+            }
+        }
         #expect(scan("{\"a\":\n\t\"b\"}") == nil)  // white space between tokens is JSON
         #expect(scan("{\"a\": \"x\ny\"}") == 8)
         #expect(scan(#"{"a": "q\"\\"}"#) == nil)
         #expect(scan("{\"a\": \"\\\"\u{0}\"}") == 9)
-        #expect(scan("{\"a\": \"\\\\\"} \u{1F}") == nil)  // after the string closes
+        #expect(scan("{\"a\": \"\\\\\"} \u{1F}") == nil)  // after the string closes: not a string's
     }
 
     @Test func normalizerInvariantsHold() {

@@ -1,12 +1,14 @@
 import CrashCompression
 import Foundation
+import CrashIngest
 import FuzzDriver
-import IngestCore
 
-/// libFuzzer entry: the first byte picks the encoding (identity, gzip, deflate, or the
-/// input gzip-compressed first, so the fuzzer reaches the JSON decoder through inflate);
-/// the rest is the body. Crashes, sanitizer reports and the decoder's own preconditions
-/// (rejections name a field, signatures are SHA-256, titles are cut) are findings.
+/// libFuzzer entry for the server's ingest pipeline (CrashIngest): the first byte picks the
+/// encoding (identity, gzip, deflate, or the input gzip-compressed first, so the fuzzer
+/// reaches the streaming JSON reader through inflate); the rest is the body. Crashes,
+/// sanitizer reports and the pipeline's own preconditions (rejections name a field,
+/// signatures are SHA-256, titles are cut, every report accounted for) are findings, as is
+/// a body that gets a different verdict whole and fed one byte at a time.
 /// The decompressed cap is 1 MiB here so that inflate bombs stay cheap.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzIngest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -30,9 +32,28 @@ public func fuzzIngest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             preconditionFailure("gzip and identity disagree")
         }
     }
+    if bytes[0] % 4 == 0 {
+        // Chunk boundaries must not matter: the same body fed byte by byte.
+        let stepwise = feedBytewise(body, now: now)
+        if stepwise != outcome {
+            FileHandle.standardError.write(Data("whole and bytewise disagree: \(outcome) vs \(stepwise)\n".utf8))
+            preconditionFailure("whole and bytewise disagree")
+        }
+    }
     precondition([202, 400, 413].contains(outcome.status), "unexpected status \(outcome.status): \(outcome.error ?? "")")
     precondition(outcome.status == 202 || outcome.error?.isEmpty == false, "an error names the problem")
     return 0
+}
+
+private func feedBytewise(_ body: [UInt8], now: Date) -> IngestDecoding.Outcome {
+    do {
+        let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: .max, maxDecompressedBytes: 1 << 20)
+        for byte in body { try reader.feed([byte]) }
+        let batch = try reader.finish(now: now)
+        return IngestDecoding.Outcome(status: 202, valid: batch.accepted.count, rejected: batch.rejected.count, error: nil)
+    } catch {
+        return IngestDecoding.Outcome(status: error.status, valid: 0, rejected: 0, error: error.message)
+    }
 }
 
 // SwiftPM renames this executable's main to FuzzIngest_main: run libFuzzer's driver from it.

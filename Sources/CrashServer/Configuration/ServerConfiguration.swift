@@ -18,6 +18,9 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes = WireProtocol.defaultMaxCompressedBytes
     /// Largest decompressed body (`CRASHGUARD_MAX_DECOMPRESSED_BYTES`); over it is 413.
     public var maxDecompressedBytes = WireProtocol.defaultMaxDecompressedBytes
+    /// Request body bytes in flight across all ingest requests, received plus decoded
+    /// (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`); past it is 503. At least one largest request.
+    public var maxInflightBodyBytes = 256 << 20
     /// Ingest requests per second per project, per server (`CRASHGUARD_RATE_LIMIT`); 0 is off.
     public var rateLimit: Double = 1000
     /// Requests a project may send at once above the rate (`CRASHGUARD_RATE_BURST`).
@@ -57,6 +60,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_LOG_LEVEL", Logger.Level.init(rawValue:)) { logLevel = v }
         if let v = try value("CRASHGUARD_MAX_BODY_BYTES", Int.init) { maxBodyBytes = v }
         if let v = try value("CRASHGUARD_MAX_DECOMPRESSED_BYTES", Int.init) { maxDecompressedBytes = v }
+        if let v = try value("CRASHGUARD_MAX_INFLIGHT_BODY_BYTES", Int.init) { maxInflightBodyBytes = v }
         if let v = try value("CRASHGUARD_RATE_LIMIT", Double.init) { rateLimit = v }
         if let v = try value("CRASHGUARD_RATE_BURST", Double.init) { rateBurst = v }
         if let v = try value("CRASHGUARD_MAX_QUEUED_REPORTS", Int.init) { maxQueuedReports = v }
@@ -73,6 +77,9 @@ public struct ServerConfiguration: Sendable {
     public func validate() throws {
         guard (0...65535).contains(port) else { throw ConfigurationError("port: \(port) is not 0...65535") }
         guard maxBodyBytes > 0, maxDecompressedBytes > 0 else { throw ConfigurationError("size limits must be positive") }
+        guard maxInflightBodyBytes >= maxBodyBytes + maxDecompressedBytes else {
+            throw ConfigurationError("the in-flight body budget must hold one largest request (compressed plus decompressed limit)")
+        }
         guard rateLimit >= 0, rateBurst >= 1 || rateLimit == 0 else { throw ConfigurationError("rate limit: rate >= 0 and burst >= 1") }
         guard maxQueuedReports >= WireProtocol.maxReportsPerBatch else {
             throw ConfigurationError("max queued reports: at least \(WireProtocol.maxReportsPerBatch)")

@@ -1,3 +1,4 @@
+import CrashIngest
 import CrashWire
 import Foundation
 import HTTPTypes
@@ -48,6 +49,15 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
     /// 503: database unreachable or ingest queue full; nothing of the request was stored.
     public static func unavailable(_ message: String, retryAfter: Int = 1) -> Self {
         .init(.unavailable, message, retryAfter: max(1, retryAfter))
+    }
+
+    /// The client's error for a body the ingest pipeline refused.
+    init(ingest error: IngestError) {
+        switch error.status {
+        case 413: self.init(.payloadTooLarge, error.message)
+        case 415: self.init(.unsupportedMediaType, error.message)
+        default: self.init(.badRequest, error.message)
+        }
     }
 
     /// The HTTP status for this error.

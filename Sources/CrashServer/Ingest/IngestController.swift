@@ -1,5 +1,6 @@
 import CrashCompression
 import CrashGrouping
+import CrashIngest
 import CrashWire
 import Foundation
 import HTTPTypes
@@ -17,6 +18,8 @@ struct IngestController: Sendable {
     let maxBodyBytes: Int
     let maxDecompressedBytes: Int
     let databaseTimeout: Duration
+    /// Body bytes in flight across all requests (received plus decoded).
+    let budget: BodyByteBudget
 
     static let keyHeader = HTTPField.Name(WireProtocol.ingestKeyHeader)!
 
@@ -29,7 +32,11 @@ struct IngestController: Sendable {
             throw APIError.unauthorized("missing \(WireProtocol.ingestKeyHeader) header")
         }
         try Self.checkContentType(request.headers[.contentType])
-        let format = try Self.compression(request.headers[.contentEncoding])
+        let reader = try Self.ingestError {
+            try IngestBodyReader(
+                contentEncoding: request.headers[.contentEncoding], maxBodyBytes: maxBodyBytes,
+                maxDecompressedBytes: maxDecompressedBytes)
+        }
         if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
         let project: ProjectRef
         do {
@@ -49,40 +56,27 @@ struct IngestController: Sendable {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
             throw APIError.payloadTooLarge("body is \(length) bytes, over the \(maxBodyBytes)-byte limit")
         }
-        let body = try await readBody(request.body, format: format)
-        let batch = try IncomingBatch.decode(body)
-        guard (1...WireProtocol.maxReportsPerBatch).contains(batch.reports.count) else {
-            throw APIError.badRequest("\"reports\" has \(batch.reports.count) reports; send 1 to \(WireProtocol.maxReportsPerBatch)")
+        // Held until the request ends, reports included (they are no larger than the body).
+        let share = BodyByteBudget.Reservation(budget)
+        for try await chunk in request.body {
+            try share.grow(to: reader.receivedBytes + reader.decodedBytes + chunk.readableBytes)
+            try Self.ingestError { try chunk.withUnsafeReadableBytes { try reader.feed($0) } }
+            try share.grow(to: reader.receivedBytes + reader.decodedBytes)
         }
+        let batch = try Self.ingestError { try reader.finish(now: Date()) }
         let response = try await store(batch, project: project, logger: context.logger)
+        withExtendedLifetime(share) {}
         return try Self.accepted(response)
     }
 
-    /// Validates and groups each report, commits the valid ones, and counts outcomes.
-    private func store(_ batch: IncomingBatch, project: ProjectRef, logger: Logger) async throws -> IngestResponse {
-        let now = Date()
-        var items: [IngestItem] = []
-        var indices: [Int] = []
-        var rejected: [IngestResponse.Rejection] = []
-        for (index, slot) in batch.reports.enumerated() {
-            switch slot.result {
-            case .failure(let failure):
-                rejected.append(.init(index: index, error: failure.message))
-            case .success(let report):
-                if let problem = report.validationError(now: now) {
-                    rejected.append(.init(index: index, error: problem))
-                    continue
-                }
-                let signature = Grouping.signature(
-                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint)
-                items.append(IngestItem(projectID: project.id, report: report, signature: signature))
-                indices.append(index)
-            }
-        }
+    /// Commits the valid reports of `batch`, and counts outcomes.
+    private func store(_ batch: IngestBatch, project: ProjectRef, logger: Logger) async throws -> IngestResponse {
+        let items = batch.accepted.map { IngestItem(projectID: project.id, report: $0.report, signature: $0.signature) }
+        let rejected = batch.rejected
         let outcome = try await batcher.submit(items)
         let accepted = outcome.filter { $0 }.count
         let duplicates = outcome.count - accepted
-        metrics.recordIngest(reports: batch.reports.count, accepted: accepted, duplicates: duplicates, rejected: rejected.count)
+        metrics.recordIngest(reports: batch.count, accepted: accepted, duplicates: duplicates, rejected: rejected.count)
         logger.debug(
             "reports ingested",
             metadata: [
@@ -90,39 +84,6 @@ struct IngestController: Sendable {
                 "ingest.duplicates": "\(duplicates)", "ingest.rejected": "\(rejected.count)",
             ])
         return IngestResponse(accepted: accepted, duplicates: duplicates, rejected: rejected)
-    }
-
-    /// Reads the body, counting compressed bytes against `maxBodyBytes` and inflating as
-    /// it arrives with output capped at `maxDecompressedBytes`: stops at either limit.
-    private func readBody(_ body: RequestBody, format: CompressionFormat?) async throws -> [UInt8] {
-        var received = 0
-        let tooLarge = APIError.payloadTooLarge("body is over the \(maxBodyBytes)-byte limit")
-        guard let format else {
-            var bytes: [UInt8] = []
-            for try await chunk in body {
-                received += chunk.readableBytes
-                guard received <= maxBodyBytes else { throw tooLarge }
-                guard received <= maxDecompressedBytes else {
-                    throw APIError.payloadTooLarge("body is over the \(maxDecompressedBytes)-byte decompressed limit")
-                }
-                bytes.append(contentsOf: chunk.readableBytesView)
-            }
-            return bytes
-        }
-        let inflater = try Inflater(format: format, maxOutputBytes: maxDecompressedBytes)
-        do {
-            for try await chunk in body {
-                received += chunk.readableBytes
-                guard received <= maxBodyBytes else { throw tooLarge }
-                try chunk.withUnsafeReadableBytes { try inflater.feed($0) }
-            }
-            if received == 0 { throw APIError.badRequest("body is empty: expected a compressed JSON object") }
-            return try inflater.finish()
-        } catch let error as CompressionError where error.isOutputLimitExceeded {
-            throw APIError.payloadTooLarge("decompressed body is over the \(maxDecompressedBytes)-byte limit")
-        } catch let error as CompressionError {
-            throw APIError.badRequest("body is not JSON: \(error)")
-        }
     }
 
     /// 415 unless the media type is `application/json` (parameters allowed).
@@ -136,15 +97,12 @@ struct IngestController: Sendable {
         }
     }
 
-    /// The body's compression, or nil for identity; 415 for anything else.
-    static func compression(_ value: String?) throws -> CompressionFormat? {
-        let encoding = value?.trimmingWhitespace().lowercased() ?? ""
-        switch encoding {
-        case "", "identity": return nil
-        case "gzip", "x-gzip": return .gzip
-        case "deflate": return .deflate
-        default:
-            throw APIError.unsupportedMediaType("unsupported Content-Encoding '\(value ?? "")': use gzip, deflate or identity")
+    /// Runs a step of the ingest pipeline, turning its refusal into the client's error.
+    static func ingestError<T>(_ step: () throws -> T) throws -> T {
+        do {
+            return try step()
+        } catch let error as IngestError {
+            throw APIError(ingest: error)
         }
     }
 

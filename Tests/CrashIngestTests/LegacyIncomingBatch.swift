@@ -1,6 +1,12 @@
 import CrashWire
 import Foundation
 
+@testable import CrashIngest
+
+/// The oracle of the differential tests: the server's ingest decoding before the streaming
+/// reader (issue 13), `JSONDecoder` over the whole body, kept here as it was so that the
+/// new reader is checked against it: same decisions, same values, same messages.
+///
 /// The ingest body as decoded leniently: the batch is valid JSON with a `reports` array,
 /// but each element may still be a rejected report, with the field that is wrong named.
 struct IncomingBatch: Decodable {
@@ -23,29 +29,29 @@ struct IncomingBatch: Decodable {
         }
     }
 
-    /// Decodes the body: throws ``APIError/badRequest(_:)`` unless it is JSON with a `reports` array.
+    /// Decodes the body: throws a 400 unless it is JSON with a `reports` array.
     static func decode(_ bytes: [UInt8]) throws -> IncomingBatch {
-        guard !bytes.isEmpty else { throw APIError.badRequest("body is empty: expected a JSON object with a \"reports\" array") }
-        guard String(validating: bytes, as: UTF8.self) != nil else { throw APIError.badRequest("body is not JSON: invalid UTF-8") }
+        guard !bytes.isEmpty else { throw IngestError.badRequest("body is empty: expected a JSON object with a \"reports\" array") }
+        guard String(validating: bytes, as: UTF8.self) != nil else { throw IngestError.badRequest("body is not JSON: invalid UTF-8") }
         if let (offset, byte) = Self.rawControlCharacterInString(bytes) {
             // RFC 8259: control characters in strings must be escaped. Foundation notices
             // only when it decodes that string (in key order, random per process), so check
             // here and give every such body the same answer.
             let code = String(byte, radix: 16, uppercase: true)
-            throw APIError.badRequest("body is not JSON: unescaped control character U+\(String(repeating: "0", count: 4 - code.count))\(code) in a string at byte \(offset)")
+            throw IngestError.badRequest("body is not JSON: unescaped control character U+\(String(repeating: "0", count: 4 - code.count))\(code) in a string at byte \(offset)")
         }
         do {
             return try JSONDecoder.crashWire().decode(IncomingBatch.self, from: Data(bytes))
         } catch DecodingError.keyNotFound(let key, let context) where context.codingPath.isEmpty && key.stringValue == "reports" {
-            throw APIError.badRequest("body has no \"reports\" array")
+            throw IngestError.badRequest("body has no \"reports\" array")
         } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
-            throw APIError.badRequest("body is not a JSON object with a \"reports\" array")
+            throw IngestError.badRequest("body is not a JSON object with a \"reports\" array")
         } catch DecodingError.typeMismatch(_, let context) where context.codingPath.count == 1 {
-            throw APIError.badRequest("\"reports\" is not an array")
+            throw IngestError.badRequest("\"reports\" is not an array")
         } catch DecodingError.valueNotFound(_, let context) where context.codingPath.count <= 1 {
-            throw APIError.badRequest("\"reports\" is not an array")
+            throw IngestError.badRequest("\"reports\" is not an array")
         } catch {
-            throw APIError.badRequest("body is not JSON")
+            throw IngestError.badRequest("body is not JSON")
         }
     }
 }

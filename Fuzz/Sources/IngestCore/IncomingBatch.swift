@@ -1,1 +1,0 @@
-../../../Sources/CrashServer/Ingest/IncomingBatch.swift

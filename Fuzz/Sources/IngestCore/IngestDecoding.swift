@@ -1,1 +1,0 @@
-../../../Sources/CrashServer/Reliability/IngestDecoding.swift

@@ -1,0 +1,410 @@
+import CrashWire
+import Foundation
+
+/// The second pass over an ingest body that ``JSONBodyScanner`` passed: reads the
+/// `reports` array element by element into validated `Report` values or rejections that
+/// name the field, with the decisions and messages of the wire format's `Decodable` types
+/// (fields in declaration order, the first failure wins), then `Report.validationError`.
+///
+/// A string longer than its field allows is measured, not copied: its report is rejected
+/// with the real length in the message. Arrays and objects past their limits are counted,
+/// not kept. So a report costs at most its limits in memory, whatever the body holds.
+struct ReportReader {
+    /// One element of `reports`: a valid report, or the message that rejects it.
+    typealias Slot = Result<Report, Rejection>
+
+    struct Rejection: Error {
+        var message: String
+        init(_ message: String) { self.message = message }
+    }
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private let now: Date
+    private var i = 0
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, now: Date) {
+        self.bytes = bytes
+        self.now = now
+    }
+
+    /// Reads and validates every element of the body's `reports` array.
+    static func read(_ bytes: UnsafeBufferPointer<UInt8>, now: Date) throws(IngestError) -> [Slot] {
+        var reader = ReportReader(bytes, now: now)
+        return try reader.readBody()
+    }
+
+    private mutating func readBody() throws(IngestError) -> [Slot] {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == 0x7B else { throw JSONBodyScanner.notAnObject }
+        var reportsAt: Int?
+        forEachMember { reader, key in
+            if reader.equals(key, "reports") { reportsAt = reader.i }
+            reader.skipValue()
+        }
+        guard let reportsAt else { throw IngestError.badRequest("body has no \"reports\" array") }
+        i = reportsAt
+        guard bytes[i] == 0x5B else { throw JSONBodyScanner.notAnArray }
+        var slots: [Slot] = []
+        forEachElement { reader, _ in
+            slots.append(reader.readReport())
+        }
+        guard !slots.isEmpty else {
+            throw IngestError.badRequest("\"reports\" has 0 reports; send 1 to \(WireProtocol.maxReportsPerBatch)")
+        }
+        return slots
+    }
+
+    // MARK: One report
+
+    private enum Field: Int, CaseIterable {
+        case id, timestamp, kind, reason, stack, fatal, app, device, fingerprint, context
+    }
+
+    private static let fieldNames: [StaticString] = [
+        "id", "timestamp", "kind", "reason", "stack", "fatal", "app", "device", "fingerprint", "context",
+    ]
+
+    /// Over-long strings and over-full arrays stand in `Report` as the shortest value of the
+    /// same verdict; the real figure is put back into `Report.validationError`'s message.
+    private struct Oversize {
+        /// Message prefix of the stand-in (`reason: 8193 bytes`) -> its replacement.
+        var messages: [(prefix: String, replacement: String)] = []
+
+        mutating func string(_ field: String, limit: Int, real: Int) -> String {
+            messages.append(("\(field): \(limit + 1) bytes", "\(field): \(real) bytes"))
+            return String(repeating: "x", count: limit + 1)
+        }
+
+        mutating func count(_ field: String, kept: Int, real: Int, unit: String) {
+            messages.append(("\(field): \(kept) \(unit)", "\(field): \(real) \(unit)"))
+        }
+
+        func restore(_ message: String) -> String {
+            for (prefix, replacement) in messages where message.hasPrefix(prefix) {
+                return replacement + message.dropFirst(prefix.count)
+            }
+            return message
+        }
+    }
+
+    private mutating func readReport() -> Slot {
+        guard bytes[i] == 0x7B else {
+            skipValue()
+            return .failure(Rejection("report: must be an object"))
+        }
+        var at = [Int?](repeating: nil, count: Field.allCases.count)
+        forEachMember { reader, key in
+            if let field = reader.field(key) { at[field.rawValue] = reader.i }
+            reader.skipValue()
+        }
+        let end = i
+        defer { i = end }
+        var oversize = Oversize()
+        let report: Report
+        do {
+            report = try decodeReport(at, &oversize)
+        } catch {
+            return .failure(error)
+        }
+        if let problem = report.validationError(now: now) {
+            return .failure(Rejection(oversize.restore(problem)))
+        }
+        return .success(report)
+    }
+
+    private func field(_ key: JSONText.Span) -> Field? {
+        // Fast path: no field name is longer than 11 bytes or needs escaping.
+        for field in Field.allCases where equals(key, Self.fieldNames[field.rawValue]) { return field }
+        return nil
+    }
+
+    private mutating func decodeReport(_ at: [Int?], _ oversize: inout Oversize) throws(Rejection) -> Report {
+        let idText = try requiredString(at[Field.id.rawValue], "id", limit: 64)
+        guard case .value(let idString) = idText, let id = UUID(uuidString: idString) else {
+            throw Rejection("id: not a UUID")
+        }
+        let timeText = try requiredString(at[Field.timestamp.rawValue], "timestamp", limit: 64)
+        guard case .value(let timeString) = timeText, let timestamp = RFC3339.parse(timeString) else {
+            throw Rejection("timestamp: not an RFC 3339 date-time")
+        }
+        let kindText = try requiredString(at[Field.kind.rawValue], "kind", limit: 64)
+        guard case .value(let kindString) = kindText, let kind = ReportKind(rawValue: kindString) else {
+            throw Rejection("kind: not one of \(ReportKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let reason = try string(requiredString(at[Field.reason.rawValue], "reason", limit: ReportLimits.reasonBytes.upperBound), "reason", ReportLimits.reasonBytes.upperBound, &oversize)
+        let stack = try stringArray(
+            at[Field.stack.rawValue], "stack", limit: ReportLimits.frameBytes, keep: ReportLimits.maxFrames + 1,
+            unit: "frames", &oversize)
+        let fatal = try optionalBool(at[Field.fatal.rawValue], "fatal")
+        let app = try decodeApp(at[Field.app.rawValue], &oversize)
+        let device = try decodeDevice(at[Field.device.rawValue], &oversize)
+        let fingerprint = try stringArray(
+            at[Field.fingerprint.rawValue], "fingerprint", limit: ReportLimits.fingerprintPartBytes,
+            keep: ReportLimits.fingerprintParts.upperBound + 1, unit: "parts", &oversize)
+        let context = try decodeContext(at[Field.context.rawValue], &oversize)
+        return Report(
+            id: id, timestamp: timestamp, kind: kind, reason: reason, stack: stack, fatal: fatal, app: app,
+            device: device, fingerprint: fingerprint, context: context)
+    }
+
+    private mutating func decodeApp(_ at: Int?, _ oversize: inout Oversize) throws(Rejection) -> AppInfo {
+        guard let at else { throw Rejection("app: required") }
+        try expectObject(at, "app")
+        var fields: [Int?] = [nil, nil, nil]
+        i = at
+        forEachMember { reader, key in
+            if reader.equals(key, "id") { fields[0] = reader.i }
+            if reader.equals(key, "version") { fields[1] = reader.i }
+            if reader.equals(key, "build") { fields[2] = reader.i }
+            reader.skipValue()
+        }
+        let limit = ReportLimits.appFieldBytes.upperBound
+        let id = try string(requiredString(fields[0], "app.id", limit: limit), "app.id", limit, &oversize)
+        let version = try string(requiredString(fields[1], "app.version", limit: limit), "app.version", limit, &oversize)
+        let build = try optionalString(fields[2], "app.build", limit: limit).map { string($0, "app.build", limit, &oversize) }
+        return AppInfo(id: id, version: version, build: build)
+    }
+
+    private mutating func decodeDevice(_ at: Int?, _ oversize: inout Oversize) throws(Rejection) -> DeviceInfo? {
+        guard let at, bytes[at] != 0x6E else { return nil }
+        try expectObject(at, "device")
+        let names: [StaticString] = ["os", "osVersion", "model", "id"]
+        var fields: [Int?] = [nil, nil, nil, nil]
+        i = at
+        forEachMember { reader, key in
+            for (n, name) in names.enumerated() where reader.equals(key, name) { fields[n] = reader.i }
+            reader.skipValue()
+        }
+        let limit = ReportLimits.deviceFieldBytes
+        var values: [String?] = []
+        for (n, name) in ["device.os", "device.osVersion", "device.model", "device.id"].enumerated() {
+            values.append(try optionalString(fields[n], name, limit: limit).map { string($0, name, limit, &oversize) })
+        }
+        return DeviceInfo(os: values[0], osVersion: values[1], model: values[2], id: values[3])
+    }
+
+    private mutating func decodeContext(_ at: Int?, _ oversize: inout Oversize) throws(Rejection) -> [String: String]? {
+        guard let at, bytes[at] != 0x6E else { return nil }
+        try expectObject(at, "context")
+        let keep = ReportLimits.maxContextEntries + 1
+        var context: [String: String] = [:]
+        var entries = 0
+        var failure: Rejection?
+        i = at
+        forEachMember { reader, keySpan in
+            guard failure == nil else { return reader.skipValue() }
+            let key = JSONText.decode(reader.bytes, keySpan) ?? "\u{FFFD}"
+            let name = "context.\(key)"
+            do throws(Rejection) {
+                let value = try reader.requiredString(reader.i, name, limit: ReportLimits.contextValueBytes)
+                entries += 1
+                if context.count < keep || context[key] != nil {
+                    context[key] = reader.string(value, "context[\(key)]", ReportLimits.contextValueBytes, &oversize)
+                }
+            } catch {
+                failure = error
+            }
+            reader.skipValue()
+        }
+        if let failure { throw failure }
+        if entries > context.count, context.count == keep {
+            oversize.count("context", kept: keep, real: entries, unit: "entries")
+        }
+        return context
+    }
+
+    /// `[String]?`: absent or null is nil; elements past `keep` are checked, not kept.
+    private mutating func stringArray(
+        _ at: Int?, _ name: String, limit: Int, keep: Int, unit: String, _ oversize: inout Oversize
+    ) throws(Rejection) -> [String]? {
+        guard let at, bytes[at] != 0x6E else { return nil }
+        guard bytes[at] == 0x5B else { throw Rejection("\(name): expected an array") }
+        var values: [String] = []
+        var count = 0
+        var failure: Rejection?
+        i = at
+        forEachElement { reader, index in
+            guard failure == nil else { return reader.skipValue() }
+            let element = "\(name)[\(index)]"
+            do throws(Rejection) {
+                let text = try reader.requiredString(reader.i, element, limit: limit)
+                count += 1
+                if values.count < keep { values.append(reader.string(text, element, limit, &oversize)) }
+            } catch {
+                failure = error
+            }
+            reader.skipValue()
+        }
+        if let failure { throw failure }
+        if count > values.count { oversize.count(name, kept: values.count, real: count, unit: unit) }
+        return values
+    }
+
+    // MARK: Values
+
+    private enum Text {
+        case value(String)
+        case tooLong(Int)
+    }
+
+    private func requiredString(_ at: Int?, _ name: String, limit: Int) throws(Rejection) -> Text {
+        guard let at else { throw Rejection("\(name): required") }
+        if bytes[at] == 0x6E { throw Rejection("\(name): must not be null") }
+        return try text(at, name, limit: limit)
+    }
+
+    private func optionalString(_ at: Int?, _ name: String, limit: Int) throws(Rejection) -> Text? {
+        guard let at, bytes[at] != 0x6E else { return nil }
+        return try text(at, name, limit: limit)
+    }
+
+    private func text(_ at: Int, _ name: String, limit: Int) throws(Rejection) -> Text {
+        guard bytes[at] == 0x22 else { throw Rejection("\(name): expected a string") }
+        var probe = self
+        probe.i = at
+        let span = probe.scanString()
+        switch JSONText.measure(bytes, span) {
+        case .loneSurrogate:
+            throw Rejection("\(name): invalid value")
+        case .text(let count, _) where count > limit:
+            return .tooLong(count)
+        case .text:
+            guard let value = JSONText.decode(bytes, span) else { throw Rejection("\(name): invalid value") }
+            return .value(value)
+        }
+    }
+
+    private func string(_ text: Text, _ name: String, _ limit: Int, _ oversize: inout Oversize) -> String {
+        switch text {
+        case .value(let value): return value
+        case .tooLong(let count): return oversize.string(name, limit: limit, real: count)
+        }
+    }
+
+    private func optionalBool(_ at: Int?, _ name: String) throws(Rejection) -> Bool? {
+        guard let at else { return nil }
+        switch bytes[at] {
+        case 0x6E: return nil
+        case 0x74: return true
+        case 0x66: return false
+        default: throw Rejection("\(name): expected a boolean")
+        }
+    }
+
+    private func expectObject(_ at: Int, _ name: String) throws(Rejection) {
+        if bytes[at] == 0x6E { throw Rejection("\(name): must not be null") }
+        guard bytes[at] == 0x7B else { throw Rejection("\(name): expected an object") }
+    }
+
+    // MARK: Walking valid JSON
+
+    private mutating func skipSpace() {
+        while i < bytes.count, JSONBodyScanner.isSpace(bytes[i]) { i += 1 }
+    }
+
+    private func equals(_ span: JSONText.Span, _ text: StaticString) -> Bool {
+        if !span.escaped {
+            guard span.rawCount == text.utf8CodeUnitCount else { return false }
+            return text.withUTF8Buffer { $0.elementsEqual(UnsafeBufferPointer(rebasing: bytes[span.start..<span.end])) }
+        }
+        guard let decoded = JSONText.decode(bytes, span) else { return false }
+        return text.withUTF8Buffer { $0.elementsEqual(decoded.utf8) }
+    }
+
+    /// At an opening quote: moves past the closing one and returns the contents' span.
+    private mutating func scanString() -> JSONText.Span {
+        i += 1
+        let start = i
+        var escaped = false
+        while true {
+            let b = bytes[i]
+            if b == 0x22 { break }
+            if b == 0x5C {
+                escaped = true
+                i += 2
+            } else {
+                i += 1
+            }
+        }
+        let span = JSONText.Span(start: start, end: i, escaped: escaped)
+        i += 1
+        return span
+    }
+
+    /// At a value: moves past it (containers without recursion).
+    private mutating func skipValue() {
+        var depth = 0
+        repeat {
+            let b = bytes[i]
+            switch b {
+            case 0x22:
+                _ = scanString()
+                if depth == 0 { return }
+                continue
+            case 0x7B, 0x5B:
+                depth += 1
+            case 0x7D, 0x5D:
+                depth -= 1
+            default:
+                break
+            }
+            i += 1
+            if depth == 0 {
+                // A scalar that is not a string runs to the next delimiter.
+                if b != 0x7D, b != 0x5D {
+                    while i < bytes.count {
+                        let c = bytes[i]
+                        if c == 0x2C || c == 0x7D || c == 0x5D || JSONBodyScanner.isSpace(c) { break }
+                        i += 1
+                    }
+                }
+                return
+            }
+        } while true
+    }
+
+    /// At `{`: calls `body` with each key's span and `i` at its value; `body` must move
+    /// `i` past the value. Leaves `i` past the `}`.
+    private mutating func forEachMember(_ body: (inout ReportReader, JSONText.Span) -> Void) {
+        i += 1
+        skipSpace()
+        if bytes[i] == 0x7D {
+            i += 1
+            return
+        }
+        while true {
+            let key = scanString()
+            skipSpace()
+            i += 1  // :
+            skipSpace()
+            body(&self, key)
+            skipSpace()
+            let b = bytes[i]
+            i += 1
+            if b == 0x7D { return }
+            skipSpace()  // after ,
+        }
+    }
+
+    /// At `[`: calls `body` with each element's index and `i` at it; `body` must move `i`
+    /// past it. Leaves `i` past the `]`.
+    private mutating func forEachElement(_ body: (inout ReportReader, Int) -> Void) {
+        i += 1
+        skipSpace()
+        if bytes[i] == 0x5D {
+            i += 1
+            return
+        }
+        var index = 0
+        while true {
+            body(&self, index)
+            index += 1
+            skipSpace()
+            let b = bytes[i]
+            i += 1
+            if b == 0x5D { return }
+            skipSpace()
+        }
+    }
+
+}

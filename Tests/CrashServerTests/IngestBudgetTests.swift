@@ -1,0 +1,64 @@
+@testable import CrashServer
+import CrashWire
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+
+/// The server-wide budget of body bytes in flight (issue 13): past it, 503 with
+/// `Retry-After` and nothing stored; what a request held is given back when it ends.
+@Suite struct IngestBudgetTests {
+    @Test func requestsPastTheBudgetGet503AndTheBudgetComesBack() async throws {
+        let project = try await makeProject()
+        // One largest request fits (100 KB received + 100 KB decoded), two do not.
+        let config = TestEnvironment.configuration {
+            $0.maxBodyBytes = 100_000
+            $0.maxDecompressedBytes = 100_000
+            $0.maxInflightBodyBytes = 250_000
+            $0.readTimeout = 10
+        }
+        let id = UUID()
+        try await hostileLiveApp(config) { client, port in
+            // A slow sender holds ~180 KB of the budget: 90 KB sent of a 90,001-byte body.
+            let holder = try HostileSocket(port: port)
+            let opening = Array(#"{"reports":["#.utf8)
+            let held = opening + [UInt8](repeating: 0x20, count: 90_000 - opening.count)
+            #expect(holder.send(hostileRequestHead(key: project.ingestKey, contentLength: held.count + 1, extra: ["Connection: close"])))
+            #expect(holder.send(held))
+            try await Task.sleep(for: .milliseconds(500))
+            // 40 KB more (80 KB of budget) would pass the 250 KB: refused, not stored.
+            let padded = batchBody([reportJSON(id: id)]) + [UInt8](repeating: 0x20, count: 40_000)
+            let refused = try await client.ingest(key: project.ingestKey, body: padded, encoding: "identity")
+            #expect(refused.status == .serviceUnavailable)
+            #expect(refused.headers[.retryAfter] == "1")
+            #expect(refused.errorMessage?.contains("in flight") == true)
+            // A small request still fits.
+            #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+            // The holder ends (its body is not JSON): its share comes back.
+            #expect(holder.send("]"))
+            let (bytes, _) = await holder.readUntilClosed(timeout: 5)
+            #expect(HostileHTTPResponse(bytes)?.status == 400)
+            let retried = try await client.ingest(key: project.ingestKey, body: padded, encoding: "identity")
+            #expect(retried.status == .accepted)
+        }
+        try await withTestDatabase { (db: CrashDatabase) async throws in
+            #expect(try await db.storedReportIDs(slug: project.project).count == 2)
+        }
+    }
+
+    @Test func budgetUnit() {
+        let budget = BodyByteBudget(limit: 100)
+        #expect(budget.reserve(60))
+        #expect(!budget.reserve(41))
+        #expect(budget.inUse == 60)
+        do {
+            let share = BodyByteBudget.Reservation(budget)
+            #expect(throws: Never.self) { try share.grow(to: 40) }
+            #expect(throws: APIError.self) { try share.grow(to: 41) }
+            #expect(share.held == 40)
+        }
+        #expect(budget.inUse == 60)
+        budget.release(60)
+        #expect(budget.inUse == 0)
+    }
+}
