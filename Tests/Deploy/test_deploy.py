@@ -36,6 +36,10 @@ DEPLOY_README = ROOT / "Deploy" / "README.md"
 NGINX = ROOT / "Deploy" / "nginx.conf"
 CADDY = ROOT / "Deploy" / "Caddyfile"
 REPLAY = ROOT / "scripts" / "deploy-replay"
+REPLICAS = ROOT / "docker-compose.replicas.yml"
+NGINX_REPLICAS = ROOT / "Deploy" / "nginx.replicas.conf"
+STANDBY_SH = ROOT / "Deploy" / "postgres-standby.sh"
+REPLICATION_SH = ROOT / "Deploy" / "postgres-replication.sh"
 SCHEMA = HERE / "compose-spec.json"
 SHARED_SCHEMA = ROOT.parent / "shared" / "schemas" / "compose-spec.json"
 
@@ -648,6 +652,114 @@ class ProxyConfigs(unittest.TestCase):
         for path in (NGINX, CADDY):
             text = path.read_text(encoding="utf-8")
             self.assertIn("/readyz", text, path.name)
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    """PyYAML plus Compose's merge tags: `!reset` (drop the base file's value) and `!override`
+    (replace it instead of merging); both load as a (tag, value) pair."""
+
+
+def _tagged(loader, node, tag):
+    if isinstance(node, yaml.SequenceNode):
+        return (tag, loader.construct_sequence(node, deep=True))
+    if isinstance(node, yaml.MappingNode):
+        return (tag, loader.construct_mapping(node, deep=True))
+    return (tag, loader.construct_scalar(node) or None)
+
+
+for _tag in ("!reset", "!override"):
+    _ComposeLoader.add_constructor(_tag, lambda loader, node, tag=_tag: _tagged(loader, node, tag))
+
+
+def compose_merge(base, override):
+    """Compose's merge of an override file onto a base file, enough for our files: mappings merge
+    key by key, `ports`/`volumes`/`command`-like sequences: override's replace only with
+    !override; `!reset` removes the key."""
+    if isinstance(override, tuple):
+        tag, value = override
+        return None if tag == "!reset" else value
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base)
+        for k, v in override.items():
+            merged = compose_merge(base.get(k), v)
+            if merged is None and isinstance(v, tuple) and v[0] == "!reset":
+                out.pop(k, None)
+            else:
+                out[k] = merged
+        return out
+    if isinstance(base, list) and isinstance(override, list):
+        return base + [x for x in override if x not in base]
+    return override
+
+
+def strip_tags(node):
+    if isinstance(node, tuple):
+        return strip_tags(node[1]) if node[1] is not None else []
+    if isinstance(node, dict):
+        return {k: strip_tags(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [strip_tags(v) for v in node]
+    return node
+
+
+class ReplicasOverride(unittest.TestCase):
+    """docker-compose.replicas.yml: replicas behind nginx on the one PostgreSQL, and a standby."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.raw = yaml.load(REPLICAS.read_text(encoding="utf-8"), Loader=_ComposeLoader)
+        cls.merged = interpolate_tree(compose_merge(RAW, cls.raw), TEST_ENV)
+        cls.services = cls.merged["services"]
+
+    def test_override_and_merged_file_validate_against_the_spec(self):
+        validator = schema_validator()
+        for label, doc in (("override", strip_tags(self.raw)), ("merged", self.merged)):
+            errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
+            self.assertFalse(errors, f"{label}: " + "; ".join(
+                f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors))
+
+    def test_replicas_publish_nothing_and_the_proxy_publishes_the_image_port(self):
+        server = self.services["crash-server"]
+        self.assertNotIn("ports", server)
+        self.assertGreaterEqual(server["deploy"]["replicas"], 2)
+        self.assertEqual(self.services["proxy"]["ports"], [f"{image_port()}:{image_port()}"])
+        self.assertEqual(self.services["proxy"]["depends_on"]["crash-server"]["condition"], "service_healthy")
+
+    def test_pool_times_replicas_fits_max_connections(self):
+        command = " ".join(self.services["postgres"]["command"])
+        max_connections = int(re.search(r"max_connections=(\d+)", command).group(1))
+        pool = int(SERVER_ENV["CRASHGUARD_DB_POOL_SIZE"])
+        self.assertLess(self.services["crash-server"]["deploy"]["replicas"] * pool, max_connections)
+
+    def test_proxy_config_is_mounted_and_balances_the_service(self):
+        volumes = self.services["proxy"]["volumes"]
+        self.assertTrue(any(v.startswith("./Deploy/nginx.replicas.conf:") for v in volumes))
+        text = NGINX_REPLICAS.read_text(encoding="utf-8")
+        self.assertRegex(text, rf"server\s+crash-server:{image_port()}\b")
+        self.assertRegex(text, rf"listen\s+{image_port()}\s*;")
+        m = re.search(r"client_max_body_size\s+(\d+)([kKmMgG]?)\s*;", text)
+        size = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}[m.group(2).lower()]
+        self.assertGreater(size, MAX_BODY)
+        self.assertIn("proxy_next_upstream", text)
+
+    def test_standby_is_optional_and_streams_from_the_primary(self):
+        standby = self.services["postgres-standby"]
+        self.assertEqual(standby["profiles"], ["standby"])
+        self.assertEqual(standby["image"], POSTGRES["image"])
+        self.assertIn("standby", self.merged["volumes"])
+        script = STANDBY_SH.read_text(encoding="utf-8")
+        self.assertRegex(script, r"pg_basebackup\s[^\n]*-h postgres\b[^\n]*-R\b[^\n]*-X stream")
+        self.assertIn("hot_standby=on", script)
+        hba = REPLICATION_SH.read_text(encoding="utf-8")
+        self.assertRegex(hba, r"host replication \S+ all scram-sha-256")
+        self.assertTrue(any("/docker-entrypoint-initdb.d/" in v for v in self.services["postgres"]["volumes"]))
+        for path in (STANDBY_SH, REPLICATION_SH):
+            subprocess.run(["sh", "-n", str(path)], check=True)
+
+    def test_merge_keeps_the_base_services_whole(self):
+        for name in ("postgres", "crash-server"):
+            for key in ("image", "healthcheck", "stop_grace_period"):
+                self.assertEqual(self.services[name].get(key), SERVICES[name].get(key), f"{name}.{key}")
 
 
 class Replay(unittest.TestCase):

@@ -18,8 +18,7 @@ struct PartitionMaintenance: Service {
         let first = now.addingTimeInterval(-31 * day)
         let last = now.addingTimeInterval(3 * day)
         let cutoff = now.addingTimeInterval(-Double(retentionDays) * day)
-        let created = try await database.ensurePartitions(from: first, to: last)
-        let dropped = try await database.dropPartitions(before: cutoff)
+        let (created, dropped) = try await database.maintainPartitions(from: first, to: last, dropBefore: cutoff)
         if created > 0 || dropped > 0 {
             logger.info("report partitions maintained", metadata: ["partitions.created": "\(created)", "partitions.dropped": "\(dropped)"])
         }
@@ -41,20 +40,26 @@ struct PartitionMaintenance: Service {
 }
 
 extension CrashDatabase {
-    /// Creates the daily partitions covering the UTC days of `from`...`to`.
-    func ensurePartitions(from: Date, to: Date) async throws -> Int {
-        let rows = try await client.query(
-            "SELECT crashguard_ensure_partitions(\(Self.utcDay(from))::date, \(Self.utcDay(to))::date)", logger: logger)
-        for try await count in rows.decode(Int.self) { return count }
-        return 0
-    }
+    /// The advisory lock that serializes partition maintenance across replicas.
+    static let partitionLockID: Int64 = 0x6372_6173_6870_6172  // "crashpar"
 
-    /// Drops the daily partitions (and idempotency rows) older than `before`'s UTC day.
-    func dropPartitions(before: Date) async throws -> Int {
-        let rows = try await client.query(
-            "SELECT crashguard_drop_partitions_before(\(Self.utcDay(before))::date)", logger: logger)
-        for try await count in rows.decode(Int.self) { return count }
-        return 0
+    /// Creates the daily partitions covering the UTC days of `from`...`to` and drops those
+    /// (and their idempotency rows) older than `dropBefore`'s UTC day, in one transaction
+    /// under an advisory lock: replicas that run it at the same time take turns, and the
+    /// second finds nothing left to do.
+    func maintainPartitions(from: Date, to: Date, dropBefore: Date) async throws -> (created: Int, dropped: Int) {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockID))", logger: logger)
+            var created = 0
+            var dropped = 0
+            let made = try await connection.query(
+                "SELECT crashguard_ensure_partitions(\(Self.utcDay(from))::date, \(Self.utcDay(to))::date)", logger: logger)
+            for try await count in made.decode(Int.self) { created = count }
+            let gone = try await connection.query(
+                "SELECT crashguard_drop_partitions_before(\(Self.utcDay(dropBefore))::date)", logger: logger)
+            for try await count in gone.decode(Int.self) { dropped = count }
+            return (created, dropped)
+        }
     }
 
     /// `YYYY-MM-DD` of the UTC day holding `date`.

@@ -1,0 +1,6 @@
+#!/bin/sh
+# Run once by the official postgres image when it creates its data directory
+# (docker-compose.replicas.yml mounts it into /docker-entrypoint-initdb.d): allows streaming
+# replication connections from the compose network, with the same password as the server's.
+set -eu
+echo "host replication ${POSTGRES_USER:-postgres} all scram-sha-256" >> "$PGDATA/pg_hba.conf"
