@@ -183,6 +183,8 @@ final class DiskQueue: @unchecked Sendable {
     /// Reports given up on after the retry cap, not yet reported to the server.
     var deadLettered: Int { condition.withLock { deadCount } }
     var isClosed: Bool { condition.withLock { closed } }
+    /// Reports leased to uploads in flight.
+    var leasedCount: Int { condition.withLock { leased.count } }
 
     /// Hands one encoded report to the writer thread. Returns `false` when it was dropped
     /// (hand-off buffer full, or the queue closed). `durable`: returns only once it is on
@@ -213,6 +215,17 @@ final class DiskQueue: @unchecked Sendable {
         defer { condition.unlock() }
         let target = nextSequence
         while writtenBelow < target, !closed { condition.wait() }
+    }
+
+    /// ``sync()`` from async code, waiting on a Dispatch thread rather than blocking one of
+    /// the concurrency pool's few threads.
+    func syncOffPool() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.sync()
+                done.resume()
+            }
+        }
     }
 
     /// Leases the oldest reports not already leased, at most `limit` of them and about

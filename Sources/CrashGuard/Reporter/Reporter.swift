@@ -164,16 +164,17 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
     func flush(timeout: Duration) async -> Bool {
         guard let uploader, let queue else { return true }
         // What the caller recorded is on disk first (the writer thread may still hold it).
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                queue.sync()
-                done.resume()
-            }
-        }
+        await queue.syncOffPool()
         if queue.count == 0 { return true }
         let once = ResumeOnce()
         let drain = Task {
             await uploader.drain()
+            // Batches leased by an earlier reporter's upload still in flight (after a
+            // restart) come back or go; wait for them, then drain what they left.
+            while !Task.isCancelled, queue.count > 0, queue.leasedCount > 0, await !uploader.stopped {
+                try? await Task.sleep(for: .milliseconds(20))
+                await uploader.drain()
+            }
             once.resume()
         }
         // Real time, not the injected clock: the caller is about to exit and means seconds.

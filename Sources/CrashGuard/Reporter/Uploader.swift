@@ -90,6 +90,9 @@ actor Uploader {
             if running?.id == current.id { running = nil }
         }
         guard !stopped, queue.count > 0 else { return }
+        // What was recorded before this drain was asked for is written first (the queue's
+        // writer thread may still hold it), off the cooperative pool.
+        await queue.syncOffPool()
         nextRunID += 1
         let id = nextRunID
         let task = Task { await self.drainLoop() }
