@@ -93,6 +93,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The example app (guards, scope, crashes on demand), built -O like a shipped app:
+        // the crash-capture tests and scripts/test.d/40-example run it.
+        .executableTarget(
+            name: "crashguard-example", dependencies: ["CrashGuard"], path: "Examples/crashguard-example",
+            swiftSettings: strict + [.unsafeFlags(["-O"])]),
         // Load generator and micro-benchmarks.
         .executableTarget(
             name: "crash-bench",

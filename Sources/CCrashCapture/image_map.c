@@ -125,6 +125,45 @@ done:
     return found;
 }
 
+size_t ccrash_elf_build_id(const char *path, uint8_t *buffer, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+        close(fd);
+        return 0;
+    }
+    size_t length = (size_t)st.st_size;
+    const uint8_t *file = mmap(NULL, length, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (file == MAP_FAILED) return 0;
+    size_t copied = 0;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) goto done;
+    if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > length) goto done;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)(file + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum && copied == 0; i++) {
+        if (ph[i].p_type != PT_NOTE || ph[i].p_offset + ph[i].p_filesz > length) continue;
+        const uint8_t *note = file + ph[i].p_offset;
+        const uint8_t *end = note + ph[i].p_filesz;
+        while (note + sizeof(Elf64_Nhdr) <= end) {
+            const Elf64_Nhdr *header = (const Elf64_Nhdr *)note;
+            const uint8_t *name = note + sizeof(Elf64_Nhdr);
+            const uint8_t *desc = name + ((header->n_namesz + 3) & ~3u);
+            if (desc + header->n_descsz > end) break;
+            if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+                copied = header->n_descsz < size ? header->n_descsz : size;
+                memcpy(buffer, desc, copied);
+                break;
+            }
+            note = desc + ((header->n_descsz + 3) & ~3u);
+        }
+    }
+done:
+    munmap((void *)file, length);
+    return copied;
+}
+
 #elif defined(__APPLE__)
 #include <mach-o/dyld.h>
 #include <mach-o/loader.h>
@@ -166,6 +205,13 @@ void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
 #endif
 
 #if !defined(__linux__)
+size_t ccrash_elf_build_id(const char *path, uint8_t *buffer, size_t size) {
+    (void)path;
+    (void)buffer;
+    (void)size;
+    return 0;
+}
+
 int ccrash_elf_symbol(const char *path, uint64_t offset, char *name, size_t size, uint64_t *symbol_offset) {
     (void)path;
     (void)offset;

@@ -1,3 +1,4 @@
+import CCrashCapture
 import CrashWire
 import Foundation
 
@@ -25,6 +26,10 @@ public enum CrashGuard {
         _ = try start(configuration, clock: SystemReporterClock(), backoff: Backoff())
     }
 
+    /// Serializes ``start(_:)`` and ``stop()``: two racing starts leave one reporter, one
+    /// queue and one set of handlers.
+    private static let lifecycle = NSLock()
+
     /// ``start(_:)`` with an injected clock, backoff and sampling source (tests).
     static func start(
         _ configuration: Configuration,
@@ -32,10 +37,14 @@ public enum CrashGuard {
         backoff: Backoff,
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) throws -> Reporter {
+        lifecycle.lock()
+        defer { lifecycle.unlock() }
         let directory = configuration.directory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var device = configuration.device
         if device.id == nil { device.id = installID(in: directory) }
+        // Opens (or shares, for the same directory) the queue before the old reporter
+        // lets go of it, so a restart never leaves a moment without one.
         let reporter = try Reporter(
             configuration: configuration, device: device, clock: clock, backoff: backoff, random: random)
 
@@ -43,7 +52,7 @@ public enum CrashGuard {
             if let crash = CrashCapture.pendingReport(
                 directory: directory, app: configuration.app, device: device, now: clock.now)
             {
-                reporter.submit(crash)
+                reporter.submit(crash, applyingScope: false)
             }
             CrashCapture.clearPending(directory: directory)
             do {
@@ -51,26 +60,36 @@ public enum CrashGuard {
             } catch {
                 configuration.log("crash capture is off: \(error)")
             }
+        } else {
+            CrashCapture.uninstall()
         }
         GuardRecorder.install(sink: reporter, enabled: configuration.enabledGuards)
+        let queue = reporter.queue
+        let beforeTrap: (@Sendable () -> Void)? = configuration.debugTraps ? { @Sendable in _ = queue?.sync() } : nil
+        GuardRecorder.debugTrap.withLock { $0 = beforeTrap }
         let previous = current.withLock { state -> Reporter? in
             defer { state = reporter }
             return state
         }
-        if let previous { Task { await previous.stop() } }
+        previous?.shutdown()
         reporter.startUploading()
         return reporter
     }
 
     /// Disconnects the guards, removes the crash handlers and stops uploading; queued
-    /// reports stay on disk for the next start.
+    /// reports stay on disk for the next start. Idempotent.
     public static func stop() async {
-        let reporter = current.withLock { state -> Reporter? in
-            defer { state = nil }
-            return state
+        let reporter: Reporter? = lifecycle.withLock { () -> Reporter? in
+            let reporter = current.withLock { state -> Reporter? in
+                defer { state = nil }
+                return state
+            }
+            GuardRecorder.uninstall()
+            GuardRecorder.debugTrap.withLock { $0 = nil }
+            CrashCapture.uninstall()
+            reporter?.shutdown()
+            return reporter
         }
-        GuardRecorder.uninstall()
-        CrashCapture.uninstall()
         await reporter?.stop()
     }
 
@@ -158,6 +177,13 @@ public enum CrashGuard {
     /// recorded. ``start(_:)`` does this for its own thread; call it first thing on
     /// long-lived threads of your own.
     public static func prepareCurrentThread() { CrashCapture.prepareCurrentThread() }
+
+    /// ``prepareCurrentThread()``, and names the thread for the OS (at most 15 bytes on
+    /// Linux), the name a crash record shows for it.
+    public static func prepareCurrentThread(name: String) {
+        _ = ccrash_set_thread_name(name)
+        CrashCapture.prepareCurrentThread()
+    }
 
     // MARK: - Internals
 

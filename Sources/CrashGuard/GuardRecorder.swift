@@ -294,7 +294,17 @@ public enum GuardRecorder {
             timestamp: recording.now()
         )
         recording.sink.record(event)
+        // Debug mode traps only for the process-wide installation, never in a test's scope.
+        if scoped == nil && captured == nil, let beforeTrap = debugTrap.withLock({ $0 }) {
+            beforeTrap()
+            fatalError("CrashGuard debug trap after recording \(kind.rawValue): \(event.reason)")
+        }
     }
+
+    /// Debug mode: set, a guard that recorded a catch stops the process with `fatalError`
+    /// (after `beforeTrap` has put the report on disk), so the bug is seen in development
+    /// instead of being hidden. See ``CrashGuard/Configuration/debugTraps``.
+    static let debugTrap = LockedBox<(@Sendable () -> Void)?>(nil)
 }
 
 /// A call site, as `#fileID`, `#line`, `#function` give it.

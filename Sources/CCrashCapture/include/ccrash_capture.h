@@ -15,9 +15,26 @@ extern "C" {
 #define CCRASH_MAX_FRAMES 128
 
 /// Opens `record_path` now (created, truncated) and installs handlers for SIGSEGV, SIGBUS,
-/// SIGILL, SIGTRAP, SIGABRT and SIGFPE on an alternate signal stack. Calling it again only
-/// swaps the record file. Returns 0 or an errno value.
-int ccrash_install(const char *record_path);
+/// SIGILL, SIGTRAP, SIGABRT and SIGFPE on an alternate signal stack, plus the reserved
+/// signal (``ccrash_dump_signal``) other threads answer with their registers. `report_id`
+/// (a UUID string) is written into the record, so the report made from it has that id
+/// however often it is sent. Calling it again only swaps the record file and id. Returns 0
+/// or an errno value.
+int ccrash_install(const char *record_path, const char *report_id);
+
+/// The real-time signal the handler sends to every other thread to capture its stack
+/// (`SIGRTMIN + 7` on Linux), or 0 where threads are not captured.
+int ccrash_dump_signal(void);
+
+/// Publishes the scope (user, tags, context, breadcrumbs) the handler writes into a crash
+/// record, as `key\tvalue\n` lines (at most 80 KiB are kept). Copied into preallocated memory.
+void ccrash_set_scope(const char *bytes, size_t length);
+
+/// Re-reads the executable ranges of the loaded images (call after loading a library).
+void ccrash_refresh_images(void);
+
+/// Tests only: 1 makes the handler fault while it walks the crashing thread's stack.
+void ccrash_test_fault_in_handler(int enabled);
 
 /// Restores the handlers that were installed before ``ccrash_install`` and closes the file.
 void ccrash_uninstall(void);
@@ -26,8 +43,13 @@ void ccrash_uninstall(void);
 int ccrash_is_installed(void);
 
 /// Gives the calling thread an alternate signal stack (if it has none big enough), so a
-/// stack overflow on it can still be recorded. Returns 0 or an errno value.
+/// stack overflow on it can still be recorded, and records its stack bounds for the
+/// handler's frame walk. Returns 0 or an errno value.
 int ccrash_prepare_thread(void);
+
+/// Names the calling thread for the OS (cut to 15 bytes on Linux): the name crash records
+/// show for it. Returns 0 or an errno value.
+int ccrash_set_thread_name(const char *name);
 
 /// 1 when the Swift runtime exports `swift_getFatalErrorMessageBuffer`.
 int ccrash_has_fatal_message_buffer(void);
@@ -49,7 +71,8 @@ int ccrash_dladdr(uintptr_t address, const char **symbol, uintptr_t *symbol_addr
 size_t ccrash_demangle(const char *mangled, char *buffer, size_t size);
 
 /// Writes `length` bytes to `path` crash-safely: a temporary file in the same directory,
-/// fsync, atomic rename, fsync of the directory. Returns 0 or an errno value.
+/// fsync, atomic rename, fsync of the directory (skipped when `directory` is NULL: the
+/// caller fsyncs it once for a group of files). Returns 0 or an errno value.
 int ccrash_write_file_atomically(const char *directory, const char *temporary_path, const char *path,
                                  const void *bytes, size_t length);
 
@@ -71,6 +94,10 @@ int ccrash_signal_number(const char *name);
 /// of executables that export no symbols still get names. Writes the name into `name` and
 /// the offset into the function into `symbol_offset`. Returns 1 when found (Linux only).
 int ccrash_elf_symbol(const char *path, uint64_t offset, char *name, size_t size, uint64_t *symbol_offset);
+
+/// The GNU build id of the ELF file at `path` into `buffer`; returns its length (0 when it
+/// has none or the file is not ELF; Linux only).
+size_t ccrash_elf_build_id(const char *path, uint8_t *buffer, size_t size);
 
 #ifdef __cplusplus
 }

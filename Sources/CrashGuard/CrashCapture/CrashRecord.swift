@@ -2,85 +2,188 @@ import Foundation
 
 /// What the signal handler wrote into the record file, parsed on the next start.
 ///
-/// The file is line-based text the handler can produce with `write` alone:
+/// The file is line-based text the handler can produce with `write` alone; the header is
+/// written (and flushed) before any stack is walked:
 /// ```
-/// CGCRASH 1
+/// CGCRASH 2
+/// id <report UUID, fixed at install time>
 /// time <unix seconds> <milliseconds>
 /// signal <number>
 /// code <si_code>
 /// address 0x<si_addr>
 /// pc 0x<program counter>
-/// frame 0x<address>          (innermost first, repeated)
-/// message                    (only when the Swift runtime left a fatal error message)
-/// <message bytes, any number of lines>
+/// insn <the 4 bytes at pc, hex>          (when readable)
+/// register <name> 0x<value>              (the crashing thread's, repeated)
+/// message <length>                       (the Swift runtime's fatal error message)
+/// <length bytes>
+/// scope <length>                         (user, tags, context, breadcrumbs: key\tvalue lines)
+/// <length bytes>
+/// thread <tid> crashing <name>
+/// frame 0x<address>                      (innermost first, repeated)
+/// thread <tid> other <name>              (every other thread that answered, with frames)
+/// unanswered <count>                     (threads signalled that did not answer in time)
+/// truncated <signal>                     (the handler itself faulted: the record ends here)
 /// end
 /// ```
+/// Version 1 records (no id, no threads, a `message` block up to `end`) still parse.
 struct CrashRecord: Equatable, Sendable {
+    /// One scope entry.
+    struct ScopeEntry: Equatable, Sendable {
+        var key: String
+        var value: String
+    }
+
+    /// One thread's stack.
+    struct ThreadStack: Equatable, Sendable {
+        var id: Int
+        var name: String
+        var crashing: Bool
+        var frames: [UInt64]
+    }
+
+    var version: Int
+    var id: UUID?
     var time: Date?
     var signal: Int32
     var code: Int32
     var address: UInt64
     var pc: UInt64
-    var frames: [UInt64]
+    /// The bytes at `pc` (`0f0b` is x86's `ud2`, the trap Swift's runtime checks compile to).
+    var instruction: [UInt8]
+    /// The crashing thread's registers, in the order written.
+    var registers: [(name: String, value: UInt64)]
     var message: String?
+    /// The scope at the crash, in the order the SDK wrote it (see ``Scope``).
+    var scope: [ScopeEntry]
+    /// The crashing thread first, then the others.
+    var threads: [ThreadStack]
+    var unanswered: Int
+    /// The handler faulted while writing: what follows the last whole line is missing.
+    var truncated: Bool
+
+    /// The crashing thread's frames.
+    var frames: [UInt64] { threads.first { $0.crashing }?.frames ?? [] }
+
+    static func == (a: CrashRecord, b: CrashRecord) -> Bool {
+        a.id == b.id && a.time == b.time && a.signal == b.signal && a.code == b.code && a.address == b.address
+            && a.pc == b.pc && a.instruction == b.instruction && a.registers.map { $0.name } == b.registers.map { $0.name }
+            && a.registers.map { $0.value } == b.registers.map { $0.value } && a.message == b.message && a.scope == b.scope
+            && a.threads == b.threads && a.unanswered == b.unanswered && a.truncated == b.truncated
+    }
 
     /// Parses a record; `nil` when the file is empty or not a record.
     init?(parsing data: Data) {
         let bytes = [UInt8](data)
         guard bytes.starts(with: Array("CGCRASH ".utf8)) else { return nil }
-        let marker = Array("\nmessage\n".utf8)
-        var headerEnd = bytes.count
-        var message: String?
-        if let range = Self.firstRange(of: marker, in: bytes) {
-            headerEnd = range.lowerBound + 1
-            var body = Array(bytes[range.upperBound...])
-            let end = Array("\nend\n".utf8)
-            if body.count >= end.count, Array(body.suffix(end.count)) == end { body.removeLast(end.count) }
-            message = String(decoding: body, as: UTF8.self)
-        }
+        var version = 1
+        var id: UUID?
         var signal: Int32?
         var time: Date?
         var code: Int32 = 0
         var address: UInt64 = 0
         var pc: UInt64 = 0
-        var frames: [UInt64] = []
-        for line in String(decoding: bytes[..<headerEnd], as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: " ")
-            guard parts.count >= 2 else { continue }
-            switch parts[0] {
+        var instruction: [UInt8] = []
+        var registers: [(name: String, value: UInt64)] = []
+        var message: String?
+        var scope: [ScopeEntry] = []
+        var threads: [ThreadStack] = []
+        var unanswered = 0
+        var truncated = false
+
+        var at = 0
+        func nextLine() -> String? {
+            guard at < bytes.count else { return nil }
+            let end = bytes[at...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+            defer { at = min(end + 1, bytes.count) }
+            return String(decoding: bytes[at..<end], as: UTF8.self)
+        }
+        /// `length` raw bytes after a `message`/`scope` line, then its newline.
+        func block(_ length: Int) -> String {
+            let end = min(at + max(length, 0), bytes.count)
+            defer { at = min(end + 1, bytes.count) }
+            return String(decoding: bytes[at..<end], as: UTF8.self)
+        }
+
+        while let line = nextLine() {
+            let parts = line.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: true)
+            guard let word = parts.first else { continue }
+            switch word {
+            case "CGCRASH": version = parts.count > 1 ? Int(parts[1]) ?? 1 : 1
+            case "id": if parts.count > 1 { id = UUID(uuidString: String(parts[1])) }
             case "time":
-                if let seconds = Double(parts[1]) {
+                if parts.count > 1, let seconds = Double(parts[1]) {
                     let millis = parts.count > 2 ? Double(parts[2]) ?? 0 : 0
                     time = Date(timeIntervalSince1970: seconds + millis / 1000)
                 }
-            case "signal": signal = Int32(parts[1])
-            case "code": code = Int32(parts[1]) ?? 0
-            case "address": address = Self.hex(parts[1]) ?? 0
-            case "pc": pc = Self.hex(parts[1]) ?? 0
-            case "frame": if let frame = Self.hex(parts[1]) { frames.append(frame) }
+            case "signal": if parts.count > 1 { signal = Int32(parts[1]) }
+            case "code": if parts.count > 1 { code = Int32(parts[1]) ?? 0 }
+            case "address": if parts.count > 1 { address = Self.hex(parts[1]) ?? 0 }
+            case "pc": if parts.count > 1 { pc = Self.hex(parts[1]) ?? 0 }
+            case "insn":
+                if parts.count > 1 {
+                    let text = Array(parts[1].utf8)
+                    instruction = stride(from: 0, to: text.count - 1, by: 2).compactMap {
+                        UInt8(String(decoding: text[$0..<($0 + 2)], as: UTF8.self), radix: 16)
+                    }
+                }
+            case "register":
+                if parts.count > 2, let value = Self.hex(parts[2]) { registers.append((String(parts[1]), value)) }
+            case "message":
+                if parts.count > 1, let length = Int(parts[1]) {
+                    message = block(length)
+                } else {
+                    // Version 1: the message runs to the closing `end`.
+                    var body = Array(bytes[at...])
+                    let end = Array("\nend\n".utf8)
+                    if body.count >= end.count, Array(body.suffix(end.count)) == end { body.removeLast(end.count) }
+                    message = String(decoding: body, as: UTF8.self)
+                    at = bytes.count
+                }
+            case "scope":
+                if parts.count > 1, let length = Int(parts[1]) {
+                    for entry in block(length).split(separator: "\n") {
+                        let pair = entry.split(separator: "\t", maxSplits: 1, omittingEmptySubsequences: false)
+                        if pair.count == 2, !pair[0].isEmpty { scope.append(ScopeEntry(key: String(pair[0]), value: String(pair[1]))) }
+                    }
+                }
+            case "thread":
+                if parts.count > 2, let tid = Int(parts[1]) {
+                    threads.append(
+                        ThreadStack(
+                            id: tid, name: parts.count > 3 ? String(parts[3]) : "", crashing: parts[2] == "crashing",
+                            frames: []))
+                }
+            case "frame":
+                guard parts.count > 1, let frame = Self.hex(parts[1]) else { break }
+                if threads.isEmpty { threads.append(ThreadStack(id: 0, name: "", crashing: true, frames: [])) }
+                threads[threads.count - 1].frames.append(frame)
+            case "unanswered": if parts.count > 1 { unanswered = Int(parts[1]) ?? 0 }
+            case "truncated": truncated = true
             default: break
             }
         }
         guard let signal else { return nil }
+        if !threads.contains(where: \.crashing) {
+            threads.insert(ThreadStack(id: 0, name: "", crashing: true, frames: []), at: 0)
+        }
+        self.version = version
+        self.id = id
         self.time = time
         self.signal = signal
         self.code = code
         self.address = address
         self.pc = pc
-        self.frames = frames
+        self.instruction = instruction
+        self.registers = registers
         let trimmed = message?.trimmingCharacters(in: .whitespacesAndNewlines)
         self.message = trimmed?.isEmpty == false ? trimmed : nil
+        self.scope = scope
+        self.threads = threads
+        self.unanswered = unanswered
+        self.truncated = truncated
     }
 
     private static func hex(_ text: Substring) -> UInt64? {
         UInt64(text.hasPrefix("0x") ? text.dropFirst(2) : text, radix: 16)
-    }
-
-    private static func firstRange(of needle: [UInt8], in haystack: [UInt8]) -> Range<Int>? {
-        guard needle.count <= haystack.count else { return nil }
-        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
-            if Array(haystack[start..<(start + needle.count)]) == needle { return start..<(start + needle.count) }
-        }
-        return nil
     }
 }

@@ -57,28 +57,54 @@ struct Symbolicator {
     /// This process's images.
     var current: [LoadedImage]
 
+    /// What one address resolved to.
+    struct Resolved: Sendable {
+        /// The image's file name, or `nil` when no crashed image held the address.
+        var image: String?
+        /// The function, demangled, when a symbol table named it.
+        var symbol: String?
+        /// Bytes into `symbol`, or into the image when there is no symbol.
+        var offset: UInt64
+    }
+
     /// `"<index> <image> 0x<address> <symbol> + <offset>"`, the shape of an Apple crash log
     /// line (which the contract's normalizer expects); the image name and image offset stand
     /// in for the symbol when it cannot be found.
     func frame(_ index: Int, address: UInt64) -> String {
         let hex = "0x" + String(address, radix: 16)
+        let resolved = resolve(address, isReturnAddress: index > 0)
+        guard let image = resolved.image else { return "\(index) ??? \(hex)" }
+        return "\(index) \(image) \(hex) \(resolved.symbol ?? image) + \(resolved.offset)"
+    }
+
+    /// The image and function holding `address`. A return address points after its call,
+    /// so the call itself (`address - 1`) is looked up.
+    func resolve(_ address: UInt64, isReturnAddress: Bool) -> Resolved {
         guard let image = crashed.first(where: { $0.contains(address) }) else {
-            return "\(index) ??? \(hex)"
+            return Resolved(image: nil, symbol: nil, offset: 0)
         }
         let offset = address - image.base
-        // A return address points after the call; look up the call itself.
-        let lookupOffset = index > 0 && offset > 0 ? offset - 1 : offset
-        if let here = current.first(where: { $0.path == image.path && $0.buildID == image.buildID }) {
+        let lookupOffset = isReturnAddress && offset > 0 ? offset - 1 : offset
+        let here = current.first(where: { $0.path == image.path && $0.buildID == image.buildID })
+        // The same file: loaded here, or still on disk with the same build id (the app that
+        // crashed, read by another process or the same build after a restart).
+        if here != nil || (!image.buildID.isEmpty && Self.buildID(ofFile: image.path) == image.buildID) {
             if let symbol = Self.fileSymbol(path: image.path, offset: lookupOffset) {
-                let delta = symbol.offset + (offset - lookupOffset)
-                return "\(index) \(image.name) \(hex) \(symbol.name) + \(delta)"
-            }
-            if let symbol = Self.symbol(at: here.base + lookupOffset) {
-                let delta = (here.base + offset) &- symbol.address
-                return "\(index) \(image.name) \(hex) \(symbol.name) + \(delta)"
+                return Resolved(image: image.name, symbol: symbol.name, offset: symbol.offset + (offset - lookupOffset))
             }
         }
-        return "\(index) \(image.name) \(hex) \(image.name) + \(offset)"
+        if let here, let symbol = Self.symbol(at: here.base + lookupOffset) {
+            return Resolved(image: image.name, symbol: symbol.name, offset: (here.base + offset) &- symbol.address)
+        }
+        return Resolved(image: image.name, symbol: nil, offset: offset)
+    }
+
+    /// The GNU build id of the ELF file at `path`, lowercase hex (`nil` when none).
+    static func buildID(ofFile path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let length = ccrash_elf_build_id(path, &buffer, buffer.count)
+        guard length > 0 else { return nil }
+        return buffer.prefix(length).map { String($0 >> 4, radix: 16) + String($0 & 0xf, radix: 16) }.joined()
     }
 
     /// The function containing `offset` in the image file's own symbol table (ELF

@@ -42,6 +42,11 @@ extension CrashGuard {
         public var transport: (any ReportTransport)?
         /// Where the SDK's own diagnostics go (rejections, a 401). Default: standard error.
         public var log: @Sendable (String) -> Void
+        /// Debug mode: a guard that catches a bug records it as usual, then stops the process
+        /// with `fatalError` (the crash is recorded too), so bugs are not hidden while you
+        /// develop. Default `false`; a typical setup turns it on in debug builds only:
+        /// `#if DEBUG configuration.debugTraps = true #endif`.
+        public var debugTraps: Bool = false
 
         /// Creates a configuration with the defaults: batches of 100, a 30 s flush
         /// interval, a 5 MiB queue, every report kept, uploads and crash capture on.

@@ -1,13 +1,38 @@
 import CCrashCapture
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The crash-safe on-disk queue: one file per report (`<sequence>-<id>.report`, the
 /// sequence zero-padded so names sort in arrival order), each written to a temporary file,
 /// fsynced and atomically renamed, so a crash at any moment leaves whole reports or none.
 ///
-/// Bounded in bytes like swift-otel's bounded deque, but it drops the *oldest* reports
-/// when full (the newest say most about the current build) and counts what it dropped in a
-/// small file beside them, so the count survives restarts until an upload carries it.
+/// **One queue per directory.** ``open(directory:maxBytes:)`` hands every caller in this
+/// process the same instance for a directory, and the instance holds an exclusive `flock`
+/// on `<directory>/lock`, so a second process (or a stale instance) can never write, evict
+/// or upload the same files: it gets ``QueueError/inUse``.
+///
+/// **Off the caller's thread.** ``append(_:id:durable:)`` hands the encoded report to the
+/// queue's writer thread through a bounded buffer (``maxPending`` reports) and returns; the
+/// writer writes and fsyncs each file and fsyncs the directory once per group. A full
+/// buffer drops the report and counts it (a guard firing in a loop must never block the
+/// main thread). ``sync()`` waits until everything handed over is on disk (`flush` calls
+/// it first); a `durable` append (fatal reports) waits for its own write.
+///
+/// **Bounded** in bytes: when over ``maxBytes`` the *oldest* reports are dropped and counted,
+/// except reports leased to an upload in flight (``lease(limit:maxBytes:)``), which are never
+/// dropped. The count is kept in `dropped` beside the reports. Eviction renames the victims
+/// to `.evicted`, records their names with the new count, then deletes them, so a crash at
+/// any point neither loses nor double-counts a drop.
+///
+/// **Dead letters.** A report the server keeps failing on (see ``Uploader``) is moved to
+/// `dead/` (the newest ``maxDeadLetters`` kept for inspection) and counted.
 final class DiskQueue: @unchecked Sendable {
     /// One queued report file.
     struct Entry: Hashable, Sendable {
@@ -15,27 +40,116 @@ final class DiskQueue: @unchecked Sendable {
         var bytes: Int
     }
 
+    /// Why a queue could not be opened.
+    struct QueueError: Error, CustomStringConvertible {
+        private enum Code { case inUse, lock }
+        private let code: Code
+        let path: String
+        let errno: Int32
+
+        static func inUse(_ path: String) -> QueueError { QueueError(code: .inUse, path: path, errno: EWOULDBLOCK) }
+        static func lock(_ path: String, _ errno: Int32) -> QueueError { QueueError(code: .lock, path: path, errno: errno) }
+
+        var description: String {
+            switch code {
+            case .inUse: "the queue directory \(path) is in use by another process"
+            case .lock: "cannot lock the queue directory \(path): errno \(errno)"
+            }
+        }
+    }
+
     let directory: URL
-    let maxBytes: Int
-    private let lock = NSLock()
+    /// Reports handed over but not yet written, at most.
+    let maxPending: Int
+    static let maxDeadLetters = 20
+
+    private let condition = NSCondition()
+    private var maxBytesValue: Int
     private var entries: [Entry] = []
+    private var leased: Set<String> = []
     private var totalBytes = 0
     private var droppedCount = 0
+    private var deadCount = 0
     private var nextSequence: UInt64 = 0
+    private var pending: [(sequence: UInt64, name: String, data: Data)] = []
+    /// Every sequence below this one is written (or was dropped).
+    private var writtenBelow: UInt64 = 0
+    private var closed = false
+    private var lockDescriptor: Int32 = -1
+    /// Tests: called between eviction's steps (`renamed`, `counted`).
+    nonisolated(unsafe) static var evictionHook: ((String) -> Void)?
 
     private static let suffix = ".report"
     private static let droppedFile = "dropped"
+    private static let deadFile = "dead-lettered"
+    /// Open queues by directory, with how many users each has.
+    private static let registry = LockedBox<[String: (queue: DiskQueue, users: Int)]>([:])
 
-    /// Opens (creating) the queue in `directory`, removing temporary files a crash left.
-    init(directory: URL, maxBytes: Int) throws {
+    /// The queue for `directory`: this process's open instance (with `maxBytes` updated),
+    /// or a new one that locks the directory, removes temporary files a crash left and
+    /// finishes an interrupted eviction. Each call is balanced by one ``relinquish()``.
+    static func open(directory: URL, maxBytes: Int, maxPending: Int = 1024) throws -> DiskQueue {
+        let key = directory.standardizedFileURL.path
+        return try registry.withLock { queues in
+            if let open = queues[key] {
+                open.queue.maxBytes = maxBytes
+                queues[key] = (open.queue, open.users + 1)
+                return open.queue
+            }
+            let queue = try DiskQueue(directory: directory, maxBytes: maxBytes, maxPending: maxPending)
+            queues[key] = (queue, 1)
+            return queue
+        }
+    }
+
+    /// One user is done with the queue; the last one closes it (see ``close()``).
+    func relinquish() {
+        let key = directory.standardizedFileURL.path
+        let last = Self.registry.withLock { queues -> Bool in
+            guard let open = queues[key], open.queue === self else { return false }
+            if open.users > 1 {
+                queues[key] = (self, open.users - 1)
+                return false
+            }
+            queues[key] = nil
+            return true
+        }
+        if last { close() }
+    }
+
+    private init(directory: URL, maxBytes: Int, maxPending: Int) throws {
         self.directory = directory
-        self.maxBytes = max(maxBytes, 1)
+        self.maxBytesValue = max(maxBytes, 1)
+        self.maxPending = max(maxPending, 1)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        lockDescriptor = posixOpen(directory.appendingPathComponent("lock").path)
+        if lockDescriptor < 0 { throw QueueError.lock(directory.path, errno) }
+        if flock(lockDescriptor, LOCK_EX | LOCK_NB) != 0 {
+            let error = errno
+            posixClose(lockDescriptor)
+            throw error == EWOULDBLOCK ? QueueError.inUse(directory.path) : QueueError.lock(directory.path, error)
+        }
+
+        var counted: Set<String> = []
+        if let text = try? String(contentsOf: url(Self.droppedFile), encoding: .utf8) {
+            let lines = text.split(separator: "\n")
+            droppedCount = lines.first.flatMap { Int($0) } ?? 0
+            counted = Set(lines.dropFirst().map(String.init))
+        }
+        if let text = try? String(contentsOf: url(Self.deadFile), encoding: .utf8) {
+            deadCount = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        }
+        var evicted = false
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         for name in names.sorted() {
             let path = directory.appendingPathComponent(name).path
             if name.hasSuffix(".tmp") {
                 try? FileManager.default.removeItem(atPath: path)
+            } else if name.hasSuffix(".evicted") {
+                // An eviction a crash interrupted: counted already when its name was recorded.
+                if !counted.contains(name) { droppedCount += 1 }
+                try? FileManager.default.removeItem(atPath: path)
+                evicted = true
             } else if name.hasSuffix(Self.suffix) {
                 let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
                 entries.append(Entry(name: name, bytes: size))
@@ -43,56 +157,104 @@ final class DiskQueue: @unchecked Sendable {
                 if let sequence = UInt64(name.prefix { $0 != "-" }) { nextSequence = max(nextSequence, sequence + 1) }
             }
         }
-        if let text = try? String(contentsOf: url(Self.droppedFile), encoding: .utf8) {
-            droppedCount = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-        }
+        writtenBelow = nextSequence
+        if evicted || !counted.isEmpty { persistDropped(names: []) }
+        // The thread keeps the queue alive until ``close()``.
+        let thread = Thread { self.writerLoop() }
+        thread.name = "CrashGuard.queue"
+        thread.start()
     }
 
-    /// Reports waiting.
-    var count: Int { lock.withLock { entries.count } }
-    /// Bytes waiting.
-    var bytes: Int { lock.withLock { totalBytes } }
-    /// Reports dropped for room and not yet reported to the server.
-    var dropped: Int { lock.withLock { droppedCount } }
+    deinit {
+        if lockDescriptor >= 0 { posixClose(lockDescriptor) }
+    }
 
-    /// Appends one encoded report durably, then drops the oldest reports while the queue
-    /// is over its byte cap. Returns the number of reports now queued.
+    var maxBytes: Int {
+        get { condition.withLock { maxBytesValue } }
+        set { condition.withLock { maxBytesValue = max(newValue, 1) } }
+    }
+
+    /// Reports waiting (written or still being written).
+    var count: Int { condition.withLock { entries.count + pending.count } }
+    /// Bytes waiting on disk.
+    var bytes: Int { condition.withLock { totalBytes } }
+    /// Reports dropped (queue full or hand-off full) and not yet reported to the server.
+    var dropped: Int { condition.withLock { droppedCount } }
+    /// Reports given up on after the retry cap, not yet reported to the server.
+    var deadLettered: Int { condition.withLock { deadCount } }
+    var isClosed: Bool { condition.withLock { closed } }
+    /// Reports leased to uploads in flight.
+    var leasedCount: Int { condition.withLock { leased.count } }
+
+    /// Hands one encoded report to the writer thread. Returns `false` when it was dropped
+    /// (hand-off buffer full, or the queue closed). `durable`: returns only once it is on
+    /// disk.
     @discardableResult
-    func append(_ data: Data, id: UUID) throws -> Int {
-        try lock.withLock {
-            let name = String(format: "%020llu-", nextSequence) + id.uuidString.lowercased() + Self.suffix
-            nextSequence += 1
-            try write(data, to: name)
-            entries.append(Entry(name: name, bytes: data.count))
-            totalBytes += data.count
-            var dropped = 0
-            while totalBytes > maxBytes, !entries.isEmpty {
-                let oldest = entries.removeFirst()
-                totalBytes -= oldest.bytes
-                try? FileManager.default.removeItem(at: url(oldest.name))
-                dropped += 1
+    func append(_ data: Data, id: UUID, durable: Bool = false) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !closed else { return false }
+        if pending.count >= maxPending {
+            droppedCount += 1
+            return false
+        }
+        let sequence = nextSequence
+        nextSequence += 1
+        let name = String(format: "%020llu-", sequence) + id.uuidString.lowercased() + Self.suffix
+        pending.append((sequence, name, data))
+        condition.broadcast()
+        if durable {
+            while writtenBelow <= sequence, !closed { condition.wait() }
+        }
+        return true
+    }
+
+    /// Waits until everything handed over so far is on disk.
+    func sync() {
+        condition.lock()
+        defer { condition.unlock() }
+        let target = nextSequence
+        while writtenBelow < target, !closed { condition.wait() }
+    }
+
+    /// ``sync()`` from async code, waiting on a Dispatch thread rather than blocking one of
+    /// the concurrency pool's few threads.
+    func syncOffPool() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.sync()
+                done.resume()
             }
-            if dropped > 0 {
-                droppedCount += dropped
-                persistDropped()
-            }
-            return entries.count
         }
     }
 
-    /// The oldest reports, at most `limit` of them and about `maxBytes` (at least one).
-    func peek(limit: Int, maxBytes: Int = .max) -> [Entry] {
-        lock.withLock {
+    /// Leases the oldest reports not already leased, at most `limit` of them and about
+    /// `maxBytes` (at least one): they are not handed out again, nor evicted, until
+    /// ``remove(_:)``, ``release(_:)`` or ``deadLetter(_:)``.
+    func lease(limit: Int, maxBytes: Int = .max) -> [Entry] {
+        condition.withLock {
             var batch: [Entry] = []
             var bytes = 0
-            for entry in entries {
+            for entry in entries where !leased.contains(entry.name) {
                 if batch.count == limit { break }
                 if !batch.isEmpty, bytes + entry.bytes > maxBytes { break }
                 batch.append(entry)
                 bytes += entry.bytes
             }
+            for entry in batch { leased.insert(entry.name) }
             return batch
         }
+    }
+
+    /// The oldest reports, once everything handed over is written (not leasing them).
+    func peek(limit: Int) -> [Entry] {
+        sync()
+        return condition.withLock { Array(entries.prefix(limit)) }
+    }
+
+    /// Gives leased reports back (the upload failed; they are sent again later).
+    func release(_ released: some Sequence<Entry>) {
+        condition.withLock { for entry in released { leased.remove(entry.name) } }
     }
 
     /// The stored bytes of an entry, or `nil` when it is gone.
@@ -100,39 +262,149 @@ final class DiskQueue: @unchecked Sendable {
 
     /// Deletes entries (after the server took them, or because they can never be sent).
     func remove(_ removed: some Sequence<Entry>) {
-        lock.withLock {
+        condition.withLock {
             let names = Set(removed.map(\.name))
             guard !names.isEmpty else { return }
             for name in names { try? FileManager.default.removeItem(at: url(name)) }
-            entries.removeAll { entry in
-                guard names.contains(entry.name) else { return false }
-                totalBytes -= entry.bytes
-                return true
+            forgetLocked(names)
+        }
+    }
+
+    /// Moves entries the server kept failing on to `dead/` and counts them.
+    func deadLetter(_ failed: some Sequence<Entry>) {
+        condition.withLock {
+            let names = Set(failed.map(\.name))
+            guard !names.isEmpty else { return }
+            let dead = directory.appendingPathComponent("dead", isDirectory: true)
+            try? FileManager.default.createDirectory(at: dead, withIntermediateDirectories: true)
+            for name in names {
+                if rename(url(name).path, dead.appendingPathComponent(name).path) != 0 {
+                    try? FileManager.default.removeItem(at: url(name))
+                }
             }
+            let kept = ((try? FileManager.default.contentsOfDirectory(atPath: dead.path)) ?? []).sorted()
+            for name in kept.dropLast(Self.maxDeadLetters) { try? FileManager.default.removeItem(at: dead.appendingPathComponent(name)) }
+            forgetLocked(names)
+            deadCount += names.count
+            try? writeFileAtomically(Data("\(deadCount)\n".utf8), to: url(Self.deadFile))
         }
     }
 
     /// The server was told about `count` dropped reports.
     func acknowledgeDropped(_ count: Int) {
-        lock.withLock {
+        condition.withLock {
             droppedCount = max(droppedCount - count, 0)
-            persistDropped()
+            persistDropped(names: [])
         }
+    }
+
+    /// The server was told about `count` dead-lettered reports.
+    func acknowledgeDeadLettered(_ count: Int) {
+        condition.withLock {
+            deadCount = max(deadCount - count, 0)
+            try? writeFileAtomically(Data("\(deadCount)\n".utf8), to: url(Self.deadFile))
+        }
+    }
+
+    /// Writes what is pending, stops the writer thread and unlocks the directory. Appends
+    /// after this are dropped. Only through ``relinquish()`` (or on a queue made for a test).
+    private func close() {
+        sync()
+        condition.withLock {
+            closed = true
+            condition.broadcast()
+            if lockDescriptor >= 0 {
+                posixClose(lockDescriptor)
+                lockDescriptor = -1
+            }
+        }
+    }
+
+    // MARK: Writer
+
+    private func writerLoop() {
+        CrashGuard.prepareCurrentThread()
+        while true {
+            condition.lock()
+            while pending.isEmpty, !closed { condition.wait() }
+            if pending.isEmpty, closed {
+                condition.unlock()
+                return
+            }
+            let group = pending
+            condition.unlock()
+
+            var written: [Entry] = []
+            for item in group {
+                let error = item.data.withUnsafeBytes { bytes in
+                    ccrash_write_file_atomically(nil, url(item.name + ".tmp").path, url(item.name).path, bytes.baseAddress, bytes.count)
+                }
+                if error == 0 { written.append(Entry(name: item.name, bytes: item.data.count)) }
+            }
+            fsyncDirectory()
+
+            condition.lock()
+            pending.removeFirst(group.count)
+            droppedCount += group.count - written.count
+            entries.append(contentsOf: written)
+            totalBytes += written.reduce(0) { $0 + $1.bytes }
+            evictLocked()
+            writtenBelow = max(writtenBelow, (group.last?.sequence ?? 0) + 1)
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+
+    /// Drops the oldest unleased reports while over the byte cap.
+    private func evictLocked() {
+        var victims: [Entry] = []
+        var bytes = totalBytes
+        for entry in entries where bytes > maxBytesValue && !leased.contains(entry.name) {
+            victims.append(entry)
+            bytes -= entry.bytes
+        }
+        guard !victims.isEmpty else { return }
+        let evictedNames = victims.map { $0.name + ".evicted" }
+        for (victim, evicted) in zip(victims, evictedNames) { rename(url(victim.name).path, url(evicted).path) }
+        Self.evictionHook?("renamed")
+        droppedCount += victims.count
+        persistDropped(names: evictedNames)
+        Self.evictionHook?("counted")
+        for evicted in evictedNames { unlink(url(evicted).path) }
+        forgetLocked(Set(victims.map(\.name)))
+    }
+
+    private func forgetLocked(_ names: Set<String>) {
+        entries.removeAll { entry in
+            guard names.contains(entry.name) else { return false }
+            totalBytes -= entry.bytes
+            return true
+        }
+        leased.subtract(names)
     }
 
     private func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
 
-    private func write(_ data: Data, to name: String) throws {
-        let error = data.withUnsafeBytes { bytes in
-            ccrash_write_file_atomically(directory.path, url(name + ".tmp").path, url(name).path, bytes.baseAddress, bytes.count)
+    private func fsyncDirectory() {
+        let fd = posixOpen(directory.path, directory: true)
+        if fd >= 0 {
+            fsync(fd)
+            posixClose(fd)
         }
-        if error != 0 { throw POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO) }
     }
 
-    private func persistDropped() {
-        try? write(Data("\(droppedCount)\n".utf8), to: Self.droppedFile)
+    /// The count, then the names of evicted files it already includes.
+    private func persistDropped(names: [String]) {
+        let text = (["\(droppedCount)"] + names).joined(separator: "\n") + "\n"
+        try? writeFileAtomically(Data(text.utf8), to: url(Self.droppedFile))
     }
 }
+
+private func posixOpen(_ path: String, directory: Bool = false) -> Int32 {
+    directory ? open(path, O_RDONLY | O_CLOEXEC) : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+}
+
+private func posixClose(_ fd: Int32) { _ = close(fd) }
 
 /// A small file written crash-safely (temporary file, fsync, rename).
 func writeFileAtomically(_ data: Data, to url: URL) throws {

@@ -21,6 +21,7 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
     private let tick: AsyncStream<Void>.Continuation
     private let lock = NSLock()
     private var tasks: [Task<Void, Never>] = []
+    private var shutDown = false
 
     init(
         configuration: CrashGuard.Configuration,
@@ -35,7 +36,7 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         self.random = random
         (ticks, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         if configuration.uploadEnabled {
-            let queue = try DiskQueue(
+            let queue = try DiskQueue.open(
                 directory: configuration.directory.appendingPathComponent("queue", isDirectory: true),
                 maxBytes: configuration.maxQueueBytes
             )
@@ -76,14 +77,16 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         )
     }
 
-    /// Samples, runs the reporter block and queues `report`. Returns `true` when it was
-    /// queued (or handed to the block with uploading off), `false` when it was dropped.
+    /// Samples, adds the scope (unless the report brings its own, as a crash record does),
+    /// runs the reporter block and queues `report`. Returns `true` when it was queued (or
+    /// handed to the block with uploading off), `false` when it was dropped.
     @discardableResult
-    func submit(_ report: Report) -> Bool {
+    func submit(_ report: Report, applyingScope: Bool = true) -> Bool {
         var report = report
         if report.fatal != true, configuration.sampleRate < 1, random() >= max(configuration.sampleRate, 0) {
             return false
         }
+        if applyingScope { report.context = Scope.shared.apply(to: report.context) }
         if let block = configuration.reporter {
             guard let changed = block(report) else { return false }
             report = changed
@@ -96,8 +99,12 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         }
         do {
             let data = try JSONEncoder.crashWire().encode(report)
-            let count = try queue.append(data, id: report.id)
-            if count >= configuration.effectiveBatchSize { tick.yield() }
+            // Fatal reports are on disk before this returns: the process may be ending.
+            guard queue.append(data, id: report.id, durable: report.fatal == true) else {
+                configuration.log("dropped a report: the queue's hand-off is full")
+                return false
+            }
+            if queue.count >= configuration.effectiveBatchSize { tick.yield() }
             return true
         } catch {
             configuration.log("could not queue a report: \(error)")
@@ -109,7 +116,7 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
 
     /// Starts the upload loop and the flush timer; uploads what an earlier run left queued.
     func startUploading() {
-        guard let uploader, let queue else { return }
+        guard let uploader, let queue, !lock.withLock({ shutDown }) else { return }
         let ticks = self.ticks
         let tick = self.tick
         let clock = self.clock
@@ -129,14 +136,26 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         if queue.count > 0 { tick.yield() }
     }
 
-    /// Stops the loop and timer; queued reports stay on disk for the next start.
-    func stop() async {
-        let running = lock.withLock {
+    /// Stops the loop and timer at once and lets go of the queue; an upload in flight
+    /// finishes in the background (its batch stays leased, so nobody sends it twice).
+    /// Queued reports stay on disk for the next start. Idempotent.
+    func shutdown() {
+        let running = lock.withLock { () -> [Task<Void, Never>]? in
+            guard !shutDown else { return nil }
+            shutDown = true
             defer { tasks = [] }
             return tasks
         }
+        guard let running else { return }
         tick.finish()
         for task in running { task.cancel() }
+        if let uploader { Task { await uploader.cancel() } }
+        queue?.relinquish()
+    }
+
+    /// ``shutdown()``, then waits for a running upload to end.
+    func stop() async {
+        shutdown()
         await uploader?.cancel()
     }
 
@@ -144,10 +163,18 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
     /// the queue is empty.
     func flush(timeout: Duration) async -> Bool {
         guard let uploader, let queue else { return true }
+        // What the caller recorded is on disk first (the writer thread may still hold it).
+        await queue.syncOffPool()
         if queue.count == 0 { return true }
         let once = ResumeOnce()
         let drain = Task {
             await uploader.drain()
+            // Batches leased by an earlier reporter's upload still in flight (after a
+            // restart) come back or go; wait for them, then drain what they left.
+            while !Task.isCancelled, queue.count > 0, queue.leasedCount > 0, await !uploader.stopped {
+                try? await Task.sleep(for: .milliseconds(20))
+                await uploader.drain()
+            }
             once.resume()
         }
         // Real time, not the injected clock: the caller is about to exit and means seconds.

@@ -115,6 +115,50 @@ struct CrashCaptureTests {
         #expect(CrashRecord(parsing: Data("garbage".utf8)) == nil)
     }
 
+    @Test("a version 2 record parses: id, registers, length-prefixed message and scope, threads, a truncated end")
+    func recordVersion2() throws {
+        let message = "Fatal error: two\nlines"
+        let scope = "user.id\tu-1\nbreadcrumb.00\t2026-01-01T00:00:00Z [ui] tapped\n"
+        let text = """
+            CGCRASH 2
+            id 2B4B354D-5A62-4646-851C-3A7B276754A2
+            time 1800000000 5
+            signal 6
+            code -6
+            address 0x445f
+            pc 0x7f60
+            insn 0f0b4883
+            register rip 0x7f60
+            register rsp 0x7ffc
+            message \(message.utf8.count)
+            \(message)
+            scope \(scope.utf8.count)
+            \(scope)
+            thread 17 crashing main
+            frame 0x7f60
+            frame 0x5500
+            thread 18 other worker one
+            frame 0x7f61
+            unanswered 2
+            truncated 11
+            end
+
+            """
+        let record = try #require(CrashRecord(parsing: Data(text.utf8)))
+        #expect(record.version == 2)
+        #expect(record.id == UUID(uuidString: "2b4b354d-5a62-4646-851c-3a7b276754a2"))
+        #expect(record.instruction == [0x0f, 0x0b, 0x48, 0x83])
+        #expect(record.registers.map { $0.name } == ["rip", "rsp"])
+        #expect(record.message == message)
+        #expect(record.scope.map { $0.key } == ["user.id", "breadcrumb.00"])
+        #expect(record.threads.map(\.id) == [17, 18])
+        #expect(record.threads[1].name == "worker one" && !record.threads[1].crashing)
+        #expect(record.frames == [0x7f60, 0x5500])
+        #expect(record.unanswered == 2)
+        #expect(record.truncated)
+        #expect(CrashCapture.trapInstruction(record) == "ud2")
+    }
+
     @Test("frames of this process symbolicate through the image map, demangled")
     func symbolication() throws {
         let images = LoadedImage.current()

@@ -145,15 +145,18 @@ struct ReporterTests {
         let failing = FakeTransport { _, _ in .status(503, retryAfter: "1") }
         let probe = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory()))
         probe.record(reporterEvent("r00"))
+        probe.queue?.sync()
         let oneReport = try #require(probe.queue?.bytes)
 
         let config = reporterTestConfiguration(directory: directory, transport: failing, maxQueueBytes: oneReport * 3 + oneReport / 2)
         let reporter = try makeReporter(config)
         for i in 0..<10 { reporter.record(reporterEvent(String(format: "r%02d", i))) }
+        reporter.queue?.sync()
         #expect(reporter.queue?.count == 3)
         #expect(reporter.queue?.dropped == 7)
 
-        // The count survives a restart.
+        // The count survives a restart (the last user closes the queue; the next opens it from disk).
+        reporter.shutdown()
         let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
         var restarted = config
         restarted.transport = transport
@@ -255,14 +258,17 @@ struct ReporterTests {
     @Test("the queue is crash-safe: leftovers of an interrupted write are ignored, order survives a restart")
     func queueRestart() throws {
         let directory = reporterTestDirectory()
-        let queue = try DiskQueue(directory: directory, maxBytes: 1 << 20)
-        for i in 0..<3 { try queue.append(Data("report \(i)".utf8), id: UUID()) }
+        let queue = try DiskQueue.open(directory: directory, maxBytes: 1 << 20)
+        for i in 0..<3 { queue.append(Data("report \(i)".utf8), id: UUID()) }
+        queue.relinquish()  // writes what is pending, then closes
         try Data("half a rep".utf8).write(to: directory.appendingPathComponent("00000000000000000099-x.report.tmp"))
-        let reopened = try DiskQueue(directory: directory, maxBytes: 1 << 20)
+        let reopened = try DiskQueue.open(directory: directory, maxBytes: 1 << 20)
+        defer { reopened.relinquish() }
+        #expect(reopened !== queue)
         #expect(reopened.count == 3)
         let texts = reopened.peek(limit: 10).compactMap { reopened.read($0) }.map { String(decoding: $0, as: UTF8.self) }
         #expect(texts == ["report 0", "report 1", "report 2"])
-        try reopened.append(Data("report 3".utf8), id: UUID())
+        reopened.append(Data("report 3".utf8), id: UUID())
         #expect(reopened.peek(limit: 10).last.flatMap { reopened.read($0) } == Data("report 3".utf8))
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("00000000000000000099-x.report.tmp").path))
     }

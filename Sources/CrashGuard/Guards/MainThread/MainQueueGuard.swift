@@ -7,7 +7,7 @@ import Foundation
 /// friends to the main queue.
 ///
 /// ```swift
-/// MainQueueGuard.run { label.text = title }
+/// MainQueueGuard.run { label.text = title }   // the closure is @MainActor: UIKit compiles under Swift 6
 /// ```
 ///
 /// On the main queue the closure runs inline, at once. Anywhere else it is dispatched
@@ -33,17 +33,23 @@ public enum MainQueueGuard {
     }
 
     /// Runs `body` inline on the main queue; from anywhere else dispatches it to the main
-    /// queue asynchronously and records. Returns whether it ran inline.
+    /// queue asynchronously and records. Returns whether it ran inline. `body` is
+    /// `@MainActor`, so it may touch main-actor state (UIKit, AppKit) under Swift 6.
     @discardableResult
     public static func run(
         fileID: String = #fileID, line: Int = #line, function: String = #function,
-        _ body: @escaping @Sendable () -> Void
+        _ body: @escaping @MainActor @Sendable () -> Void
     ) -> Bool {
+        // The main queue is the main actor's executor, so running `body` there is what its
+        // isolation asks for. `MainActor.assumeIsolated` is not used: its own check traps
+        // where ours (a queue-specific key, or the main thread) says "main" and the
+        // runtime's does not, and a guard must never trap.
+        let onMain = unsafeBitCast(body, to: (@Sendable () -> Void).self)
         if isMainQueue {
-            body()
+            onMain()
             return true
         }
-        DispatchQueue.main.async(execute: body)
+        DispatchQueue.main.async(execute: onMain)
         GuardRecorder.record(
             .mainThread, site: CallSite(fileID: fileID, line: line, function: function), in: nil,
             reason: "Main Thread Checker: API called on a background thread: \(function)",
