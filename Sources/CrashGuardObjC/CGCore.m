@@ -1,0 +1,294 @@
+// Reporting, switches, swizzling and side tables shared by every guard family.
+#include "CGCompat.h"
+
+#if CRASHGUARD_OBJC_ENABLED
+
+#include <stdlib.h>
+#include <string.h>
+
+// ---- Switches and callback ----
+
+static pthread_mutex_t installLock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t installedFamilies;                 // under installLock
+static uint32_t enabledFamilies;           // atomic (__atomic builtins)
+static crashguard_objc_report_fn reportCallback;  // atomic
+static int raiseAfterRecording;             // atomic
+
+BOOL CGEnabled(uint32_t family) {
+    return (__atomic_load_n(&enabledFamilies, __ATOMIC_ACQUIRE) & family) != 0;
+}
+
+uint32_t crashguard_objc_install(uint32_t categories, crashguard_objc_report_fn callback) {
+    pthread_mutex_lock(&installLock);
+    __atomic_store_n(&reportCallback, callback, __ATOMIC_RELEASE);
+    uint32_t fresh = categories & ~installedFamilies & CRASHGUARD_OBJC_ALL;
+    NSAutoreleasePool *pool = [[NSAutoreleasePool alloc] init];
+    if (fresh & CRASHGUARD_OBJC_CONTAINER) CGInstallContainerGuards();
+    if (fresh & CRASHGUARD_OBJC_STRING) CGInstallStringGuards();
+    if (fresh & CRASHGUARD_OBJC_SELECTOR) CGInstallSelectorGuard();
+    if (fresh & CRASHGUARD_OBJC_NULL) CGInstallNullGuard();
+    if (fresh & CRASHGUARD_OBJC_KVO) CGInstallKVOGuard();
+    if (fresh & CRASHGUARD_OBJC_NOTIFICATION) CGInstallNotificationGuard();
+    if (fresh & CRASHGUARD_OBJC_TIMER) CGInstallTimerGuard();
+    if (fresh & CRASHGUARD_OBJC_ZOMBIE) CGInstallZombieGuard();
+    if (fresh & (CRASHGUARD_OBJC_KVO | CRASHGUARD_OBJC_NOTIFICATION | CRASHGUARD_OBJC_TIMER | CRASHGUARD_OBJC_ZOMBIE)) {
+        CGInstallDeallocHook();
+    }
+    [pool release];
+    installedFamilies |= fresh;
+    __atomic_fetch_or(&enabledFamilies, categories & CRASHGUARD_OBJC_ALL, __ATOMIC_RELEASE);
+    uint32_t result = installedFamilies;
+    pthread_mutex_unlock(&installLock);
+    return result;
+}
+
+void crashguard_objc_set_enabled(uint32_t categories) {
+    pthread_mutex_lock(&installLock);
+    __atomic_store_n(&enabledFamilies, categories & installedFamilies, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&installLock);
+}
+
+uint32_t crashguard_objc_enabled(void) { return __atomic_load_n(&enabledFamilies, __ATOMIC_ACQUIRE); }
+
+void crashguard_objc_set_raise_after_recording(int raise) { __atomic_store_n(&raiseAfterRecording, raise ? 1 : 0, __ATOMIC_RELEASE); }
+
+NSString *CGAddress(const void *pointer) { return [NSString stringWithFormat:@"%p", pointer]; }
+
+NSString *CGClassName(id object) {
+    if (object == nil) return @"nil";
+    return [NSString stringWithUTF8String:class_getName(object_getClass(object))];
+}
+
+// A guard must never recurse into itself: building a reason or a stack messages the very
+// classes it guards. Per thread, a guard that fires while a report is being built only
+// does the safe thing.
+static pthread_key_t reentryKey;
+static pthread_once_t reentryOnce = PTHREAD_ONCE_INIT;
+static void makeReentryKey(void) { pthread_key_create(&reentryKey, NULL); }
+
+void CGReport(uint32_t family, const char *kind, NSString *site, NSString *action, NSString *reason,
+              NSString *exceptionName) {
+    pthread_once(&reentryOnce, makeReentryKey);
+    if (pthread_getspecific(reentryKey) != NULL) return;
+    pthread_setspecific(reentryKey, (void *)1);
+    crashguard_objc_report_fn callback = __atomic_load_n(&reportCallback, __ATOMIC_ACQUIRE);
+    if (callback != NULL) {
+        NSAutoreleasePool *pool = [[NSAutoreleasePool alloc] init];
+        NSArray *symbols = [NSThread callStackSymbols];
+        NSUInteger count = [symbols count];
+        if (count > 256) count = 256;
+        const char **frames = calloc(count ? count : 1, sizeof(char *));
+        for (NSUInteger i = 0; i < count; i++) frames[i] = [[[symbols objectAtIndex:i] description] UTF8String];
+        crashguard_objc_report report = {
+            .kind = kind,
+            .reason = [reason UTF8String],
+            .stack = frames,
+            .stack_count = count,
+            .site = [site UTF8String],
+            .action = [action UTF8String],
+        };
+        callback(&report);
+        free(frames);
+        [pool release];
+    }
+    pthread_setspecific(reentryKey, NULL);
+    (void)family;
+    if (exceptionName != nil && __atomic_load_n(&raiseAfterRecording, __ATOMIC_ACQUIRE)) {
+        [NSException raise:exceptionName format:@"%@", reason];
+    }
+}
+
+// ---- Swizzling ----
+
+typedef struct {
+    Class cls;
+    SEL sel;
+    IMP original;
+} CGOriginalEntry;
+
+static CGOriginalEntry *originals;        // append-only, published by originalCount
+static unsigned originalCount;            // atomic: readers scan entries below it
+static unsigned originalCapacity;
+
+static BOOL inheritsFrom(Class cls, Class base) {
+    for (Class c = cls; c != Nil; c = class_getSuperclass(c)) {
+        if (c == base) return YES;
+    }
+    return NO;
+}
+
+static BOOL definesOwn(Class cls, SEL sel) {
+    unsigned count = 0;
+    Method *methods = class_copyMethodList(cls, &count);
+    BOOL found = NO;
+    for (unsigned i = 0; i < count && !found; i++) found = sel_isEqual(method_getName(methods[i]), sel);
+    free(methods);
+    return found;
+}
+
+static Method ownMethod(Class cls, SEL sel) {
+    unsigned count = 0;
+    Method *methods = class_copyMethodList(cls, &count);
+    Method found = NULL;
+    for (unsigned i = 0; i < count && found == NULL; i++) {
+        if (sel_isEqual(method_getName(methods[i]), sel)) found = methods[i];
+    }
+    free(methods);
+    return found;
+}
+
+Class *CGClassesDefining(Class base, SEL sel, BOOL meta, unsigned *count) {
+    int total = objc_getClassList(NULL, 0);
+    Class *all = calloc((size_t)total + 1, sizeof(Class));
+    total = objc_getClassList(all, total);
+    Class *result = calloc((size_t)total + 1, sizeof(Class));
+    unsigned n = 0;
+    for (int i = 0; i < total; i++) {
+        Class cls = all[i];
+        if (!inheritsFrom(cls, base)) continue;
+        Class target = meta ? object_getClass((id)cls) : cls;
+        if (definesOwn(target, sel)) result[n++] = target;
+    }
+    free(all);
+    *count = n;
+    return result;
+}
+
+IMP CGSwizzleOwn(Class cls, SEL sel, IMP imp) {
+    Method method = ownMethod(cls, sel);
+    if (method == NULL) return NULL;
+    IMP original = method_getImplementation(method);
+    if (original == imp) return NULL;
+    if (originalCount == originalCapacity) {
+        // Grown before publishing: readers only read entries below the published count.
+        unsigned capacity = originalCapacity ? originalCapacity * 2 : 64;
+        CGOriginalEntry *grown = calloc(capacity, sizeof(CGOriginalEntry));
+        if (originals != NULL) memcpy(grown, originals, originalCount * sizeof(CGOriginalEntry));
+        // The old array is leaked on purpose: a reader may still be scanning it.
+        __atomic_store_n(&originals, grown, __ATOMIC_RELEASE);
+        originalCapacity = capacity;
+    }
+    originals[originalCount] = (CGOriginalEntry){cls, sel, original};
+    __atomic_fetch_add(&originalCount, 1, __ATOMIC_RELEASE);
+    method_setImplementation(method, imp);
+    CGRebuildDispatch(cls);
+    return original;
+}
+
+IMP CGOriginal(id object, SEL sel) {
+    unsigned count = __atomic_load_n(&originalCount, __ATOMIC_ACQUIRE);
+    CGOriginalEntry *entries = __atomic_load_n(&originals, __ATOMIC_ACQUIRE);
+    for (Class c = object_getClass(object); c != Nil; c = class_getSuperclass(c)) {
+        for (unsigned i = 0; i < count; i++) {
+            if (entries[i].cls == c && sel_isEqual(entries[i].sel, sel)) return entries[i].original;
+        }
+    }
+    return NULL;
+}
+
+unsigned CGSwizzleCluster(Class base, SEL sel, IMP imp, BOOL meta) {
+    unsigned count = 0, changed = 0;
+    Class *classes = CGClassesDefining(base, sel, meta, &count);
+    for (unsigned i = 0; i < count; i++) {
+        if (CGSwizzleOwn(classes[i], sel, imp) != NULL) changed++;
+    }
+    free(classes);
+    return changed;
+}
+
+#if CG_GNU_RUNTIME
+static void cgDispatchMarker(id self, SEL _cmd) { (void)self; (void)_cmd; }
+#endif
+
+void CGRebuildDispatch(Class cls) {
+#if CG_GNU_RUNTIME
+    // GCC's runtime copies implementations into each class's dispatch table; adding a
+    // method rebuilds the tables of the class and its subclasses, so the new IMP is seen.
+    static unsigned serial;
+    char name[64];
+    snprintf(name, sizeof name, "__crashguard_rebuild_%u", __atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED));
+    class_addMethod(cls, sel_registerName(name), (IMP)cgDispatchMarker, "v@:");
+#else
+    (void)cls;  // Apple's runtime flushes the method caches in method_setImplementation.
+#endif
+}
+
+// ---- Side tables ----
+
+struct CGSideTable {
+    pthread_mutex_t lock;
+    NSMapTable *map;  // address -> retained object
+};
+
+CGSideTable *CGSideTableCreate(void) {
+    CGSideTable *table = calloc(1, sizeof(CGSideTable));
+    pthread_mutex_init(&table->lock, NULL);
+    table->map = NSCreateMapTable(NSNonOwnedPointerMapKeyCallBacks, NSObjectMapValueCallBacks, 16);
+    return table;
+}
+
+id CGSideTableGet(CGSideTable *table, const void *key) {
+    pthread_mutex_lock(&table->lock);
+    id value = [(id)NSMapGet(table->map, key) retain];
+    pthread_mutex_unlock(&table->lock);
+    return [value autorelease];
+}
+
+void CGSideTableSet(CGSideTable *table, const void *key, id value) {
+    pthread_mutex_lock(&table->lock);
+    if (value == nil) {
+        NSMapRemove(table->map, key);
+    } else {
+        NSMapInsert(table->map, key, value);
+    }
+    pthread_mutex_unlock(&table->lock);
+}
+
+id CGSideTableTake(CGSideTable *table, const void *key) {
+    pthread_mutex_lock(&table->lock);
+    id value = [(id)NSMapGet(table->map, key) retain];
+    if (value != nil) NSMapRemove(table->map, key);
+    pthread_mutex_unlock(&table->lock);
+    return [value autorelease];
+}
+
+NSArray *CGSideTableValues(CGSideTable *table) {
+    pthread_mutex_lock(&table->lock);
+    NSArray *values = NSAllMapTableValues(table->map);
+    pthread_mutex_unlock(&table->lock);
+    return values;
+}
+
+// ---- The shared -dealloc hook ----
+
+static IMP originalDealloc;
+
+/// Set while this thread runs the hooks: the objects they create and free themselves go
+/// straight through (they are never observed, timed or protected), else every hook's
+/// temporary would run the hooks again.
+static __thread int inDeallocHooks;
+
+static void cgDealloc(id self, SEL _cmd) {
+    if (!inDeallocHooks) {
+        inDeallocHooks = 1;
+        BOOL kept = NO;
+        if (CGEnabled(CRASHGUARD_OBJC_KVO)) CGKVODeallocHook(self);
+        if (CGEnabled(CRASHGUARD_OBJC_NOTIFICATION)) CGNotificationDeallocHook(self);
+        if (CGEnabled(CRASHGUARD_OBJC_TIMER)) CGTimerDeallocHook(self);
+        if (CGEnabled(CRASHGUARD_OBJC_ZOMBIE)) kept = CGZombieDeallocHook(self);
+        inDeallocHooks = 0;
+        if (kept) return;
+    }
+    ((void (*)(id, SEL))originalDealloc)(self, _cmd);
+}
+
+void CGRealDealloc(id object) { ((void (*)(id, SEL))originalDealloc)(object, @selector(dealloc)); }
+
+void CGInstallDeallocHook(void) {
+    if (originalDealloc != NULL) return;
+    // NSObject's own -dealloc, reached by every [super dealloc] chain: by then the
+    // subclasses have released their ivars, and only the root frees the memory.
+    originalDealloc = CGSwizzleOwn([NSObject class], @selector(dealloc), (IMP)cgDealloc);
+}
+
+#endif  // CRASHGUARD_OBJC_ENABLED
