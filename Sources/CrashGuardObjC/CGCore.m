@@ -110,6 +110,19 @@ static CGOriginalEntry *originals;        // append-only, published by originalC
 static unsigned originalCount;            // atomic: readers scan entries below it
 static unsigned originalCapacity;
 
+// A direct-mapped cache of CGOriginal's answers per (receiver class, selector): the scan
+// below walks the class chain over every swizzled method, about ten times the cost of
+// the guarded call itself. Slots are filled once (compare-and-swap from NULL) with
+// immutable entries; a swizzle empties the cache (the old entries are leaked: a reader
+// may hold one; their number is bounded by the classes times the guarded selectors).
+#define CG_CACHE_SLOTS 1024
+static CGOriginalEntry *originalCache[CG_CACHE_SLOTS];
+
+static unsigned cacheSlot(Class cls, SEL sel) {
+    uintptr_t h = ((uintptr_t)cls >> 4) * 31u + ((uintptr_t)(const void *)sel >> 3);
+    return (unsigned)((h ^ (h >> 11)) & (CG_CACHE_SLOTS - 1));
+}
+
 static BOOL inheritsFrom(Class cls, Class base) {
     for (Class c = cls; c != Nil; c = class_getSuperclass(c)) {
         if (c == base) return YES;
@@ -172,18 +185,36 @@ IMP CGSwizzleOwn(Class cls, SEL sel, IMP imp) {
     __atomic_fetch_add(&originalCount, 1, __ATOMIC_RELEASE);
     method_setImplementation(method, imp);
     CGRebuildDispatch(cls);
+    for (unsigned i = 0; i < CG_CACHE_SLOTS; i++) __atomic_store_n(&originalCache[i], NULL, __ATOMIC_RELEASE);
     return original;
 }
 
-IMP CGOriginal(id object, SEL sel) {
+static IMP scanOriginal(Class cls, SEL sel) {
     unsigned count = __atomic_load_n(&originalCount, __ATOMIC_ACQUIRE);
     CGOriginalEntry *entries = __atomic_load_n(&originals, __ATOMIC_ACQUIRE);
-    for (Class c = object_getClass(object); c != Nil; c = class_getSuperclass(c)) {
+    for (Class c = cls; c != Nil; c = class_getSuperclass(c)) {
         for (unsigned i = 0; i < count; i++) {
             if (entries[i].cls == c && sel_isEqual(entries[i].sel, sel)) return entries[i].original;
         }
     }
     return NULL;
+}
+
+IMP CGOriginal(id object, SEL sel) {
+    Class cls = object_getClass(object);
+    unsigned slot = cacheSlot(cls, sel);
+    CGOriginalEntry *cached = __atomic_load_n(&originalCache[slot], __ATOMIC_ACQUIRE);
+    if (cached != NULL && cached->cls == cls && cached->sel == sel) return cached->original;
+    IMP found = scanOriginal(cls, sel);
+    if (found != NULL && cached == NULL) {
+        CGOriginalEntry *entry = malloc(sizeof(CGOriginalEntry));
+        *entry = (CGOriginalEntry){cls, sel, found};
+        CGOriginalEntry *expected = NULL;
+        if (!__atomic_compare_exchange_n(&originalCache[slot], &expected, entry, NO, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+            free(entry);
+        }
+    }
+    return found;
 }
 
 unsigned CGSwizzleCluster(Class base, SEL sel, IMP imp, BOOL meta) {
