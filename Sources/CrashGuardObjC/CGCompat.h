@@ -21,10 +21,6 @@
 
 #if CRASHGUARD_OBJC_ENABLED
 
-#if __has_feature(objc_arc)
-#error "CrashGuardObjC is written for manual retain/release (-fno-objc-arc)"
-#endif
-
 #import <Foundation/Foundation.h>
 #include <objc/runtime.h>
 #include <pthread.h>
@@ -36,6 +32,36 @@
 #define CG_GNU_RUNTIME 0
 #endif
 
+// Memory management: GCC's runtime has no ARC (manual retain/release); SwiftPM compiles
+// Objective-C targets with ARC on Apple platforms (and offers no per-target switch without
+// unsafeFlags). The sources are written for both: ownership goes through these macros, and
+// every object that may be deallocating (the -dealloc hooks, zombies) or is held without
+// ownership is __unsafe_unretained (CG_UNSAFE), so that ARC never retains it.
+#if __has_feature(objc_arc)
+#define CG_ARC 1
+#define CG_RETAIN(x) (x)
+#define CG_RELEASE(x) ((void)0)
+#define CG_AUTORELEASE(x) (x)
+/// A retained object as a plain pointer (the side tables' values), and back.
+#define CG_BRIDGE_RETAINED(x) ((__bridge_retained void *)(x))
+#define CG_BRIDGE_TRANSFER(p) ((__bridge_transfer id)(p))
+#define CG_BRIDGE(p) ((__bridge id)(p))
+#else
+#define CG_ARC 0
+#define CG_RETAIN(x) [(x) retain]
+#define CG_RELEASE(x) [(x) release]
+#define CG_AUTORELEASE(x) [(x) autorelease]
+#define CG_BRIDGE_RETAINED(x) ((void *)[(x) retain])
+#define CG_BRIDGE_TRANSFER(p) [(id)(p) autorelease]
+#define CG_BRIDGE(p) ((id)(p))
+#endif
+#define CG_UNSAFE __unsafe_unretained
+/// Selectors ARC forbids in @selector().
+#define CG_SEL_DEALLOC sel_registerName("dealloc")
+#define CG_SEL_RETAIN sel_registerName("retain")
+#define CG_SEL_RELEASE sel_registerName("release")
+#define CG_SEL_AUTORELEASE sel_registerName("autorelease")
+
 // ---- Reporting (CGCore.m) ----
 
 /// Whether `family` is installed and switched on.
@@ -44,22 +70,22 @@ BOOL CGEnabled(uint32_t family);
 /// `exceptionName` (nil: no raise) with `reason`.
 void CGReport(uint32_t family, const char *kind, NSString *site, NSString *action, NSString *reason,
               NSString *exceptionName);
-/// "0x1234": the receiver's address as the runtimes print it.
-NSString *CGAddress(const void *pointer);
+/// "0x1234": the object's address as the runtimes print it (never messages it).
+NSString *CGAddress(CG_UNSAFE id object);
 /// The class name the runtime would print for `object` (its real class, not -class).
-NSString *CGClassName(id object);
+NSString *CGClassName(CG_UNSAFE id object);
 
 // ---- Swizzling (CGCore.m) ----
 
 /// Every registered class that is `base` or inherits from it and defines `sel` itself.
 /// The caller frees the array. Meta classes: pass `meta` YES for class methods.
-Class *CGClassesDefining(Class base, SEL sel, BOOL meta, unsigned *count);
+CG_UNSAFE Class *CGClassesDefining(Class base, SEL sel, BOOL meta, unsigned *count);
 /// Replaces `cls`'s own implementation of `sel` with `imp` and returns the original (NULL
 /// when `cls` does not define `sel` itself: nothing is changed, never the superclass's).
 IMP CGSwizzleOwn(Class cls, SEL sel, IMP imp);
 /// Original implementation stored for the nearest class of `object` (walking up from its
 /// real class) that was swizzled for `sel`.
-IMP CGOriginal(id object, SEL sel);
+IMP CGOriginal(CG_UNSAFE id object, SEL sel);
 /// Swizzles `sel` in every class from `base` down that defines it, remembering originals.
 /// Returns how many classes were changed.
 unsigned CGSwizzleCluster(Class base, SEL sel, IMP imp, BOOL meta);
@@ -68,15 +94,16 @@ void CGRebuildDispatch(Class cls);
 
 // ---- Side tables (instead of associated objects) ----
 
-/// A map from object address to a retained Objective-C value, under a mutex.
+/// A map from object address to a retained Objective-C value, under a mutex (a small
+/// open-addressing table in C: no Foundation map API differs between the platforms).
 typedef struct CGSideTable CGSideTable;
 CGSideTable *CGSideTableCreate(void);
 /// The value for `key` (retained + autoreleased), nil if none.
-id CGSideTableGet(CGSideTable *table, const void *key);
+id CGSideTableGet(CGSideTable *table, CG_UNSAFE id key);
 /// Stores `value` (retained) for `key`; nil removes.
-void CGSideTableSet(CGSideTable *table, const void *key, id value);
+void CGSideTableSet(CGSideTable *table, CG_UNSAFE id key, id value);
 /// Removes and returns (retained + autoreleased) the value for `key`.
-id CGSideTableTake(CGSideTable *table, const void *key);
+id CGSideTableTake(CGSideTable *table, CG_UNSAFE id key);
 /// Every value (autoreleased array).
 NSArray *CGSideTableValues(CGSideTable *table);
 
@@ -85,7 +112,7 @@ id CGStubFor(SEL sel);
 /// A type encoding for `sel`: the runtime's own when known, else all objects.
 const char *CGTypesFor(SEL sel, char *buffer, size_t size);
 /// Frees `object` for real: NSObject's original -dealloc (CGCore.m).
-void CGRealDealloc(id object);
+void CGRealDealloc(CG_UNSAFE id object);
 
 // ---- Families' install functions ----
 void CGInstallContainerGuards(void);
@@ -98,14 +125,14 @@ void CGInstallZombieGuard(void);
 void CGInstallNullGuard(void);
 
 /// Hooks run from the swizzled -dealloc of NSObject (CGCore.m), in this order.
-void CGKVODeallocHook(id object);
-void CGNotificationDeallocHook(id object);
+void CGKVODeallocHook(CG_UNSAFE id object);
+void CGNotificationDeallocHook(CG_UNSAFE id object);
 /// YES when the zombie guard kept `object` (then the original dealloc must not run).
-BOOL CGZombieDeallocHook(id object);
+BOOL CGZombieDeallocHook(CG_UNSAFE id object);
 /// Installs the shared NSObject -dealloc hook once.
 void CGInstallDeallocHook(void);
 /// Clears the timer proxies whose target is `object` (CGTimerGuard.m).
-void CGTimerDeallocHook(id object);
+void CGTimerDeallocHook(CG_UNSAFE id object);
 
 #endif  // CRASHGUARD_OBJC_ENABLED
 #endif

@@ -15,13 +15,20 @@ static void reportContainer(id self, SEL cmd, NSString *action, NSString *except
 static void reportContainer(id self, SEL cmd, NSString *action, NSString *exception, NSString *format, ...) {
     va_list args;
     va_start(args, format);
-    NSString *detail = [[[NSString alloc] initWithFormat:format arguments:args] autorelease];
+    NSString *detail = CG_AUTORELEASE([[NSString alloc] initWithFormat:format arguments:args]);
     va_end(args);
     BOOL meta = class_isMetaClass(object_getClass(self));
     NSString *site = [NSString stringWithFormat:@"%c[%@ %s]", meta ? '+' : '-', CGClassName(self), sel_getName(cmd)];
     NSString *reason = [NSString stringWithFormat:@"%@: %@", site, detail];
     CGReport(CRASHGUARD_OBJC_CONTAINER, "container", site, action, reason, exception);
 }
+
+// -init... consumes its receiver and returns a retained object: said explicitly, so that
+// ARC (Apple platforms) balances the calls through these C functions like the methods.
+#define CG_CONSUMED __attribute__((ns_consumed))
+#define CG_RETURNS_RETAINED __attribute__((ns_returns_retained))
+typedef id (*CGInitObjects)(CG_CONSUMED id, SEL, const CG_UNSAFE id *, NSUInteger) CG_RETURNS_RETAINED;
+typedef id (*CGInitObjectsKeys)(CG_CONSUMED id, SEL, const CG_UNSAFE id *, const CG_UNSAFE id *, NSUInteger) CG_RETURNS_RETAINED;
 
 static NSString *beyondBounds(NSUInteger index, NSUInteger count) {
     if (count == 0) return [NSString stringWithFormat:@"index %lu beyond bounds for empty array", (unsigned long)index];
@@ -60,7 +67,8 @@ static NSArray *cgArraySubarrayWithRange(id self, SEL _cmd, NSRange range) {
 }
 
 // -initWithObjects:count: (behind +arrayWithObjects:count: and literals): nil objects dropped.
-static id cgArrayInitWithObjectsCount(id self, SEL _cmd, const id *objects, NSUInteger count) {
+static id cgArrayInitWithObjectsCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects, NSUInteger count) CG_RETURNS_RETAINED;
+static id cgArrayInitWithObjectsCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects, NSUInteger count) {
     IMP original = CGOriginal(self, _cmd);
     if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && objects != NULL) {
         NSUInteger firstNil = NSNotFound;
@@ -68,19 +76,19 @@ static id cgArrayInitWithObjectsCount(id self, SEL _cmd, const id *objects, NSUI
             if (objects[i] == nil) firstNil = i;
         }
         if (firstNil != NSNotFound) {
-            id *kept = calloc(count ? count : 1, sizeof(id));
+            CG_UNSAFE id *kept = (CG_UNSAFE id *)calloc(count ? count : 1, sizeof(id));
             NSUInteger n = 0;
             for (NSUInteger i = 0; i < count; i++) {
                 if (objects[i] != nil) kept[n++] = objects[i];
             }
             reportContainer(self, _cmd, @"dropped nil objects", NSInvalidArgumentException,
                             @"attempt to insert nil object from objects[%lu]", (unsigned long)firstNil);
-            id result = ((id (*)(id, SEL, const id *, NSUInteger))original)(self, _cmd, kept, n);
+            id result = ((CGInitObjects)original)(self, _cmd, kept, n);
             free(kept);
             return result;
         }
     }
-    return ((id (*)(id, SEL, const id *, NSUInteger))original)(self, _cmd, objects, count);
+    return ((CGInitObjects)original)(self, _cmd, objects, count);
 }
 
 // ---- NSMutableArray ----
@@ -162,7 +170,10 @@ static void cgArraySetObjectAtIndexedSubscript(id self, SEL _cmd, id object, NSU
 
 // -initWithObjects:forKeys:count: (behind +dictionaryWithObjects:forKeys:count: and
 // literals): pairs with a nil key or object are dropped.
-static id cgDictionaryInitWithObjectsForKeysCount(id self, SEL _cmd, const id *objects, const id *keys, NSUInteger count) {
+static id cgDictionaryInitWithObjectsForKeysCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects,
+                                                  const CG_UNSAFE id *keys, NSUInteger count) CG_RETURNS_RETAINED;
+static id cgDictionaryInitWithObjectsForKeysCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects,
+                                                  const CG_UNSAFE id *keys, NSUInteger count) {
     IMP original = CGOriginal(self, _cmd);
     if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && objects != NULL && keys != NULL) {
         NSUInteger firstNil = NSNotFound;
@@ -174,8 +185,8 @@ static id cgDictionaryInitWithObjectsForKeysCount(id self, SEL _cmd, const id *o
             }
         }
         if (firstNil != NSNotFound) {
-            id *keptObjects = calloc(count ? count : 1, sizeof(id));
-            id *keptKeys = calloc(count ? count : 1, sizeof(id));
+            CG_UNSAFE id *keptObjects = (CG_UNSAFE id *)calloc(count ? count : 1, sizeof(id));
+            CG_UNSAFE id *keptKeys = (CG_UNSAFE id *)calloc(count ? count : 1, sizeof(id));
             NSUInteger n = 0;
             for (NSUInteger i = 0; i < count; i++) {
                 if (objects[i] != nil && keys[i] != nil) {
@@ -186,13 +197,13 @@ static id cgDictionaryInitWithObjectsForKeysCount(id self, SEL _cmd, const id *o
             reportContainer(self, _cmd, @"dropped nil pairs", NSInvalidArgumentException,
                             @"attempt to insert nil %@ from %@[%lu]", nilKey ? @"key" : @"object",
                             nilKey ? @"keys" : @"objects", (unsigned long)firstNil);
-            id result = ((id (*)(id, SEL, const id *, const id *, NSUInteger))original)(self, _cmd, keptObjects, keptKeys, n);
+            id result = ((CGInitObjectsKeys)original)(self, _cmd, keptObjects, keptKeys, n);
             free(keptObjects);
             free(keptKeys);
             return result;
         }
     }
-    return ((id (*)(id, SEL, const id *, const id *, NSUInteger))original)(self, _cmd, objects, keys, count);
+    return ((CGInitObjectsKeys)original)(self, _cmd, objects, keys, count);
 }
 
 // ---- NSMutableDictionary ----
@@ -236,15 +247,18 @@ static void warmClusters(void) {
     [m insertObject:one atIndex:0];
     [m replaceObjectAtIndex:0 withObject:one];
     [m removeObjectAtIndex:0];
-    [[m copy] release];
-    [[[a mutableCopy] autorelease] addObject:one];
+    NSArray *copied = [m copy];
+    CG_RELEASE(copied);
+    NSMutableArray *mutableCopy = CG_AUTORELEASE([a mutableCopy]);
+    [mutableCopy addObject:one];
     NSDictionary *d = [NSDictionary dictionaryWithObjectsAndKeys:one, one, nil];
     [d count];
     [[NSDictionary dictionary] count];
     NSMutableDictionary *md = [NSMutableDictionary dictionaryWithCapacity:1];
     [md setObject:one forKey:one];
     [md removeObjectForKey:one];
-    [[[d mutableCopy] autorelease] setObject:one forKey:@"2"];
+    NSMutableDictionary *mutableDictionary = CG_AUTORELEASE([d mutableCopy]);
+    [mutableDictionary setObject:one forKey:@"2"];
 }
 
 void CGInstallContainerGuards(void) {

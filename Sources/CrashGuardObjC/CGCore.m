@@ -22,7 +22,7 @@ uint32_t crashguard_objc_install(uint32_t categories, crashguard_objc_report_fn 
     pthread_mutex_lock(&installLock);
     __atomic_store_n(&reportCallback, callback, __ATOMIC_RELEASE);
     uint32_t fresh = categories & ~installedFamilies & CRASHGUARD_OBJC_ALL;
-    NSAutoreleasePool *pool = [[NSAutoreleasePool alloc] init];
+    @autoreleasepool {
     if (fresh & CRASHGUARD_OBJC_CONTAINER) CGInstallContainerGuards();
     if (fresh & CRASHGUARD_OBJC_STRING) CGInstallStringGuards();
     if (fresh & CRASHGUARD_OBJC_SELECTOR) CGInstallSelectorGuard();
@@ -34,7 +34,7 @@ uint32_t crashguard_objc_install(uint32_t categories, crashguard_objc_report_fn 
     if (fresh & (CRASHGUARD_OBJC_KVO | CRASHGUARD_OBJC_NOTIFICATION | CRASHGUARD_OBJC_TIMER | CRASHGUARD_OBJC_ZOMBIE)) {
         CGInstallDeallocHook();
     }
-    [pool release];
+    }
     installedFamilies |= fresh;
     __atomic_fetch_or(&enabledFamilies, categories & CRASHGUARD_OBJC_ALL, __ATOMIC_RELEASE);
     uint32_t result = installedFamilies;
@@ -52,9 +52,9 @@ uint32_t crashguard_objc_enabled(void) { return __atomic_load_n(&enabledFamilies
 
 void crashguard_objc_set_raise_after_recording(int raise) { __atomic_store_n(&raiseAfterRecording, raise ? 1 : 0, __ATOMIC_RELEASE); }
 
-NSString *CGAddress(const void *pointer) { return [NSString stringWithFormat:@"%p", pointer]; }
+NSString *CGAddress(CG_UNSAFE id object) { return [NSString stringWithFormat:@"%p", (__bridge const void *)object]; }
 
-NSString *CGClassName(id object) {
+NSString *CGClassName(CG_UNSAFE id object) {
     if (object == nil) return @"nil";
     return [NSString stringWithUTF8String:class_getName(object_getClass(object))];
 }
@@ -73,7 +73,7 @@ void CGReport(uint32_t family, const char *kind, NSString *site, NSString *actio
     pthread_setspecific(reentryKey, (void *)1);
     crashguard_objc_report_fn callback = __atomic_load_n(&reportCallback, __ATOMIC_ACQUIRE);
     if (callback != NULL) {
-        NSAutoreleasePool *pool = [[NSAutoreleasePool alloc] init];
+        @autoreleasepool {
         NSArray *symbols = [NSThread callStackSymbols];
         NSUInteger count = [symbols count];
         if (count > 256) count = 256;
@@ -89,7 +89,7 @@ void CGReport(uint32_t family, const char *kind, NSString *site, NSString *actio
         };
         callback(&report);
         free(frames);
-        [pool release];
+        }
     }
     pthread_setspecific(reentryKey, NULL);
     (void)family;
@@ -101,7 +101,7 @@ void CGReport(uint32_t family, const char *kind, NSString *site, NSString *actio
 // ---- Swizzling ----
 
 typedef struct {
-    Class cls;
+    CG_UNSAFE Class cls;
     SEL sel;
     IMP original;
 } CGOriginalEntry;
@@ -150,11 +150,11 @@ static Method ownMethod(Class cls, SEL sel) {
     return found;
 }
 
-Class *CGClassesDefining(Class base, SEL sel, BOOL meta, unsigned *count) {
+CG_UNSAFE Class *CGClassesDefining(Class base, SEL sel, BOOL meta, unsigned *count) {
     int total = objc_getClassList(NULL, 0);
-    Class *all = calloc((size_t)total + 1, sizeof(Class));
+    CG_UNSAFE Class *all = (CG_UNSAFE Class *)calloc((size_t)total + 1, sizeof(Class));
     total = objc_getClassList(all, total);
-    Class *result = calloc((size_t)total + 1, sizeof(Class));
+    CG_UNSAFE Class *result = (CG_UNSAFE Class *)calloc((size_t)total + 1, sizeof(Class));
     unsigned n = 0;
     for (int i = 0; i < total; i++) {
         Class cls = all[i];
@@ -200,7 +200,7 @@ static IMP scanOriginal(Class cls, SEL sel) {
     return NULL;
 }
 
-IMP CGOriginal(id object, SEL sel) {
+IMP CGOriginal(CG_UNSAFE id object, SEL sel) {
     Class cls = object_getClass(object);
     unsigned slot = cacheSlot(cls, sel);
     CGOriginalEntry *cached = __atomic_load_n(&originalCache[slot], __ATOMIC_ACQUIRE);
@@ -219,7 +219,7 @@ IMP CGOriginal(id object, SEL sel) {
 
 unsigned CGSwizzleCluster(Class base, SEL sel, IMP imp, BOOL meta) {
     unsigned count = 0, changed = 0;
-    Class *classes = CGClassesDefining(base, sel, meta, &count);
+    CG_UNSAFE Class *classes = CGClassesDefining(base, sel, meta, &count);
     for (unsigned i = 0; i < count; i++) {
         if (CGSwizzleOwn(classes[i], sel, imp) != NULL) changed++;
     }
@@ -246,46 +246,125 @@ void CGRebuildDispatch(Class cls) {
 
 // ---- Side tables ----
 
+typedef struct {
+    const void *key;  // NULL: empty; tombstone: deleted
+    void *value;      // a retained object (CG_BRIDGE_RETAINED)
+} CGSlot;
+
+static const char tombstoneMark;
+#define CG_TOMBSTONE ((const void *)&tombstoneMark)
+
 struct CGSideTable {
     pthread_mutex_t lock;
-    NSMapTable *map;  // address -> retained object
+    CGSlot *slots;
+    size_t capacity, used, live;  // used counts live entries and tombstones
 };
 
 CGSideTable *CGSideTableCreate(void) {
     CGSideTable *table = calloc(1, sizeof(CGSideTable));
     pthread_mutex_init(&table->lock, NULL);
-    table->map = NSCreateMapTable(NSNonOwnedPointerMapKeyCallBacks, NSObjectMapValueCallBacks, 16);
+    table->capacity = 64;
+    table->slots = calloc(table->capacity, sizeof(CGSlot));
     return table;
 }
 
-id CGSideTableGet(CGSideTable *table, const void *key) {
-    pthread_mutex_lock(&table->lock);
-    id value = [(id)NSMapGet(table->map, key) retain];
-    pthread_mutex_unlock(&table->lock);
-    return [value autorelease];
+static size_t slotIndex(const CGSideTable *table, const void *key) {
+    uintptr_t h = (uintptr_t)key;
+    h ^= h >> 17;
+    h *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 7) & (table->capacity - 1);
 }
 
-void CGSideTableSet(CGSideTable *table, const void *key, id value) {
+/// The slot holding `key`, or NULL.
+static CGSlot *findSlot(CGSideTable *table, const void *key) {
+    for (size_t i = slotIndex(table, key), n = 0; n < table->capacity; i = (i + 1) & (table->capacity - 1), n++) {
+        CGSlot *slot = &table->slots[i];
+        if (slot->key == NULL) return NULL;
+        if (slot->key == key) return slot;
+    }
+    return NULL;
+}
+
+static void insertSlot(CGSideTable *table, const void *key, void *value) {
+    for (size_t i = slotIndex(table, key);; i = (i + 1) & (table->capacity - 1)) {
+        CGSlot *slot = &table->slots[i];
+        if (slot->key == NULL || slot->key == CG_TOMBSTONE) {
+            if (slot->key == NULL) table->used++;
+            slot->key = key;
+            slot->value = value;
+            table->live++;
+            return;
+        }
+    }
+}
+
+static void growIfNeeded(CGSideTable *table) {
+    if ((table->used + 1) * 4 < table->capacity * 3) return;
+    CGSlot *old = table->slots;
+    size_t oldCapacity = table->capacity;
+    if (table->live * 2 >= oldCapacity) table->capacity *= 2;
+    table->slots = calloc(table->capacity, sizeof(CGSlot));
+    table->used = 0;
+    table->live = 0;
+    for (size_t i = 0; i < oldCapacity; i++) {
+        if (old[i].key != NULL && old[i].key != CG_TOMBSTONE) insertSlot(table, old[i].key, old[i].value);
+    }
+    free(old);
+}
+
+id CGSideTableGet(CGSideTable *table, CG_UNSAFE id object) {
+    const void *key = (__bridge const void *)object;
     pthread_mutex_lock(&table->lock);
-    if (value == nil) {
-        NSMapRemove(table->map, key);
-    } else {
-        NSMapInsert(table->map, key, value);
+    CGSlot *slot = findSlot(table, key);
+    id value = slot != NULL ? CG_RETAIN(CG_BRIDGE(slot->value)) : nil;
+    pthread_mutex_unlock(&table->lock);
+    return CG_AUTORELEASE(value);
+}
+
+void CGSideTableSet(CGSideTable *table, CG_UNSAFE id object, id value) {
+    const void *key = (__bridge const void *)object;
+    void *old = NULL;
+    pthread_mutex_lock(&table->lock);
+    CGSlot *slot = findSlot(table, key);
+    if (slot != NULL) {
+        old = slot->value;
+        if (value != nil) {
+            slot->value = CG_BRIDGE_RETAINED(value);
+        } else {
+            slot->key = CG_TOMBSTONE;
+            slot->value = NULL;
+            table->live--;
+        }
+    } else if (value != nil) {
+        growIfNeeded(table);
+        insertSlot(table, key, CG_BRIDGE_RETAINED(value));
     }
     pthread_mutex_unlock(&table->lock);
+    if (old != NULL) (void)CG_BRIDGE_TRANSFER(old);  // released outside the lock
 }
 
-id CGSideTableTake(CGSideTable *table, const void *key) {
+id CGSideTableTake(CGSideTable *table, CG_UNSAFE id object) {
+    const void *key = (__bridge const void *)object;
+    void *taken = NULL;
     pthread_mutex_lock(&table->lock);
-    id value = [(id)NSMapGet(table->map, key) retain];
-    if (value != nil) NSMapRemove(table->map, key);
+    CGSlot *slot = findSlot(table, key);
+    if (slot != NULL) {
+        taken = slot->value;
+        slot->key = CG_TOMBSTONE;
+        slot->value = NULL;
+        table->live--;
+    }
     pthread_mutex_unlock(&table->lock);
-    return [value autorelease];
+    return taken != NULL ? CG_BRIDGE_TRANSFER(taken) : nil;
 }
 
 NSArray *CGSideTableValues(CGSideTable *table) {
+    NSMutableArray *values = [NSMutableArray array];
     pthread_mutex_lock(&table->lock);
-    NSArray *values = NSAllMapTableValues(table->map);
+    for (size_t i = 0; i < table->capacity; i++) {
+        CGSlot *slot = &table->slots[i];
+        if (slot->key != NULL && slot->key != CG_TOMBSTONE) [values addObject:CG_BRIDGE(slot->value)];
+    }
     pthread_mutex_unlock(&table->lock);
     return values;
 }
@@ -299,7 +378,7 @@ static IMP originalDealloc;
 /// temporary would run the hooks again.
 static __thread int inDeallocHooks;
 
-static void cgDealloc(id self, SEL _cmd) {
+static void cgDealloc(CG_UNSAFE id self, SEL _cmd) {
     if (!inDeallocHooks) {
         inDeallocHooks = 1;
         BOOL kept = NO;
@@ -310,16 +389,16 @@ static void cgDealloc(id self, SEL _cmd) {
         inDeallocHooks = 0;
         if (kept) return;
     }
-    ((void (*)(id, SEL))originalDealloc)(self, _cmd);
+    ((void (*)(CG_UNSAFE id, SEL))originalDealloc)(self, _cmd);
 }
 
-void CGRealDealloc(id object) { ((void (*)(id, SEL))originalDealloc)(object, @selector(dealloc)); }
+void CGRealDealloc(CG_UNSAFE id object) { ((void (*)(CG_UNSAFE id, SEL))originalDealloc)(object, CG_SEL_DEALLOC); }
 
 void CGInstallDeallocHook(void) {
     if (originalDealloc != NULL) return;
     // NSObject's own -dealloc, reached by every [super dealloc] chain: by then the
     // subclasses have released their ivars, and only the root frees the memory.
-    originalDealloc = CGSwizzleOwn([NSObject class], @selector(dealloc), (IMP)cgDealloc);
+    originalDealloc = CGSwizzleOwn([NSObject class], CG_SEL_DEALLOC, (IMP)cgDealloc);
 }
 
 #endif  // CRASHGUARD_OBJC_ENABLED

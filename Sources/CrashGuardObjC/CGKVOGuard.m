@@ -16,7 +16,7 @@
 
 @interface CGKVOEntry : NSObject {
 @public
-    id observer;  // unretained
+    CG_UNSAFE id observer;  // unretained: dropped in its -dealloc
     void *context;
 }
 @end
@@ -26,7 +26,7 @@
 
 @interface CGKVOProxy : NSObject {
 @public
-    id observed;                      // unretained: the proxy lives in a side table keyed by it
+    CG_UNSAFE id observed;            // unretained: the proxy lives in a side table keyed by it
     NSMutableDictionary *byKeyPath;   // keyPath -> NSMutableArray of CGKVOEntry
 }
 @end
@@ -40,37 +40,38 @@ static IMP nsObjectObserveValue;
 
 /// The class the app knows (-class): KVO hides its own subclass behind it
 /// (NSKVONotifying_Person on Apple platforms, GSKVOPerson on GNUstep).
-static NSString *visibleClass(id object) { return [NSString stringWithUTF8String:class_getName([object class])]; }
-static NSString *describe(id object) { return [NSString stringWithFormat:@"<%@ %@>", visibleClass(object), CGAddress(object)]; }
+static NSString *visibleClass(CG_UNSAFE id object) { return [NSString stringWithUTF8String:class_getName([object class])]; }
+static NSString *describe(CG_UNSAFE id object) { return [NSString stringWithFormat:@"<%@ %@>", visibleClass(object), CGAddress(object)]; }
 
-static void reportKVO(id observed, NSString *selector, NSString *action, NSString *reason, NSString *exception) {
+static void reportKVO(CG_UNSAFE id observed, NSString *selector, NSString *action, NSString *reason, NSString *exception) {
     NSString *site = [NSString stringWithFormat:@"-[%@ %@]", visibleClass(observed), selector];
     CGReport(CRASHGUARD_OBJC_KVO, "kvo", site, action, reason, exception);
 }
 
 @implementation CGKVOProxy
 
+#if !CG_ARC
 - (void)dealloc {
     [byKeyPath release];
     [super dealloc];
 }
+#endif
 
 - (void)observeValueForKeyPath:(NSString *)keyPath ofObject:(id)object change:(NSDictionary *)change context:(void *)context {
     (void)context;
     // A snapshot, so that observers may add and remove while being told.
     pthread_mutex_lock(&kvoLock);
-    NSArray *entries = [[[byKeyPath objectForKey:keyPath] copy] autorelease];
+    NSArray *entries = CG_AUTORELEASE([[byKeyPath objectForKey:keyPath] copy]);
+    // Retained while being told (by this array): an observer released meanwhile stays valid.
     NSMutableArray *observers = [NSMutableArray arrayWithCapacity:[entries count]];
     for (NSUInteger i = 0; i < [entries count]; i++) {
-        // Retained while being told: an observer released meanwhile stays valid.
         CGKVOEntry *entry = [entries objectAtIndex:i];
-        [observers addObject:[NSValue valueWithPointer:entry]];
-        [entry->observer retain];
+        [observers addObject:entry->observer];
     }
     pthread_mutex_unlock(&kvoLock);
     for (NSUInteger i = 0; i < [entries count]; i++) {
         CGKVOEntry *entry = [entries objectAtIndex:i];
-        id observer = entry->observer;
+        id observer = [observers objectAtIndex:i];
         IMP handler = class_getMethodImplementation(object_getClass(observer),
                                                     @selector(observeValueForKeyPath:ofObject:change:context:));
         if (handler == nsObjectObserveValue) {
@@ -89,13 +90,12 @@ static void reportKVO(id observed, NSString *selector, NSString *action, NSStrin
                 reportKVO(object, @"observeValueForKeyPath:ofObject:change:context:", @"caught", reason, nil);
             }
         }
-        [observer release];
     }
 }
 
 @end
 
-static CGKVOEntry *findEntry(NSArray *entries, id observer) {
+static CGKVOEntry *findEntry(NSArray *entries, CG_UNSAFE id observer) {
     for (NSUInteger i = 0; i < [entries count]; i++) {
         CGKVOEntry *entry = [entries objectAtIndex:i];
         if (entry->observer == observer) return entry;
@@ -121,7 +121,7 @@ static void cgAddObserver(id self, SEL _cmd, id observer, NSString *keyPath, NSK
     CGKVOProxy *proxy = CGSideTableGet(proxies, self);
     pthread_mutex_lock(&kvoLock);
     if (proxy == nil) {
-        proxy = [[[CGKVOProxy alloc] init] autorelease];
+        proxy = CG_AUTORELEASE([[CGKVOProxy alloc] init]);
         proxy->observed = self;
         proxy->byKeyPath = [[NSMutableDictionary alloc] init];
         CGSideTableSet(proxies, self, proxy);
@@ -136,7 +136,7 @@ static void cgAddObserver(id self, SEL _cmd, id observer, NSString *keyPath, NSK
     if (findEntry(entries, observer) != nil) {
         repeated = YES;
     } else {
-        CGKVOEntry *entry = [[[CGKVOEntry alloc] init] autorelease];
+        CGKVOEntry *entry = CG_AUTORELEASE([[CGKVOEntry alloc] init]);
         entry->observer = observer;
         entry->context = context;
         [entries addObject:entry];
@@ -199,11 +199,11 @@ static void cgRemoveObserverContext(id self, SEL _cmd, id observer, NSString *ke
     removeObserver(self, _cmd, observer, keyPath);
 }
 
-void CGKVODeallocHook(id object) {
+void CGKVODeallocHook(CG_UNSAFE id object) {
     // Fast path, taken by almost every -dealloc: no proxy exists anywhere.
     if (proxies == NULL || __atomic_load_n(&liveProxies, __ATOMIC_ACQUIRE) == 0) return;
     if (object_getClass(object) == [CGKVOProxy class]) return;
-    NSAutoreleasePool *pool = [[NSAutoreleasePool alloc] init];
+    @autoreleasepool {
     // 1. `object` is observed: drop its registrations (KVO would raise or leak them).
     CGKVOProxy *proxy = CGSideTableTake(proxies, object);
     NSMutableArray *keyPaths = [NSMutableArray array];
@@ -256,7 +256,7 @@ void CGKVODeallocHook(id object) {
         ((void (*)(id, SEL, id, id))originalRemove)(candidate->observed, @selector(removeObserver:forKeyPath:), candidate,
                                                     [emptied objectAtIndex:i + 1]);
     }
-    [pool release];
+    }
 }
 
 void CGInstallKVOGuard(void) {

@@ -28,14 +28,14 @@ static void cgAddObserver(id self, SEL _cmd, id observer, SEL selector, NSString
     ((void (*)(id, SEL, id, SEL, id, id))originalAdd)(self, _cmd, observer, selector, name, object);
 }
 
-void CGNotificationDeallocHook(id object) {
+void CGNotificationDeallocHook(CG_UNSAFE id object) {
     if (centersByObserver == NULL || __atomic_load_n(&observersTracked, __ATOMIC_ACQUIRE) == 0) return;
     NSMutableArray *centers = CGSideTableTake(centersByObserver, object);
     if (centers == nil) return;
     __atomic_fetch_sub(&observersTracked, 1, __ATOMIC_RELEASE);
     NSArray *snapshot;
     @synchronized(centers) {
-        snapshot = [[centers copy] autorelease];
+        snapshot = CG_AUTORELEASE([centers copy]);
     }
     for (NSUInteger i = 0; i < [snapshot count]; i++) [[snapshot objectAtIndex:i] removeObserver:object];
 }

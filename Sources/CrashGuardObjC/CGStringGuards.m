@@ -11,7 +11,7 @@ static void reportString(id self, SEL cmd, NSString *action, NSString *format, .
 static void reportString(id self, SEL cmd, NSString *action, NSString *format, ...) {
     va_list args;
     va_start(args, format);
-    NSString *detail = [[[NSString alloc] initWithFormat:format arguments:args] autorelease];
+    NSString *detail = CG_AUTORELEASE([[NSString alloc] initWithFormat:format arguments:args]);
     va_end(args);
     NSString *site = [NSString stringWithFormat:@"-[%@ %s]", CGClassName(self), sel_getName(cmd)];
     NSString *reason = [NSString stringWithFormat:@"%@: %@", site, detail];
@@ -128,7 +128,8 @@ static void warmStrings(void) {
     [m appendString:s];
     [m insertString:s atIndex:0];
     [m deleteCharactersInRange:NSMakeRange(0, 1)];
-    [[[s mutableCopy] autorelease] appendString:s];
+    NSMutableString *copied = CG_AUTORELEASE([s mutableCopy]);
+    [copied appendString:s];
 }
 
 void CGInstallStringGuards(void) {

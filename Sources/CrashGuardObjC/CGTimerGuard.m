@@ -12,7 +12,7 @@
 
 @interface CGTimerProxy : NSObject {
 @public
-    id target;          // unretained; cleared by CGTimerDeallocHook
+    CG_UNSAFE id target;  // unretained; cleared by CGTimerDeallocHook
     SEL selector;
     NSString *targetClass;
 }
@@ -27,7 +27,7 @@ static IMP originalScheduled, originalTimerWith;
 
 - (void)dealloc {
     pthread_mutex_lock(&timerLock);
-    id current = target;
+    CG_UNSAFE id current = target;
     target = nil;
     pthread_mutex_unlock(&timerLock);
     NSMutableArray *list = current != nil ? CGSideTableGet(proxiesByTarget, current) : nil;
@@ -42,17 +42,19 @@ static IMP originalScheduled, originalTimerWith;
         }
     }
     __atomic_fetch_sub(&proxiesLive, 1, __ATOMIC_RELEASE);
+#if !CG_ARC
     [targetClass release];
     [super dealloc];
+#endif
 }
 
 - (void)crashGuardFire:(NSTimer *)timer {
     pthread_mutex_lock(&timerLock);
-    id strong = [target retain];
+    id strong = CG_RETAIN(target);
     pthread_mutex_unlock(&timerLock);
     if (strong != nil) {
         ((void (*)(id, SEL, id))class_getMethodImplementation(object_getClass(strong), selector))(strong, selector, timer);
-        [strong release];
+        CG_RELEASE(strong);
         return;
     }
     NSString *site = [NSString stringWithFormat:@"-[%@ %s]", targetClass, sel_getName(selector)];
@@ -65,10 +67,10 @@ static IMP originalScheduled, originalTimerWith;
 @end
 
 static CGTimerProxy *proxyFor(id target, SEL selector) {
-    CGTimerProxy *proxy = [[[CGTimerProxy alloc] init] autorelease];
+    CGTimerProxy *proxy = CG_AUTORELEASE([[CGTimerProxy alloc] init]);
     proxy->target = target;
     proxy->selector = selector;
-    proxy->targetClass = [CGClassName(target) retain];
+    proxy->targetClass = CG_RETAIN(CGClassName(target));
     __atomic_fetch_add(&proxiesLive, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&timerLock);
     NSMutableArray *list = CGSideTableGet(proxiesByTarget, target);
@@ -83,7 +85,7 @@ static CGTimerProxy *proxyFor(id target, SEL selector) {
     return proxy;
 }
 
-void CGTimerDeallocHook(id object) {
+void CGTimerDeallocHook(CG_UNSAFE id object) {
     if (proxiesByTarget == NULL || __atomic_load_n(&proxiesLive, __ATOMIC_ACQUIRE) == 0) return;
     pthread_mutex_lock(&timerLock);
     NSMutableArray *list = CGSideTableTake(proxiesByTarget, object);

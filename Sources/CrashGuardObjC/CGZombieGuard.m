@@ -11,16 +11,27 @@
 #if CRASHGUARD_OBJC_ENABLED
 
 #include <string.h>
+#if !CG_GNU_RUNTIME
+#include <dlfcn.h>
+
+/// objc_destructInstance, which ARC code may not call by name: releases the instance's
+/// ivars (.cxx_destruct) and associated objects without freeing it.
+static void destructInstance(CG_UNSAFE id object) {
+    static void *(*destruct)(void *);
+    if (destruct == NULL) destruct = (void *(*)(void *))dlsym(RTLD_DEFAULT, "objc_destructInstance");
+    if (destruct != NULL) destruct((__bridge void *)object);
+}
+#endif
 
 typedef struct {
-    id object;
-    Class original;
+    CG_UNSAFE id object;
+    CG_UNSAFE Class original;
     size_t bytes;
 } CGZombie;
 
 static pthread_mutex_t zombieLock = PTHREAD_MUTEX_INITIALIZER;
 static Class zombieClass;
-static Class *protectedClasses;
+static CG_UNSAFE Class *protectedClasses;
 static unsigned protectedCount, protectedCapacity;
 static CGZombie *queue;          // ring buffer, oldest at head
 static size_t queueHead, queueCount, queueCapacity;
@@ -35,7 +46,7 @@ void crashguard_objc_zombie_protect_class(const char *class_name) {
     if (!known) {
         if (protectedCount == protectedCapacity) {
             protectedCapacity = protectedCapacity ? protectedCapacity * 2 : 8;
-            protectedClasses = realloc(protectedClasses, protectedCapacity * sizeof(Class));
+            protectedClasses = (CG_UNSAFE Class *)realloc(protectedClasses, protectedCapacity * sizeof(Class));
         }
         protectedClasses[protectedCount++] = cls;
     }
@@ -79,7 +90,7 @@ void crashguard_objc_zombie_drain(void) {
     }
 }
 
-static Class originalClassOf(id zombie) {
+static Class originalClassOf(CG_UNSAFE id zombie) {
     pthread_mutex_lock(&zombieLock);
     Class found = Nil;
     for (size_t i = 0; i < queueCount && found == Nil; i++) {
@@ -90,7 +101,7 @@ static Class originalClassOf(id zombie) {
     return found;
 }
 
-BOOL CGZombieDeallocHook(id object) {
+BOOL CGZombieDeallocHook(CG_UNSAFE id object) {
     Class cls = object_getClass(object);
     if (cls == zombieClass) return YES;  // a zombie's -dealloc: it is freed by the quarantine only
     pthread_mutex_lock(&zombieLock);
@@ -111,7 +122,7 @@ BOOL CGZombieDeallocHook(id object) {
     }
     size_t bytes = class_getInstanceSize(cls);
 #if !CG_GNU_RUNTIME
-    objc_destructInstance(object);  // ARC ivars and associated objects, as the real dealloc would
+    destructInstance(object);  // ARC ivars and associated objects, as the real dealloc would
 #endif
     object_setClass(object, zombieClass);
     queue[(queueHead + queueCount) % queueCapacity] = (CGZombie){object, cls, bytes};
@@ -124,7 +135,7 @@ BOOL CGZombieDeallocHook(id object) {
     return YES;
 }
 
-static void reportZombie(id self, SEL sel) {
+static void reportZombie(CG_UNSAFE id self, SEL sel) {
     Class original = originalClassOf(self);
     NSString *className = original ? [NSString stringWithUTF8String:class_getName(original)] : @"?";
     NSString *site = [NSString stringWithFormat:@"-[%@ %s]", className, sel_getName(sel)];
@@ -135,12 +146,12 @@ static void reportZombie(id self, SEL sel) {
 // Any other message: the zombie class resolves the selector with a method that records
 // the message and answers 0 (+resolveInstanceMethod:, on both runtimes). No forwarding:
 // GNUstep's forwarding would retain and release the zombie on the way.
-static id cgZombieMessage(id self, SEL _cmd, ...) {
+static id cgZombieMessage(CG_UNSAFE id self, SEL _cmd, ...) {
     reportZombie(self, _cmd);
     return nil;
 }
 
-static double cgZombieMessageDouble(id self, SEL _cmd, ...) {
+static double cgZombieMessageDouble(CG_UNSAFE id self, SEL _cmd, ...) {
     reportZombie(self, _cmd);
     return 0;
 }
@@ -153,14 +164,14 @@ static BOOL cgZombieResolve(id self, SEL _cmd, SEL sel) {
     return YES;
 }
 
-static id cgZombieRetain(id self, SEL _cmd) {
+static id cgZombieRetain(CG_UNSAFE id self, SEL _cmd) {
     reportZombie(self, _cmd);
     return self;
 }
 
-static void cgZombieRelease(id self, SEL _cmd) { reportZombie(self, _cmd); }
+static void cgZombieRelease(CG_UNSAFE id self, SEL _cmd) { reportZombie(self, _cmd); }
 
-static void cgZombieDealloc(id self, SEL _cmd) {
+static void cgZombieDealloc(CG_UNSAFE id self, SEL _cmd) {
     (void)self;
     (void)_cmd;
 }
@@ -168,10 +179,10 @@ static void cgZombieDealloc(id self, SEL _cmd) {
 void CGInstallZombieGuard(void) {
     zombieClass = objc_allocateClassPair([NSObject class], "CrashGuardZombie", 0);
     class_addMethod(object_getClass((id)zombieClass), @selector(resolveInstanceMethod:), (IMP)cgZombieResolve, "c@::");
-    class_addMethod(zombieClass, @selector(retain), (IMP)cgZombieRetain, "@@:");
-    class_addMethod(zombieClass, @selector(autorelease), (IMP)cgZombieRetain, "@@:");
-    class_addMethod(zombieClass, @selector(release), (IMP)cgZombieRelease, "v@:");
-    class_addMethod(zombieClass, @selector(dealloc), (IMP)cgZombieDealloc, "v@:");
+    class_addMethod(zombieClass, CG_SEL_RETAIN, (IMP)cgZombieRetain, "@@:");
+    class_addMethod(zombieClass, CG_SEL_AUTORELEASE, (IMP)cgZombieRetain, "@@:");
+    class_addMethod(zombieClass, CG_SEL_RELEASE, (IMP)cgZombieRelease, "v@:");
+    class_addMethod(zombieClass, CG_SEL_DEALLOC, (IMP)cgZombieDealloc, "v@:");
     objc_registerClassPair(zombieClass);
 }
 
