@@ -56,9 +56,14 @@ let package = Package(
             name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping"], swiftSettings: strict),
         // Async-signal-safe crash handler, image map and symbol lookup for the SDK (C).
         .target(name: "CCrashCapture"),
+        // Objective-C runtime guards (swizzled class clusters, forwarding stub, KVO proxy ...) for
+        // existing Objective-C code. Apple platforms: an ordinary Objective-C target. Linux: the
+        // sources compile to nothing here; scripts/objc-test builds them against GNUstep.
+        .target(name: "CrashGuardObjC"),
         // The guard SDK: guards, reporter, crash capture. Never imports the server.
         .target(
-            name: "CrashGuard", dependencies: ["CrashWire", "CrashCompression", "CCrashCapture"], swiftSettings: strict),
+            name: "CrashGuard", dependencies: ["CrashWire", "CrashCompression", "CCrashCapture", "CrashGuardObjC"],
+            swiftSettings: strict),
         // The ingest and query server: wiring, routes, batcher, store, configuration.
         .target(
             name: "CrashServer",
@@ -135,6 +140,7 @@ let package = Package(
             name: "CrashServerTests",
             dependencies: [
                 "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
+                "CrashGuardObjC",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -263,7 +263,8 @@ public enum GuardRecorder {
         site: CallSite,
         in captured: Recording?,
         reason: @autoclosure () -> String,
-        context: @autoclosure () -> [String: String] = [:]
+        context: @autoclosure () -> [String: String] = [:],
+        stack: @autoclosure () -> [String]? = nil
     ) {
         // The firing task's scope first, then the scope remembered by the guard object
         // (deferred callbacks on other threads), then the process-wide installation.
@@ -288,7 +289,7 @@ public enum GuardRecorder {
         let event = GuardEvent(
             kind: kind,
             reason: Limits.reason(reason()),
-            stack: Limits.stack(Thread.callStackSymbols),
+            stack: Limits.stack(stack() ?? Thread.callStackSymbols),
             context: Limits.context(ctx),
             fatal: false,
             timestamp: recording.now()

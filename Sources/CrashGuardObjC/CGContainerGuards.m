@@ -1,0 +1,283 @@
+// Containers: the NSArray / NSMutableArray / NSDictionary / NSMutableDictionary class
+// clusters. Every concrete class of a cluster that implements a guarded selector itself is
+// swizzled (found with objc_getClassList: __NSArrayI, __NSArrayM, __NSDictionaryM ... on
+// Apple platforms; GSInlineArray, GSArray, GSMutableArray, GSDictionary ... on GNUstep).
+// A call that would raise answers the seed's default instead: nil for a read out of
+// bounds, no change for a bad write, nil pairs dropped from a literal.
+#include "CGCompat.h"
+
+#if CRASHGUARD_OBJC_ENABLED
+
+
+static void reportContainer(id self, SEL cmd, NSString *action, NSString *exception, NSString *format, ...)
+    NS_FORMAT_FUNCTION(5, 6);
+
+static void reportContainer(id self, SEL cmd, NSString *action, NSString *exception, NSString *format, ...) {
+    va_list args;
+    va_start(args, format);
+    NSString *detail = CG_AUTORELEASE([[NSString alloc] initWithFormat:format arguments:args]);
+    va_end(args);
+    BOOL meta = class_isMetaClass(object_getClass(self));
+    NSString *site = [NSString stringWithFormat:@"%c[%@ %s]", meta ? '+' : '-', CGClassName(self), sel_getName(cmd)];
+    NSString *reason = [NSString stringWithFormat:@"%@: %@", site, detail];
+    CGReport(CRASHGUARD_OBJC_CONTAINER, "container", site, action, reason, exception);
+}
+
+// -init... consumes its receiver and returns a retained object: said explicitly, so that
+// ARC (Apple platforms) balances the calls through these C functions like the methods.
+#define CG_CONSUMED __attribute__((ns_consumed))
+#define CG_RETURNS_RETAINED __attribute__((ns_returns_retained))
+typedef id (*CGInitObjects)(CG_CONSUMED id, SEL, const CG_UNSAFE id *, NSUInteger) CG_RETURNS_RETAINED;
+typedef id (*CGInitObjectsKeys)(CG_CONSUMED id, SEL, const CG_UNSAFE id *, const CG_UNSAFE id *, NSUInteger) CG_RETURNS_RETAINED;
+
+static NSString *beyondBounds(NSUInteger index, NSUInteger count) {
+    if (count == 0) return [NSString stringWithFormat:@"index %lu beyond bounds for empty array", (unsigned long)index];
+    return [NSString stringWithFormat:@"index %lu beyond bounds [0 .. %lu]", (unsigned long)index, (unsigned long)(count - 1)];
+}
+
+// ---- NSArray ----
+
+static id cgArrayObjectAtIndex(id self, SEL _cmd, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        NSUInteger count = [self count];
+        if (index >= count) {
+            reportContainer(self, _cmd, @"returned nil", NSRangeException, @"%@", beyondBounds(index, count));
+            return nil;
+        }
+    }
+    return ((id (*)(id, SEL, NSUInteger))original)(self, _cmd, index);
+}
+
+static NSArray *cgArraySubarrayWithRange(id self, SEL _cmd, NSRange range) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        NSUInteger count = [self count];
+        if (range.location > count || range.length > count - range.location) {
+            reportContainer(self, _cmd, @"returned the part within bounds", NSRangeException,
+                            @"range {%lu, %lu} extends beyond bounds %@", (unsigned long)range.location,
+                            (unsigned long)range.length,
+                            count == 0 ? @"for empty array"
+                                       : [NSString stringWithFormat:@"[0 .. %lu]", (unsigned long)(count - 1)]);
+            NSUInteger location = MIN(range.location, count);
+            range = NSMakeRange(location, MIN(range.length, count - location));
+        }
+    }
+    return ((id (*)(id, SEL, NSRange))original)(self, _cmd, range);
+}
+
+// -initWithObjects:count: (behind +arrayWithObjects:count: and literals): nil objects dropped.
+static id cgArrayInitWithObjectsCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects, NSUInteger count) CG_RETURNS_RETAINED;
+static id cgArrayInitWithObjectsCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects, NSUInteger count) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && objects != NULL) {
+        NSUInteger firstNil = NSNotFound;
+        for (NSUInteger i = 0; i < count && firstNil == NSNotFound; i++) {
+            if (objects[i] == nil) firstNil = i;
+        }
+        if (firstNil != NSNotFound) {
+            CG_UNSAFE id *kept = (CG_UNSAFE id *)calloc(count ? count : 1, sizeof(id));
+            NSUInteger n = 0;
+            for (NSUInteger i = 0; i < count; i++) {
+                if (objects[i] != nil) kept[n++] = objects[i];
+            }
+            reportContainer(self, _cmd, @"dropped nil objects", NSInvalidArgumentException,
+                            @"attempt to insert nil object from objects[%lu]", (unsigned long)firstNil);
+            id result = ((CGInitObjects)original)(self, _cmd, kept, n);
+            free(kept);
+            return result;
+        }
+    }
+    return ((CGInitObjects)original)(self, _cmd, objects, count);
+}
+
+// ---- NSMutableArray ----
+
+static void cgArrayInsertObjectAtIndex(id self, SEL _cmd, id object, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        if (object == nil) {
+            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
+            return;
+        }
+        NSUInteger count = [self count];
+        if (index > count) {
+            reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@",
+                            count == 0 ? [NSString stringWithFormat:@"index %lu beyond bounds for empty array", (unsigned long)index]
+                                       : [NSString stringWithFormat:@"index %lu beyond bounds [0 .. %lu]", (unsigned long)index, (unsigned long)count]);
+            return;
+        }
+    }
+    ((void (*)(id, SEL, id, NSUInteger))original)(self, _cmd, object, index);
+}
+
+static void cgArrayAddObject(id self, SEL _cmd, id object) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && object == nil) {
+        reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
+        return;
+    }
+    ((void (*)(id, SEL, id))original)(self, _cmd, object);
+}
+
+static void cgArrayRemoveObjectAtIndex(id self, SEL _cmd, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        NSUInteger count = [self count];
+        if (index >= count) {
+            reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@", beyondBounds(index, count));
+            return;
+        }
+    }
+    ((void (*)(id, SEL, NSUInteger))original)(self, _cmd, index);
+}
+
+// -replaceObjectAtIndex:withObject:.
+static void cgArrayReplaceObjectAtIndex(id self, SEL _cmd, NSUInteger index, id object) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        if (object == nil) {
+            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
+            return;
+        }
+        NSUInteger count = [self count];
+        if (index >= count) {
+            reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@", beyondBounds(index, count));
+            return;
+        }
+    }
+    ((void (*)(id, SEL, NSUInteger, id))original)(self, _cmd, index, object);
+}
+
+// -setObject:atIndexedSubscript: (object first; index == count appends).
+static void cgArraySetObjectAtIndexedSubscript(id self, SEL _cmd, id object, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        if (object == nil) {
+            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
+            return;
+        }
+        NSUInteger count = [self count];
+        if (index > count) {
+            reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@", beyondBounds(index, count));
+            return;
+        }
+    }
+    ((void (*)(id, SEL, id, NSUInteger))original)(self, _cmd, object, index);
+}
+
+// ---- NSDictionary ----
+
+// -initWithObjects:forKeys:count: (behind +dictionaryWithObjects:forKeys:count: and
+// literals): pairs with a nil key or object are dropped.
+static id cgDictionaryInitWithObjectsForKeysCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects,
+                                                  const CG_UNSAFE id *keys, NSUInteger count) CG_RETURNS_RETAINED;
+static id cgDictionaryInitWithObjectsForKeysCount(CG_CONSUMED id self, SEL _cmd, const CG_UNSAFE id *objects,
+                                                  const CG_UNSAFE id *keys, NSUInteger count) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && objects != NULL && keys != NULL) {
+        NSUInteger firstNil = NSNotFound;
+        BOOL nilKey = NO;
+        for (NSUInteger i = 0; i < count && firstNil == NSNotFound; i++) {
+            if (objects[i] == nil || keys[i] == nil) {
+                firstNil = i;
+                nilKey = objects[i] != nil;
+            }
+        }
+        if (firstNil != NSNotFound) {
+            CG_UNSAFE id *keptObjects = (CG_UNSAFE id *)calloc(count ? count : 1, sizeof(id));
+            CG_UNSAFE id *keptKeys = (CG_UNSAFE id *)calloc(count ? count : 1, sizeof(id));
+            NSUInteger n = 0;
+            for (NSUInteger i = 0; i < count; i++) {
+                if (objects[i] != nil && keys[i] != nil) {
+                    keptObjects[n] = objects[i];
+                    keptKeys[n++] = keys[i];
+                }
+            }
+            reportContainer(self, _cmd, @"dropped nil pairs", NSInvalidArgumentException,
+                            @"attempt to insert nil %@ from %@[%lu]", nilKey ? @"key" : @"object",
+                            nilKey ? @"keys" : @"objects", (unsigned long)firstNil);
+            id result = ((CGInitObjectsKeys)original)(self, _cmd, keptObjects, keptKeys, n);
+            free(keptObjects);
+            free(keptKeys);
+            return result;
+        }
+    }
+    return ((CGInitObjectsKeys)original)(self, _cmd, objects, keys, count);
+}
+
+// ---- NSMutableDictionary ----
+
+static void cgDictionarySetObjectForKey(id self, SEL _cmd, id object, id key) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        // setObject:forKeyedSubscript: with a nil object removes the key (documented), so
+        // only a nil key is an error there.
+        BOOL subscript = sel_isEqual(_cmd, @selector(setObject:forKeyedSubscript:));
+        if (key == nil) {
+            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"key cannot be nil");
+            return;
+        }
+        if (object == nil && !subscript) {
+            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
+            return;
+        }
+    }
+    ((void (*)(id, SEL, id, id))original)(self, _cmd, object, key);
+}
+
+static void cgDictionaryRemoveObjectForKey(id self, SEL _cmd, id key) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && key == nil) {
+        reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"key cannot be nil");
+        return;
+    }
+    ((void (*)(id, SEL, id))original)(self, _cmd, key);
+}
+
+/// Messages each cluster once, so that classes which copy their methods at +initialize
+/// (GNUstep's mutable clusters) have done so before they are swizzled.
+static void warmClusters(void) {
+    id one = @"1";
+    NSArray *a = [NSArray arrayWithObjects:one, one, one, nil];
+    [a count];
+    [[NSArray array] count];
+    NSMutableArray *m = [NSMutableArray arrayWithCapacity:1];
+    [m addObject:one];
+    [m insertObject:one atIndex:0];
+    [m replaceObjectAtIndex:0 withObject:one];
+    [m removeObjectAtIndex:0];
+    NSArray *copied = [m copy];
+    CG_RELEASE(copied);
+    NSMutableArray *mutableCopy = CG_AUTORELEASE([a mutableCopy]);
+    [mutableCopy addObject:one];
+    NSDictionary *d = [NSDictionary dictionaryWithObjectsAndKeys:one, one, nil];
+    [d count];
+    [[NSDictionary dictionary] count];
+    NSMutableDictionary *md = [NSMutableDictionary dictionaryWithCapacity:1];
+    [md setObject:one forKey:one];
+    [md removeObjectForKey:one];
+    NSMutableDictionary *mutableDictionary = CG_AUTORELEASE([d mutableCopy]);
+    [mutableDictionary setObject:one forKey:@"2"];
+}
+
+void CGInstallContainerGuards(void) {
+    warmClusters();
+    Class array = [NSArray class], mutableArray = [NSMutableArray class];
+    Class dictionary = [NSDictionary class], mutableDictionary = [NSMutableDictionary class];
+    CGSwizzleCluster(array, @selector(objectAtIndex:), (IMP)cgArrayObjectAtIndex, NO);
+    CGSwizzleCluster(array, @selector(objectAtIndexedSubscript:), (IMP)cgArrayObjectAtIndex, NO);
+    CGSwizzleCluster(array, @selector(subarrayWithRange:), (IMP)cgArraySubarrayWithRange, NO);
+    CGSwizzleCluster(array, @selector(initWithObjects:count:), (IMP)cgArrayInitWithObjectsCount, NO);
+    CGSwizzleCluster(mutableArray, @selector(insertObject:atIndex:), (IMP)cgArrayInsertObjectAtIndex, NO);
+    CGSwizzleCluster(mutableArray, @selector(addObject:), (IMP)cgArrayAddObject, NO);
+    CGSwizzleCluster(mutableArray, @selector(removeObjectAtIndex:), (IMP)cgArrayRemoveObjectAtIndex, NO);
+    CGSwizzleCluster(mutableArray, @selector(replaceObjectAtIndex:withObject:), (IMP)cgArrayReplaceObjectAtIndex, NO);
+    CGSwizzleCluster(mutableArray, @selector(setObject:atIndexedSubscript:), (IMP)cgArraySetObjectAtIndexedSubscript, NO);
+    CGSwizzleCluster(dictionary, @selector(initWithObjects:forKeys:count:), (IMP)cgDictionaryInitWithObjectsForKeysCount, NO);
+    CGSwizzleCluster(mutableDictionary, @selector(setObject:forKey:), (IMP)cgDictionarySetObjectForKey, NO);
+    CGSwizzleCluster(mutableDictionary, @selector(setObject:forKeyedSubscript:), (IMP)cgDictionarySetObjectForKey, NO);
+    CGSwizzleCluster(mutableDictionary, @selector(removeObjectForKey:), (IMP)cgDictionaryRemoveObjectForKey, NO);
+}
+
+#endif  // CRASHGUARD_OBJC_ENABLED

@@ -1,0 +1,147 @@
+// Strings: the NSString / NSMutableString class clusters (__NSCFString, NSTaggedPointerString
+// ... on Apple platforms; GSCInlineString, GSUnicodeString, NSConstantString,
+// GSMutableString ... on GNUstep). Out-of-range reads answer the part within bounds (the
+// seed's clamping), out-of-range edits and nil arguments are ignored.
+#include "CGCompat.h"
+
+#if CRASHGUARD_OBJC_ENABLED
+
+static void reportString(id self, SEL cmd, NSString *action, NSString *format, ...) NS_FORMAT_FUNCTION(4, 5);
+
+static void reportString(id self, SEL cmd, NSString *action, NSString *format, ...) {
+    va_list args;
+    va_start(args, format);
+    NSString *detail = CG_AUTORELEASE([[NSString alloc] initWithFormat:format arguments:args]);
+    va_end(args);
+    NSString *site = [NSString stringWithFormat:@"-[%@ %s]", CGClassName(self), sel_getName(cmd)];
+    NSString *reason = [NSString stringWithFormat:@"%@: %@", site, detail];
+    BOOL isNil = [detail hasPrefix:@"nil"];
+    CGReport(CRASHGUARD_OBJC_STRING, "string", site, action, reason,
+             isNil ? NSInvalidArgumentException : NSRangeException);
+}
+
+static BOOL rangeFits(NSRange range, NSUInteger length) {
+    return range.location <= length && range.length <= length - range.location;
+}
+
+static NSRange clamp(NSRange range, NSUInteger length) {
+    NSUInteger location = MIN(range.location, length);
+    return NSMakeRange(location, MIN(range.length, length - location));
+}
+
+static id cgSubstringFromIndex(id self, SEL _cmd, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
+        NSUInteger length = [self length];
+        if (index > length) {
+            reportString(self, _cmd, @"returned an empty string", @"Index %lu out of bounds; string length %lu",
+                         (unsigned long)index, (unsigned long)length);
+            index = length;
+        }
+    }
+    return ((id (*)(id, SEL, NSUInteger))original)(self, _cmd, index);
+}
+
+static id cgSubstringToIndex(id self, SEL _cmd, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
+        NSUInteger length = [self length];
+        if (index > length) {
+            reportString(self, _cmd, @"returned the whole string", @"Index %lu out of bounds; string length %lu",
+                         (unsigned long)index, (unsigned long)length);
+            index = length;
+        }
+    }
+    return ((id (*)(id, SEL, NSUInteger))original)(self, _cmd, index);
+}
+
+static id cgSubstringWithRange(id self, SEL _cmd, NSRange range) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
+        NSUInteger length = [self length];
+        if (!rangeFits(range, length)) {
+            reportString(self, _cmd, @"returned the part within bounds", @"Range {%lu, %lu} out of bounds; string length %lu",
+                         (unsigned long)range.location, (unsigned long)range.length, (unsigned long)length);
+            range = clamp(range, length);
+        }
+    }
+    return ((id (*)(id, SEL, NSRange))original)(self, _cmd, range);
+}
+
+static unichar cgCharacterAtIndex(id self, SEL _cmd, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
+        NSUInteger length = [self length];
+        if (index >= length) {
+            reportString(self, _cmd, @"returned 0", @"Index %lu out of bounds; string length %lu",
+                         (unsigned long)index, (unsigned long)length);
+            return 0;
+        }
+    }
+    return ((unichar (*)(id, SEL, NSUInteger))original)(self, _cmd, index);
+}
+
+static void cgAppendString(id self, SEL _cmd, id string) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_STRING) && string == nil) {
+        reportString(self, _cmd, @"ignored", @"nil argument");
+        return;
+    }
+    ((void (*)(id, SEL, id))original)(self, _cmd, string);
+}
+
+static void cgInsertStringAtIndex(id self, SEL _cmd, id string, NSUInteger index) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
+        if (string == nil) {
+            reportString(self, _cmd, @"ignored", @"nil argument");
+            return;
+        }
+        NSUInteger length = [self length];
+        if (index > length) {
+            reportString(self, _cmd, @"ignored", @"Range or index out of bounds (index %lu, string length %lu)",
+                         (unsigned long)index, (unsigned long)length);
+            return;
+        }
+    }
+    ((void (*)(id, SEL, id, NSUInteger))original)(self, _cmd, string, index);
+}
+
+static void cgDeleteCharactersInRange(id self, SEL _cmd, NSRange range) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
+        NSUInteger length = [self length];
+        if (!rangeFits(range, length)) {
+            reportString(self, _cmd, @"deleted the part within bounds", @"Range {%lu, %lu} out of bounds; string length %lu",
+                         (unsigned long)range.location, (unsigned long)range.length, (unsigned long)length);
+            range = clamp(range, length);
+        }
+    }
+    ((void (*)(id, SEL, NSRange))original)(self, _cmd, range);
+}
+
+static void warmStrings(void) {
+    NSString *s = [NSString stringWithFormat:@"%d", 12];
+    [s length];
+    [@"abc" length];
+    NSMutableString *m = [NSMutableString stringWithCapacity:4];
+    [m appendString:s];
+    [m insertString:s atIndex:0];
+    [m deleteCharactersInRange:NSMakeRange(0, 1)];
+    NSMutableString *copied = CG_AUTORELEASE([s mutableCopy]);
+    [copied appendString:s];
+}
+
+void CGInstallStringGuards(void) {
+    warmStrings();
+    Class string = [NSString class], mutableString = [NSMutableString class];
+    CGSwizzleCluster(string, @selector(substringFromIndex:), (IMP)cgSubstringFromIndex, NO);
+    CGSwizzleCluster(string, @selector(substringToIndex:), (IMP)cgSubstringToIndex, NO);
+    CGSwizzleCluster(string, @selector(substringWithRange:), (IMP)cgSubstringWithRange, NO);
+    CGSwizzleCluster(string, @selector(characterAtIndex:), (IMP)cgCharacterAtIndex, NO);
+    CGSwizzleCluster(mutableString, @selector(appendString:), (IMP)cgAppendString, NO);
+    CGSwizzleCluster(mutableString, @selector(insertString:atIndex:), (IMP)cgInsertStringAtIndex, NO);
+    CGSwizzleCluster(mutableString, @selector(deleteCharactersInRange:), (IMP)cgDeleteCharactersInRange, NO);
+}
+
+#endif  // CRASHGUARD_OBJC_ENABLED

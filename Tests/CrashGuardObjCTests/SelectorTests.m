@@ -1,0 +1,68 @@
+// Unrecognized selectors and NSNull: unguarded, the message raises
+// NSInvalidArgumentException; guarded, a stub (or for NSNull the first of "", 0, [], {}
+// that answers) returns 0 / nil and the runtime's text is recorded.
+#import "CGTest.h"
+
+@interface CGTStudent : NSObject
+@end
+@implementation CGTStudent
+@end
+
+/// Forwards on its own: the guard must stay out.
+@interface CGTForwarder : NSObject
+@end
+@implementation CGTForwarder
+- (id)forwardingTargetForSelector:(SEL)sel {
+    (void)sel;
+    return @"forwarded";
+}
+@end
+
+CG_SCENARIO(unrecognizedSelector) { [[CGTStudent new] performSelector:@selector(study)]; }
+CG_SCENARIO(nullLength) { [(id)[NSNull null] length]; }
+
+CG_TEST(selectorUnguardedCallsRaise) {
+    CG_EXPECT_UNCAUGHT(unrecognizedSelector, @"NSInvalidArgumentException",
+                       CG_PLATFORM(@"-[CGTStudent study]: unrecognized selector sent to instance", @"-[CGTStudent study]: unrecognized selector sent to instance"));
+    CG_EXPECT_UNCAUGHT(nullLength, @"NSInvalidArgumentException",
+                       CG_PLATFORM(@"-[NSNull length]: unrecognized selector sent to instance", @"-[NSNull length]"));
+}
+
+CG_TEST(unrecognizedSelectorAnswersZero) {
+    CGTStudent *student = [[CGTStudent new] autorelease];
+    CG_CHECK([student performSelector:@selector(study)] == nil);
+    CG_EXPECT_REPORT(@"unrecognizedSelector", ([NSString stringWithFormat:@"-[CGTStudent study]: unrecognized selector sent to instance %p", (void *)student]));
+    CG_CHECK([(id)student count] == 0);
+    CG_EXPECT_REPORT(@"unrecognizedSelector", ([NSString stringWithFormat:@"-[CGTStudent count]: unrecognized selector sent to instance %p", (void *)student]));
+    CG_CHECK([(id)student doubleValue] == 0.0);
+    CG_EXPECT_REPORT(@"unrecognizedSelector", ([NSString stringWithFormat:@"-[CGTStudent doubleValue]: unrecognized selector sent to instance %p", (void *)student]));
+    CG_CHECK([CGTStudent performSelector:@selector(register:) withObject:@"x"] == nil);
+    CG_EXPECT_REPORT(@"unrecognizedSelector", ([NSString stringWithFormat:@"+[CGTStudent register:]: unrecognized selector sent to class %p", (void *)[CGTStudent class]]));
+    // Known selectors are untouched.
+    CG_CHECK([student isKindOfClass:[NSObject class]]);
+    CG_EXPECT_NO_REPORT();
+}
+
+CG_TEST(classesThatForwardThemselvesAreLeftAlone) {
+    CGTForwarder *forwarder = [[CGTForwarder new] autorelease];
+    CG_CHECK([(id)forwarder length] == 9);  // answered by @"forwarded"
+    CG_EXPECT_NO_REPORT();
+}
+
+CG_TEST(nullForwardsToEmptyValues) {
+    id null = [NSNull null];
+    CG_CHECK([null length] == 0);
+    CG_EXPECT_REPORT(@"null", ([NSString stringWithFormat:@"-[NSNull length]: unrecognized selector sent to instance %p", (void *)null]));
+    CG_CHECK([null objectForKey:@"name"] == nil);
+    CG_EXPECT_REPORT(@"null", ([NSString stringWithFormat:@"-[NSNull objectForKey:]: unrecognized selector sent to instance %p", (void *)null]));
+    CG_CHECK([null count] == 0);
+    CG_EXPECT_REPORT(@"null", ([NSString stringWithFormat:@"-[NSNull count]: unrecognized selector sent to instance %p", (void *)null]));
+    CG_CHECK([null integerValue] == 0);
+    CG_EXPECT_REPORT(@"null", ([NSString stringWithFormat:@"-[NSNull integerValue]: unrecognized selector sent to instance %p", (void *)null]));
+    CG_EQUAL_OBJECTS([null lowercaseString], @"");
+    CG_EXPECT_REPORT(@"null", ([NSString stringWithFormat:@"-[NSNull lowercaseString]: unrecognized selector sent to instance %p", (void *)null]));
+    // With the null guard off, the selector guard still catches it, as an unrecognized selector.
+    crashguard_objc_set_enabled(CRASHGUARD_OBJC_ALL & ~CRASHGUARD_OBJC_NULL);
+    CG_CHECK([null count] == 0);
+    CG_EXPECT_REPORT(@"unrecognizedSelector", ([NSString stringWithFormat:@"-[NSNull count]: unrecognized selector sent to instance %p", (void *)null]));
+}
