@@ -29,7 +29,7 @@ struct IngestController: Sendable {
             throw APIError.unauthorized("missing \(WireProtocol.ingestKeyHeader) header")
         }
         try Self.checkContentType(request.headers[.contentType])
-        let format = try Self.compression(request.headers[.contentEncoding])
+        let format = try IngestBody.compression(request.headers[.contentEncoding])
         if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
         let project: ProjectRef
         do {
@@ -46,10 +46,9 @@ struct IngestController: Sendable {
         if let wait = limiter.acquire(project: project.id) {
             throw APIError.tooManyRequests("project \(project.slug) is over its rate limit", retryAfter: wait)
         }
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
-            throw APIError.payloadTooLarge("body is \(length) bytes, over the \(maxBodyBytes)-byte limit")
-        }
-        let body = try await readBody(request.body, format: format)
+        let reader = IngestBody(maxBodyBytes: maxBodyBytes, maxDecompressedBytes: maxDecompressedBytes)
+        try reader.checkDeclaredLength(request.headers)
+        let body = try await reader.read(request.body, format: format)
         let batch = try IncomingBatch.decode(body)
         guard (1...WireProtocol.maxReportsPerBatch).contains(batch.reports.count) else {
             throw APIError.badRequest("\"reports\" has \(batch.reports.count) reports; send 1 to \(WireProtocol.maxReportsPerBatch)")
@@ -73,9 +72,7 @@ struct IngestController: Sendable {
                     rejected.append(.init(index: index, error: problem))
                     continue
                 }
-                let signature = Grouping.signature(
-                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint)
-                items.append(IngestItem(projectID: project.id, report: report, signature: signature))
+                items.append(IngestItem(project: project, report: report))
                 indices.append(index)
             }
         }
@@ -92,39 +89,6 @@ struct IngestController: Sendable {
         return IngestResponse(accepted: accepted, duplicates: duplicates, rejected: rejected)
     }
 
-    /// Reads the body, counting compressed bytes against `maxBodyBytes` and inflating as
-    /// it arrives with output capped at `maxDecompressedBytes`: stops at either limit.
-    private func readBody(_ body: RequestBody, format: CompressionFormat?) async throws -> [UInt8] {
-        var received = 0
-        let tooLarge = APIError.payloadTooLarge("body is over the \(maxBodyBytes)-byte limit")
-        guard let format else {
-            var bytes: [UInt8] = []
-            for try await chunk in body {
-                received += chunk.readableBytes
-                guard received <= maxBodyBytes else { throw tooLarge }
-                guard received <= maxDecompressedBytes else {
-                    throw APIError.payloadTooLarge("body is over the \(maxDecompressedBytes)-byte decompressed limit")
-                }
-                bytes.append(contentsOf: chunk.readableBytesView)
-            }
-            return bytes
-        }
-        let inflater = try Inflater(format: format, maxOutputBytes: maxDecompressedBytes)
-        do {
-            for try await chunk in body {
-                received += chunk.readableBytes
-                guard received <= maxBodyBytes else { throw tooLarge }
-                try chunk.withUnsafeReadableBytes { try inflater.feed($0) }
-            }
-            if received == 0 { throw APIError.badRequest("body is empty: expected a compressed JSON object") }
-            return try inflater.finish()
-        } catch let error as CompressionError where error.isOutputLimitExceeded {
-            throw APIError.payloadTooLarge("decompressed body is over the \(maxDecompressedBytes)-byte limit")
-        } catch let error as CompressionError {
-            throw APIError.badRequest("body is not JSON: \(error)")
-        }
-    }
-
     /// 415 unless the media type is `application/json` (parameters allowed).
     static func checkContentType(_ value: String?) throws {
         guard let value, !value.isEmpty else {
@@ -133,18 +97,6 @@ struct IngestController: Sendable {
         let media = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingWhitespace().lowercased() } ?? ""
         guard media == WireProtocol.mediaType else {
             throw APIError.unsupportedMediaType("unsupported Content-Type '\(value)': send application/json")
-        }
-    }
-
-    /// The body's compression, or nil for identity; 415 for anything else.
-    static func compression(_ value: String?) throws -> CompressionFormat? {
-        let encoding = value?.trimmingWhitespace().lowercased() ?? ""
-        switch encoding {
-        case "", "identity": return nil
-        case "gzip", "x-gzip": return .gzip
-        case "deflate": return .deflate
-        default:
-            throw APIError.unsupportedMediaType("unsupported Content-Encoding '\(value ?? "")': use gzip, deflate or identity")
         }
     }
 
