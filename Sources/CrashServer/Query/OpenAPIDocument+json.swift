@@ -503,6 +503,26 @@ enum OpenAPIDocument {
         "required": [
           "status"
         ]
+      },
+      "SentryIngestResponse": {
+        "type": "object",
+        "properties": {
+          "id": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{32}$"
+          }
+        }
+      },
+      "SentryError": {
+        "type": "object",
+        "properties": {
+          "detail": {
+            "type": "string"
+          }
+        },
+        "required": [
+          "detail"
+        ]
       }
     }
   },
@@ -1261,6 +1281,288 @@ enum OpenAPIDocument {
               "application/json": {
                 "schema": {
                   "type": "object"
+                }
+              }
+            }
+          }
+        }
+      }
+    },
+    "/api/{sentryId}/envelope/": {
+      "post": {
+        "summary": "Sentry SDK envelope (docs/sentry.md)",
+        "description": "Sentry's envelope format: a JSON header line, then items (a JSON header line with `type` and optional `length`, then the payload). Each `event` item becomes one report; other items are accepted and ignored.",
+        "parameters": [
+          {
+            "name": "sentryId",
+            "in": "path",
+            "required": true,
+            "description": "the project's numeric sentryId (the DSN's last path component)",
+            "schema": {
+              "type": "integer",
+              "minimum": 1
+            }
+          },
+          {
+            "name": "sentry_key",
+            "in": "query",
+            "description": "the ingest key, when not in X-Sentry-Auth (browser SDKs)",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "X-Sentry-Auth",
+            "in": "header",
+            "description": "`Sentry sentry_key=<ingest key>, sentry_version=7, ...`",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "Content-Encoding",
+            "in": "header",
+            "schema": {
+              "type": "string",
+              "enum": [
+                "gzip",
+                "deflate",
+                "br",
+                "zstd",
+                "identity"
+              ]
+            }
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/x-sentry-envelope": {
+              "schema": {
+                "type": "string"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "committed (or nothing to store); the event id",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryIngestResponse"
+                }
+              }
+            }
+          },
+          "400": {
+            "description": "malformed envelope or event; the message is also in X-Sentry-Error",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            },
+            "headers": {
+              "X-Sentry-Error": {
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "403": {
+            "description": "missing key, unknown key, or a key of another project",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            }
+          },
+          "413": {
+            "description": "body over a size limit",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            }
+          },
+          "415": {
+            "description": "unsupported Content-Encoding",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            }
+          },
+          "429": {
+            "description": "over the rate limit, queue full or database unreachable; nothing stored",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            },
+            "headers": {
+              "Retry-After": {
+                "description": "seconds to wait",
+                "schema": {
+                  "type": "integer"
+                }
+              },
+              "X-Sentry-Rate-Limits": {
+                "description": "`<seconds>::organization`, which Sentry SDKs obey",
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          }
+        }
+      }
+    },
+    "/api/{sentryId}/store/": {
+      "post": {
+        "summary": "Sentry SDK event (older SDKs; docs/sentry.md)",
+        "description": "One Sentry event as JSON; it becomes one report.",
+        "parameters": [
+          {
+            "name": "sentryId",
+            "in": "path",
+            "required": true,
+            "description": "the project's numeric sentryId (the DSN's last path component)",
+            "schema": {
+              "type": "integer",
+              "minimum": 1
+            }
+          },
+          {
+            "name": "sentry_key",
+            "in": "query",
+            "description": "the ingest key, when not in X-Sentry-Auth (browser SDKs)",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "X-Sentry-Auth",
+            "in": "header",
+            "description": "`Sentry sentry_key=<ingest key>, sentry_version=7, ...`",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "Content-Encoding",
+            "in": "header",
+            "schema": {
+              "type": "string",
+              "enum": [
+                "gzip",
+                "deflate",
+                "br",
+                "zstd",
+                "identity"
+              ]
+            }
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "type": "object"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "committed (or nothing to store); the event id",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryIngestResponse"
+                }
+              }
+            }
+          },
+          "400": {
+            "description": "malformed envelope or event; the message is also in X-Sentry-Error",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            },
+            "headers": {
+              "X-Sentry-Error": {
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "403": {
+            "description": "missing key, unknown key, or a key of another project",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            }
+          },
+          "413": {
+            "description": "body over a size limit",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            }
+          },
+          "415": {
+            "description": "unsupported Content-Encoding",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            }
+          },
+          "429": {
+            "description": "over the rate limit, queue full or database unreachable; nothing stored",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/SentryError"
+                }
+              }
+            },
+            "headers": {
+              "Retry-After": {
+                "description": "seconds to wait",
+                "schema": {
+                  "type": "integer"
+                }
+              },
+              "X-Sentry-Rate-Limits": {
+                "description": "`<seconds>::organization`, which Sentry SDKs obey",
+                "schema": {
+                  "type": "string"
                 }
               }
             }
