@@ -254,3 +254,17 @@ BEGIN
 END;
 $$;
 DO $$ BEGIN IF to_regclass('reports_project_xact') IS NULL THEN CREATE INDEX reports_project_xact ON reports (project_id, xact); END IF; END; $$;
+
+-- Sentry ingest (docs/sentry.md): every project has a numeric id, unique on the server,
+-- that Sentry SDKs put in their DSN's path and in /api/{sentryId}/envelope/. Adding the
+-- column with a sequence default numbers the existing projects too.
+CREATE SEQUENCE IF NOT EXISTS projects_sentry_id_seq;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'projects'::regclass AND attname = 'sentry_id' AND NOT attisdropped) THEN
+        ALTER TABLE projects ADD COLUMN sentry_id bigint NOT NULL DEFAULT nextval('projects_sentry_id_seq');
+        ALTER SEQUENCE projects_sentry_id_seq OWNED BY projects.sentry_id;
+    END IF;
+END;
+$$;
+CREATE UNIQUE INDEX IF NOT EXISTS projects_sentry_id ON projects (sentry_id);

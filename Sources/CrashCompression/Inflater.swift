@@ -12,6 +12,8 @@ public final class Inflater {
     private var output: [UInt8] = []
     private var produced = 0
     private var finishedMember = false
+    /// `.deflate` only: the first bytes, held until they tell a zlib stream from raw deflate.
+    private var head: [UInt8]? = nil
     private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     /// Creates an inflater that fails once more than `maxOutputBytes` would come out.
@@ -25,6 +27,7 @@ public final class Inflater {
             stream.deallocate()
             throw CompressionError.zlib(status)
         }
+        if format == .deflate { head = [] }
     }
 
     deinit {
@@ -44,6 +47,22 @@ public final class Inflater {
     /// inflation and is rethrown as it is. End the stream with ``end()``.
     public func feed(_ input: UnsafeRawBufferPointer, output: (UnsafeBufferPointer<UInt8>) throws -> Void) throws {
         guard let base = input.baseAddress, input.count > 0 else { return }
+        if var held = head {
+            // `Content-Encoding: deflate` is meant to be a zlib stream (RFC 9110), but
+            // clients also send raw deflate: a first two bytes that are no zlib header
+            // (RFC 1950: method 8, window <= 32K, check bits) mean raw deflate.
+            let earlier = held.count
+            held.append(contentsOf: input.prefix(2 - held.count))
+            guard held.count == 2 else { head = held; return }
+            head = nil
+            let isZlib = held[0] & 0x0F == 8 && held[0] >> 4 <= 7 && (UInt16(held[0]) << 8 | UInt16(held[1])) % 31 == 0
+            if !isZlib {
+                let status = inflateReset2(stream, -15)
+                guard status == Z_OK else { throw CompressionError.zlib(status) }
+            }
+            // Replay the held bytes that came in earlier chunks, then this chunk whole.
+            if earlier > 0 { try Array(held.prefix(earlier)).withUnsafeBytes { try feed($0, output: output) } }
+        }
         stream.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
         stream.pointee.avail_in = uInt(input.count)
         defer {
@@ -75,6 +94,8 @@ public final class Inflater {
 
     /// Ends a stream fed through ``feed(_:output:)``; throws if it was cut short.
     public func end() throws {
+        // One byte in all (`.deflate` still holding its first byte): too short for either form.
+        if let held = head, !held.isEmpty { throw CompressionError.truncated }
         guard finishedMember else { throw CompressionError.truncated }
     }
 

@@ -52,15 +52,22 @@ func buildRouter(
     router.add(middleware: ConcurrencyLimitMiddleware(limit: configuration.maxConcurrentRequests))
     router.add(middleware: ErrorMiddleware())
     OperationsController(database: database, metrics: metrics).addRoutes(to: router)
+    // One limiter for every ingest door: a project's rate counts all its requests.
+    let limiter = RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst)
     IngestController(
         database: database,
         batcher: batcher,
-        limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst),
+        limiter: limiter,
         metrics: metrics,
         maxBodyBytes: configuration.maxBodyBytes,
         maxDecompressedBytes: configuration.maxDecompressedBytes,
         databaseTimeout: timeout,
         budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes)
+    ).addRoutes(to: router)
+    SentryController(
+        database: database, batcher: batcher, limiter: limiter, metrics: metrics,
+        body: IngestBody(maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes),
+        databaseTimeout: timeout
     ).addRoutes(to: router)
     QueryController(database: database).addRoutes(to: router)
     return router

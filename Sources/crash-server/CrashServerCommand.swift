@@ -24,9 +24,16 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "trace, debug, info, notice, warning, error, critical (env CRASHGUARD_LOG_LEVEL).")
     var logLevel: String?
 
+    @Option(help: "URL clients reach the server at, the base of Sentry DSNs (env CRASHGUARD_PUBLIC_URL).")
+    var publicURL: String?
+
     func configuration() throws -> ServerConfiguration {
         var config = try ServerConfiguration(environment: ProcessInfo.processInfo.environment)
         if let databaseURL { config.databaseURL = databaseURL }
+        if let publicURL { config.publicURL = publicURL }
+        guard SentryDSN.isValidPublicURL(config.publicURL) else {
+            throw ValidationError("--public-url: '\(config.publicURL)' is not an http(s) URL with a host")
+        }
         if let logLevel {
             guard let level = Logger.Level(rawValue: logLevel) else {
                 throw ValidationError("--log-level: unknown level '\(logLevel)'")
@@ -101,7 +108,7 @@ struct ProjectCommand: AsyncParsableCommand {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.createProject(slug: name).json()
+                return try await db.createProject(slug: name).json(publicURL: config.publicURL)
             }
             print(json)
         }
@@ -115,7 +122,7 @@ struct ProjectCommand: AsyncParsableCommand {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.listProjectsJSON()
+                return try await db.listProjectsJSON(publicURL: config.publicURL)
             }
             print(json)
         }
@@ -130,7 +137,7 @@ struct ProjectCommand: AsyncParsableCommand {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.rotateProject(slug: name).json()
+                return try await db.rotateProject(slug: name).json(publicURL: config.publicURL)
             }
             print(json)
         }

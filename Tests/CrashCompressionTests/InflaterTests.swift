@@ -20,6 +20,23 @@ import Testing
         #expect(try inflater.finish() == text)
     }
 
+    /// `deflate` bodies may be a zlib stream or raw deflate (the contract): told apart by the
+    /// first two bytes, however the body is split into chunks.
+    @Test(arguments: [1, 2, 3, 1 << 20])
+    func acceptsRawDeflate(_ chunkSize: Int) throws {
+        let zlib = try Deflater.compress(text, format: .deflate)
+        let raw = Array(zlib.dropFirst(2).dropLast(4))
+        for packed in [zlib, raw] {
+            let inflater = try Inflater(format: .deflate, maxOutputBytes: 1 << 20)
+            for start in stride(from: 0, to: packed.count, by: chunkSize) {
+                try inflater.feed(Array(packed[start..<min(start + chunkSize, packed.count)]))
+            }
+            #expect(try inflater.finish() == text)
+        }
+        #expect(throws: CompressionError.self) { try Inflater.inflate(Array(raw.dropLast(20)), format: .deflate, maxOutputBytes: 1 << 20) }
+        #expect(throws: CompressionError.self) { try Inflater.inflate([0x78], format: .deflate, maxOutputBytes: 1 << 20) }
+    }
+
     @Test func capsOutput() throws {
         let zeros = [UInt8](repeating: 0, count: 4 << 20)
         let bomb = try Deflater.compress(zeros, format: .gzip, level: 9)

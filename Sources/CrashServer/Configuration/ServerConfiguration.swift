@@ -12,6 +12,11 @@ public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     /// Port to bind (`CRASHGUARD_PORT`); 0 picks a free one.
     public var port = 8080
+    /// The URL clients reach this server at (`CRASHGUARD_PUBLIC_URL`): the base of the
+    /// Sentry DSNs `project create` prints and of links in messages the server sends.
+    public var publicURL = Self.defaultPublicURL
+    /// The default ``publicURL``: the default address and port on loopback.
+    public static let defaultPublicURL = "http://127.0.0.1:8080"
     /// Log level (`CRASHGUARD_LOG_LEVEL`, or `LOG_LEVEL`).
     public var logLevel: Logger.Level = .info
     /// Largest compressed body (`CRASHGUARD_MAX_BODY_BYTES`); over it is 413.
@@ -56,6 +61,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("DATABASE_URL", { $0 }) { databaseURL = v }
         if let v = try value("CRASHGUARD_HOST", { $0 }) { host = v }
         if let v = try value("CRASHGUARD_PORT", Int.init) { port = v }
+        if let v = try value("CRASHGUARD_PUBLIC_URL", { $0 }) { publicURL = v }
         if let v = try value("LOG_LEVEL", Logger.Level.init(rawValue:)) { logLevel = v }
         if let v = try value("CRASHGUARD_LOG_LEVEL", Logger.Level.init(rawValue:)) { logLevel = v }
         if let v = try value("CRASHGUARD_MAX_BODY_BYTES", Int.init) { maxBodyBytes = v }
@@ -76,6 +82,9 @@ public struct ServerConfiguration: Sendable {
     /// Throws when a setting is out of its range.
     public func validate() throws {
         guard (0...65535).contains(port) else { throw ConfigurationError("port: \(port) is not 0...65535") }
+        guard SentryDSN.isValidPublicURL(publicURL) else {
+            throw ConfigurationError("public URL: '\(publicURL)' is not an http(s) URL with a host")
+        }
         guard maxBodyBytes > 0, maxDecompressedBytes > 0 else { throw ConfigurationError("size limits must be positive") }
         guard maxInflightBodyBytes >= maxBodyBytes + maxDecompressedBytes else {
             throw ConfigurationError("the in-flight body budget must hold one largest request (compressed plus decompressed limit)")

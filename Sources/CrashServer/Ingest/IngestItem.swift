@@ -23,3 +23,13 @@ struct GroupKey: Hashable, Sendable {
     var project: Int64
     var signature: String
 }
+
+extension IngestItem {
+    /// A validated report of `project` with its signature, grouped the same way whichever
+    /// door (`/v1/reports` or the Sentry routes) it came in by.
+    init(project: ProjectRef, report: Report) {
+        let signature = Grouping.signature(
+            kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint)
+        self.init(projectID: project.id, report: report, signature: signature)
+    }
+}

@@ -28,13 +28,13 @@ extension CrashDatabase {
             """
             INSERT INTO projects (slug, ingest_key_hash, read_token_hash)
             VALUES (\(slug), \(ProjectKeys.hash(ingest)), \(ProjectKeys.hash(read)))
-            ON CONFLICT (slug) DO NOTHING RETURNING id
+            ON CONFLICT (slug) DO NOTHING RETURNING sentry_id
             """, logger: logger)
-        guard try await rows.decode(Int64.self).first(where: { _ in true }) != nil else {
+        guard let sentryID = try await rows.decode(Int64.self).first(where: { _ in true }) else {
             throw ProjectError(description: "project '\(slug)' already exists (its keys are unchanged; use `project rotate` for new ones)")
         }
         logger.info("project created", metadata: ["project.slug": "\(slug)"])
-        return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read)
+        return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
     }
 
     /// Replaces a project's keys; the old ones fail from the next request on.
@@ -45,26 +45,35 @@ extension CrashDatabase {
             """
             UPDATE projects SET ingest_key_hash = \(ProjectKeys.hash(ingest)),
                 read_token_hash = \(ProjectKeys.hash(read)), rotated_at = now()
-            WHERE slug = \(slug) RETURNING id
+            WHERE slug = \(slug) RETURNING sentry_id
             """, logger: logger)
-        guard try await rows.decode(Int64.self).first(where: { _ in true }) != nil else {
+        guard let sentryID = try await rows.decode(Int64.self).first(where: { _ in true }) else {
             throw ProjectError(description: "no project '\(slug)'")
         }
         logger.info("project keys rotated", metadata: ["project.slug": "\(slug)"])
-        return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read)
+        return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
     }
 
-    /// Every project as a JSON array of `{"project", "createdAt", "rotatedAt"}`.
-    public func listProjectsJSON() async throws -> String {
+    /// Every project as a JSON array of `{"project", "createdAt", "rotatedAt", "sentryId",
+    /// "sentryDsn"}`. Only the keys' hashes are stored, so `sentryDsn` is a template with
+    /// the literal placeholder `<ingestKey>` where the key goes (docs/sentry.md).
+    public func listProjectsJSON(publicURL: String = ServerConfiguration.defaultPublicURL) async throws -> String {
         struct Entry: Encodable {
             var project: String
             var createdAt: String
             var rotatedAt: String?
+            var sentryId: Int64
+            var sentryDsn: String
         }
         var entries: [Entry] = []
-        let rows = try await client.query("SELECT slug, created_at, rotated_at FROM projects ORDER BY slug", logger: logger)
-        for try await (slug, created, rotated) in rows.decode((String, Date, Date?).self) {
-            entries.append(Entry(project: slug, createdAt: RFC3339.format(created), rotatedAt: rotated.map(RFC3339.format)))
+        let rows = try await client.query(
+            "SELECT slug, created_at, rotated_at, sentry_id FROM projects ORDER BY slug", logger: logger)
+        for try await (slug, created, rotated, sentryID) in rows.decode((String, Date, Date?, Int64).self) {
+            entries.append(
+                Entry(
+                    project: slug, createdAt: RFC3339.format(created), rotatedAt: rotated.map(RFC3339.format),
+                    sentryId: sentryID,
+                    sentryDsn: SentryDSN.format(publicURL: publicURL, key: SentryDSN.keyPlaceholder, sentryID: sentryID)))
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

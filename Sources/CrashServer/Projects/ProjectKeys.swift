@@ -5,16 +5,34 @@ import Foundation
 public struct ProjectCredentials: Codable, Sendable {
     /// The project slug.
     public var project: String
-    /// Public key for `X-Crash-Key`; may only send reports.
+    /// Public key for `X-Crash-Key`; may only send reports. Also the public key of the
+    /// project's Sentry DSN.
     public var ingestKey: String
     /// Secret bearer token; may only query and triage.
     public var readToken: String
+    /// The project's numeric id in Sentry DSNs and `/api/{sentryId}/...` paths.
+    public var sentryId: Int64
 
-    /// The JSON the command line prints.
-    public func json() throws -> String {
+    /// The DSN a Sentry SDK is configured with to report into this project.
+    public func sentryDSN(publicURL: String) -> String {
+        SentryDSN.format(publicURL: publicURL, key: ingestKey, sentryID: sentryId)
+    }
+
+    /// The JSON the command line prints: the fields above plus `sentryDsn`.
+    public func json(publicURL: String = ServerConfiguration.defaultPublicURL) throws -> String {
+        struct Printed: Encodable {
+            var project: String
+            var ingestKey: String
+            var readToken: String
+            var sentryId: Int64
+            var sentryDsn: String
+        }
+        let printed = Printed(
+            project: project, ingestKey: ingestKey, readToken: readToken, sentryId: sentryId,
+            sentryDsn: sentryDSN(publicURL: publicURL))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
+        return String(decoding: try encoder.encode(printed), as: UTF8.self)
     }
 }
 

@@ -1,0 +1,247 @@
+import CrashIngest
+import CrashWire
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+/// The door for Sentry SDKs: `POST /api/{sentryId}/envelope/` and `POST /api/{sentryId}/store/`
+/// (the contract, "Ingest from Sentry SDKs"; docs/sentry.md).
+///
+/// The body is read by the same ``IngestBody`` as `/v1/reports` (encodings, size limits),
+/// each event becomes a ``Report`` (``SentryEvent/report(receivedAt:id:)``), and the reports
+/// go through the same validation, grouping and ``IngestBatcher`` commit, so a crash groups
+/// and counts alike whichever door it came in by. The answers follow Sentry's protocol:
+/// `{"detail": ...}` bodies, 403 for a bad key, `X-Sentry-Error` on a 400, and 429 with
+/// `X-Sentry-Rate-Limits` (which SDKs obey; they drop an event on a 5xx) whenever
+/// `/v1/reports` would say 429 or 503.
+struct SentryController: Sendable {
+    let database: CrashDatabase
+    let batcher: IngestBatcher
+    let limiter: RateLimiter
+    let metrics: ServerMetrics
+    let body: IngestBody
+    let databaseTimeout: Duration
+    /// `sentry_id` by project id: it never changes, so a project costs one lookup per process.
+    private let sentryIDs = SentryIDCache()
+
+    init(
+        database: CrashDatabase, batcher: IngestBatcher, limiter: RateLimiter, metrics: ServerMetrics, body: IngestBody,
+        databaseTimeout: Duration
+    ) {
+        self.database = database
+        self.batcher = batcher
+        self.limiter = limiter
+        self.metrics = metrics
+        self.body = body
+        self.databaseTimeout = databaseTimeout
+    }
+
+    static let errorHeader = HTTPField.Name("X-Sentry-Error")!
+    static let rateLimitsHeader = HTTPField.Name("X-Sentry-Rate-Limits")!
+
+    func addRoutes(to router: Router<CrashRequestContext>) {
+        router.post("/api/:sentryId/envelope", use: envelope)
+        router.post("/api/:sentryId/store", use: store)
+        router.on("/api/:sentryId/envelope", method: .options, use: preflight)
+        router.on("/api/:sentryId/store", method: .options, use: preflight)
+    }
+
+    @Sendable func envelope(request: Request, context: CrashRequestContext) async throws -> Response {
+        await answer(context.logger) {
+            let sentryID = try Self.sentryID(context)
+            let format = try IngestBody.compression(request.headers[.contentEncoding])
+            var project = try await authenticate(Self.key(request), sentryID: sentryID)
+            let bytes = try await readBody(request, format: format)
+            let header: SentryEnvelope.Header
+            let itemsStart: Int
+            do {
+                (header, itemsStart) = try SentryEnvelope.parseHeader(bytes)
+            } catch let error as SentryEnvelope.Malformed {
+                throw APIError.badRequest(error.description)
+            }
+            if project == nil {
+                project = try await authenticate(header.dsn.flatMap(SentryDSN.publicKey(ofDSN:)), sentryID: sentryID)
+            }
+            guard let project else { throw Self.missingKey }
+            let receivedAt = Date()
+            let envelopeID = header.eventID.flatMap(SentryEvent.uuid)
+            var reports: [Report] = []
+            do {
+                for item in try SentryEnvelope.parseItems(bytes, from: itemsStart) where item.type == "event" {
+                    reports.append(try SentryEvent.decode(item.payload).report(receivedAt: receivedAt, id: envelopeID))
+                }
+            } catch let error as SentryEnvelope.Malformed {
+                throw APIError.badRequest(error.description)
+            }
+            try await commit(reports, project: project, logger: context.logger)
+            return Self.success(id: reports.first?.id ?? envelopeID)
+        }
+    }
+
+    @Sendable func store(request: Request, context: CrashRequestContext) async throws -> Response {
+        await answer(context.logger) {
+            let sentryID = try Self.sentryID(context)
+            let format = try IngestBody.compression(request.headers[.contentEncoding])
+            guard let project = try await authenticate(Self.key(request), sentryID: sentryID) else { throw Self.missingKey }
+            let bytes = try await readBody(request, format: format)
+            let report: Report
+            do {
+                report = try SentryEvent.decode(bytes).report(receivedAt: Date())
+            } catch let error as SentryEnvelope.Malformed {
+                throw APIError.badRequest(error.description)
+            }
+            try await commit([report], project: project, logger: context.logger)
+            return Self.success(id: report.id)
+        }
+    }
+
+    /// CORS preflight of browser SDKs: POST from any origin with Sentry's headers.
+    @Sendable func preflight(request: Request, context: CrashRequestContext) async throws -> Response {
+        var headers = Self.corsHeaders
+        headers[.accessControlAllowMethods] = "POST, OPTIONS"
+        headers[.accessControlAllowHeaders] =
+            request.headers[.accessControlRequestHeaders]
+            ?? "Content-Type, Content-Encoding, X-Sentry-Auth, Authorization, sentry-trace, baggage"
+        headers[.accessControlMaxAge] = "3600"
+        return Response(status: .ok, headers: headers)
+    }
+
+    /// The project `key` belongs to, when it is also the project of `sentryID`; nil when
+    /// there is no key; 403 for any other key.
+    private func authenticate(_ key: String?, sentryID: Int64) async throws -> ProjectRef? {
+        guard let key else { return nil }
+        if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
+        let project: ProjectRef
+        do {
+            let found = try await withDeadline(databaseTimeout) { () async throws -> (ProjectRef, Int64?)? in
+                guard let project = try await database.project(ingestKey: key) else { return nil }
+                if let known = sentryIDs.get(project.id) { return (project, known) }
+                let id = try await database.sentryID(project: project.id)
+                if let id { sentryIDs.set(project.id, id) }
+                return (project, id)
+            }
+            guard let found, found.1 == sentryID else {
+                throw APIError.unauthorized("the key is not a key of project \(sentryID)")
+            }
+            project = found.0
+        } catch let error as APIError {
+            throw error
+        } catch {
+            batcher.markDown(error)
+            throw APIError.unavailable("database unreachable", retryAfter: 5)
+        }
+        if let wait = limiter.acquire(project: project.id) {
+            throw APIError.tooManyRequests("project \(project.slug) is over its rate limit", retryAfter: wait)
+        }
+        return project
+    }
+
+    private func readBody(_ request: Request, format: ContentCoding) async throws -> [UInt8] {
+        try body.checkDeclaredLength(request.headers)
+        let bytes = try await body.read(request.body, format: format)
+        guard !bytes.isEmpty else { throw APIError.badRequest("body is empty") }
+        return bytes
+    }
+
+    /// Validates, groups and commits the reports; returns once they are durable.
+    private func commit(_ reports: [Report], project: ProjectRef, logger: Logger) async throws {
+        guard !reports.isEmpty else { return }
+        let now = Date()
+        var items: [IngestItem] = []
+        for report in reports {
+            if let problem = report.validationError(now: now) {
+                metrics.recordIngest(reports: reports.count, accepted: 0, duplicates: 0, rejected: reports.count)
+                throw APIError.badRequest("event \(Self.hex(report.id)): \(problem)")
+            }
+            items.append(IngestItem(project: project, report: report))
+        }
+        let outcome = try await batcher.submit(items)
+        let accepted = outcome.filter { $0 }.count
+        metrics.recordIngest(reports: reports.count, accepted: accepted, duplicates: outcome.count - accepted, rejected: 0)
+        logger.debug(
+            "sentry events ingested",
+            metadata: ["project.slug": "\(project.slug)", "ingest.accepted": "\(accepted)", "ingest.events": "\(reports.count)"])
+    }
+
+    /// Runs a route, rendering every ``APIError`` the way Sentry SDKs read errors.
+    private func answer(_ logger: Logger, _ body: () async throws -> Response) async -> Response {
+        do {
+            var response = try await body()
+            for field in Self.corsHeaders { response.headers.append(field) }
+            return response
+        } catch let error as APIError {
+            return Self.failure(error)
+        } catch {
+            // Sentry SDKs drop an event on a 5xx: ask for a retry instead.
+            logger.error("sentry ingest failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
+            return Self.failure(APIError.unavailable("could not store the event; retry later", retryAfter: 5))
+        }
+    }
+
+    private static let missingKey = APIError.unauthorized(
+        "missing sentry_key: send X-Sentry-Auth, the sentry_key query parameter or an envelope dsn")
+
+    private static let corsHeaders: HTTPFields = [
+        .accessControlAllowOrigin: "*",
+        .accessControlExposeHeaders: "X-Sentry-Error, X-Sentry-Rate-Limits, Retry-After",
+    ]
+
+    private static func sentryID(_ context: CrashRequestContext) throws -> Int64 {
+        guard let text = context.parameters.get("sentryId"), let id = Int64(text), id > 0 else {
+            throw APIError.badRequest("the project id in the path is not a positive number")
+        }
+        return id
+    }
+
+    private static func key(_ request: Request) -> String? {
+        SentryAuth.key(headers: request.headers, query: request.uri.queryParameters.get("sentry_key"))
+    }
+
+    /// 200 `{"id": "<32 hex digits>"}`, or `{}` for an envelope without any event id.
+    static func success(id: UUID?) -> Response {
+        var object: [String: String] = [:]
+        if let id { object["id"] = hex(id) }
+        let data = (try? JSONEncoder().encode(object)) ?? Data("{}".utf8)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// A Sentry-style error: `{"detail": ...}`; 403 for a bad key; 429 with `Retry-After` and
+    /// `X-Sentry-Rate-Limits` for everything that asks the SDK to come back later (rate
+    /// limit, full queue, database unreachable, shutting down); `X-Sentry-Error` on a 400.
+    static func failure(_ error: APIError) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        headers.append(contentsOf: corsHeaders)
+        var status = error.status
+        switch status {
+        case .unauthorized:
+            status = .forbidden
+        case .tooManyRequests, .serviceUnavailable:
+            status = .tooManyRequests
+            let seconds = error.retryAfter ?? 1
+            headers[.retryAfter] = String(seconds)
+            headers[rateLimitsHeader] = "\(seconds)::organization"
+        case .badRequest:
+            headers[errorHeader] = String(error.message.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? Character($0) : "?" })
+        default:
+            break
+        }
+        let data = (try? JSONEncoder().encode(["detail": error.message])) ?? Data("{\"detail\":\"error\"}".utf8)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// A UUID as Sentry writes event ids: 32 lower-case hex digits.
+    static func hex(_ id: UUID) -> String {
+        id.uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+    }
+}
+
+/// Project id -> `sentry_id`, filled as projects are seen.
+private final class SentryIDCache: Sendable {
+    private let ids = Mutex<[Int64: Int64]>([:])
+    func get(_ project: Int64) -> Int64? { ids.withLock { $0[project] } }
+    func set(_ project: Int64, _ sentryID: Int64) { ids.withLock { $0[project] = sentryID } }
+}

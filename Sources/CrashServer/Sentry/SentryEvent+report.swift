@@ -1,0 +1,146 @@
+import CrashWire
+import Foundation
+
+/// How a Sentry event becomes a report (the contract, "Ingest from Sentry SDKs"), as a
+/// pure function so every rule is tested without a server.
+///
+/// Values longer than the report's limits are cut at a UTF-8 character boundary instead
+/// of losing the event (a stack keeps its innermost 256 frames, a fingerprint its first 8
+/// parts, the context its first 64 entries in key order after `environment`), and NUL
+/// characters, which PostgreSQL text cannot hold, become U+FFFD. See docs/sentry.md.
+extension SentryEvent {
+    /// The reason of an event without exception or message (Sentry's own title for it).
+    static let unlabeledReason = "<unlabeled event>"
+
+    /// The report for this event, received at `receivedAt`; `id` is used when the event
+    /// has no `event_id` of its own (the envelope's, else a fresh one).
+    func report(receivedAt: Date, id fallbackID: UUID? = nil) -> Report {
+        let last = exceptions.last
+        var reason: String
+        if let last {
+            switch (Self.nonEmpty(last.type), Self.nonEmpty(last.value)) {
+            case (let type?, let value?): reason = "\(type): \(value)"
+            case (let type?, nil): reason = type
+            case (nil, let value?): reason = value
+            case (nil, nil): reason = Self.unlabeledReason
+            }
+        } else {
+            reason =
+                Self.nonEmpty(logentry?.formatted) ?? Self.nonEmpty(logentry?.message) ?? Self.nonEmpty(message?.formatted)
+                ?? Self.nonEmpty(message?.message) ?? Self.unlabeledReason
+        }
+        reason = Self.clip(reason, ReportLimits.reasonBytes.upperBound)
+
+        var stack: [String]?
+        if let last, !last.frames.isEmpty {
+            let frames = last.frames.contains { $0.inApp == true } ? last.frames.filter { $0.inApp == true } : last.frames
+            stack = frames.reversed().prefix(ReportLimits.maxFrames).map { frame in
+                Self.clip("\(frame.function.flatMap(Self.nonEmpty) ?? "?") (\(Self.place(of: frame)))", ReportLimits.frameBytes)
+            }
+        }
+
+        var appID = Self.nonEmpty(appIdentifier)
+        var version: String?
+        var build: String?
+        if let release = Self.nonEmpty(release) {
+            if let at = release.firstIndex(of: "@") {
+                appID = appID ?? Self.nonEmpty(String(release[..<at]))
+                var rest = Substring(release[release.index(after: at)...])
+                if let plus = rest.firstIndex(of: "+") {
+                    build = Self.nonEmpty(String(rest[rest.index(after: plus)...]))
+                    rest = rest[..<plus]
+                }
+                version = Self.nonEmpty(String(rest))
+                if version == nil { build = nil }
+            }
+            version = version ?? release
+        }
+        let appLimit = ReportLimits.appFieldBytes.upperBound
+        let app = AppInfo(
+            id: Self.clip(appID ?? "unknown", appLimit), version: Self.clip(version ?? "unknown", appLimit),
+            build: build.map { Self.clip($0, appLimit) })
+
+        var device: DeviceInfo?
+        let deviceFields = [osName, osVersion, deviceModel, Self.nonEmpty(userID) ?? deviceID]
+        if deviceFields.contains(where: { $0 != nil }) {
+            let limit = ReportLimits.deviceFieldBytes
+            let clipped = deviceFields.map { $0.map { Self.clip($0, limit) } }
+            device = DeviceInfo(os: clipped[0], osVersion: clipped[1], model: clipped[2], id: clipped[3])
+        }
+
+        var printFingerprint: [String]?
+        if let fingerprint, !fingerprint.isEmpty, fingerprint != ["{{ default }}"] {
+            printFingerprint = fingerprint.prefix(ReportLimits.fingerprintParts.upperBound).map {
+                Self.clip($0, ReportLimits.fingerprintPartBytes)
+            }
+        }
+
+        var context: [String: String] = [:]
+        var entries = tags.sorted { $0.key < $1.key }
+        if let environment { entries.insert(("environment", environment), at: 0) }
+        for (key, value) in entries where context.count < ReportLimits.maxContextEntries {
+            let key = Self.clip(key, ReportLimits.contextKeyBytes)
+            if context[key] == nil { context[key] = Self.clip(value, ReportLimits.contextValueBytes) }
+        }
+
+        return Report(
+            id: eventID ?? fallbackID ?? UUID(),
+            timestamp: Self.clientTime(timestamp, receivedAt: receivedAt),
+            kind: exceptions.isEmpty ? .custom : .exception,
+            reason: reason,
+            stack: stack,
+            fatal: last?.handled == false,
+            app: app,
+            device: device,
+            fingerprint: printFingerprint,
+            context: context.isEmpty ? nil : context)
+    }
+
+    /// A frame's place: `module`, else `filename`, else the last path component of
+    /// `package` (an install path differs per device), else `?`.
+    static func place(of frame: Frame) -> String {
+        if let module = nonEmpty(frame.module) { return module }
+        if let filename = nonEmpty(frame.filename) { return filename }
+        if let package = nonEmpty(frame.package) {
+            let last = package.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init)
+            return nonEmpty(last) ?? package
+        }
+        return "?"
+    }
+
+    /// The event's time when it is inside the accepted window, else the time it was received.
+    static func clientTime(_ timestamp: Timestamp?, receivedAt: Date) -> Date {
+        let parsed: Date?
+        switch timestamp {
+        case .seconds(let seconds)? where seconds.isFinite:
+            parsed = Date(timeIntervalSince1970: seconds)
+        case .text(let text)?:
+            // Sentry accepts a zone-less time as UTC.
+            let hasZone = text.hasSuffix("Z") || text.hasSuffix("z") || text.dropFirst(19).contains("+")
+                || text.dropFirst(19).contains("-")
+            parsed = RFC3339.parse(hasZone ? text : text + "Z") ?? Double(text).map(Date.init(timeIntervalSince1970:))
+        default:
+            parsed = nil
+        }
+        guard let parsed else { return receivedAt }
+        let age = receivedAt.timeIntervalSince(parsed)
+        guard age <= ReportLimits.maxAge, -age <= ReportLimits.maxSkew else { return receivedAt }
+        return parsed
+    }
+
+    private static func nonEmpty(_ text: String?) -> String? {
+        guard let text, !text.isEmpty else { return nil }
+        return text
+    }
+
+    /// `text` without NULs, cut to at most `limit` UTF-8 bytes at a character boundary.
+    static func clip(_ text: String, _ limit: Int) -> String {
+        var text = text
+        if text.utf8.contains(0) { text = text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") }
+        guard text.utf8.count > limit else { return text }
+        let bytes = Array(text.utf8)
+        var end = limit
+        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        return String(decoding: bytes[..<end], as: UTF8.self)
+    }
+}
