@@ -39,6 +39,11 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Double = 75
     /// Most requests handled at once before new ones get 503 (`CRASHGUARD_MAX_CONCURRENT_REQUESTS`).
     public var maxConcurrentRequests = 1024
+    /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
+    /// bytes); nil: a random one per start, so dashboard sessions end when the server restarts.
+    public var sessionSecret: String?
+    /// The URL users open (`CRASHGUARD_PUBLIC_URL`); an `https` one marks cookies `Secure`.
+    public var publicURL: String?
 
     /// The defaults.
     public init() {}
@@ -67,6 +72,8 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_READ_TIMEOUT", Double.init) { readTimeout = v }
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
+        if let v = try value("CRASHGUARD_SESSION_SECRET", { $0 }) { sessionSecret = v }
+        if let v = try value("CRASHGUARD_PUBLIC_URL", { $0 }) { publicURL = v }
     }
 
     /// Throws when a setting is out of its range.
@@ -84,6 +91,9 @@ public struct ServerConfiguration: Sendable {
         guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
         guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
+        if let sessionSecret, sessionSecret.utf8.count < 32 {
+            throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
+        }
     }
 }
 

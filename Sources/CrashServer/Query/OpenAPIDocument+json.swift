@@ -248,6 +248,13 @@ enum OpenAPIDocument {
               "type": "string"
             },
             "description": "app versions seen (all time), highest first in numeric dotted order"
+          },
+          "trend": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/TimeCount"
+            },
+            "description": "only with trend=hour|day on the list: reports per UTC hour or day of the window under the report filters, zero-filled, from the bucket holding `from` up to `to`"
           }
         },
         "required": [
@@ -767,6 +774,19 @@ enum OpenAPIDocument {
             "schema": {
               "type": "string"
             }
+          },
+          {
+            "name": "trend",
+            "in": "query",
+            "required": false,
+            "description": "adds a zero-filled `trend` array per group: counts per hour or UTC day over the window (the dashboard's sparklines)",
+            "schema": {
+              "type": "string",
+              "enum": [
+                "hour",
+                "day"
+              ]
+            }
           }
         ],
         "responses": {
@@ -1134,13 +1154,14 @@ enum OpenAPIDocument {
             "name": "groupBy",
             "in": "query",
             "required": false,
-            "description": "one series per key; none: one series with key null",
+            "description": "one series per key; none: one series with key null; fatal: two series, `fatal` and `nonFatal` (reports with `fatal: true`, and all others)",
             "schema": {
               "type": "string",
               "enum": [
                 "none",
                 "kind",
-                "version"
+                "version",
+                "fatal"
               ],
               "default": "none"
             }
