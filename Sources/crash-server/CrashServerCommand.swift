@@ -153,8 +153,9 @@ struct Top: AsyncParsableCommand {
         table.window = window
         table.limit = limit
         table.filters = ["version": version, "os": os, "kind": kind, "status": status].compactMapValues { $0 }
+        let request = table
         let text = try await withDatabase(config, logger: makeLogger(config)) { db in
-            try await table.render(database: db, project: name)
+            try await request.render(database: db, project: name)
         }
         print(text)
     }
