@@ -40,10 +40,10 @@ public struct ServerConfiguration: Sendable {
     /// Most requests handled at once before new ones get 503 (`CRASHGUARD_MAX_CONCURRENT_REQUESTS`).
     public var maxConcurrentRequests = 1024
     /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
-    /// bytes); nil: a random one per start, so dashboard sessions end when the server restarts.
-    public var sessionSecret: String?
+    /// bytes); empty: a random one per start, so dashboard sessions end when the server restarts.
+    public var sessionSecret = ""
     /// The URL users open (`CRASHGUARD_PUBLIC_URL`); an `https` one marks cookies `Secure`.
-    public var publicURL: String?
+    public var publicURL = ""
 
     /// The defaults.
     public init() {}
@@ -91,7 +91,7 @@ public struct ServerConfiguration: Sendable {
         guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
         guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
-        if let sessionSecret, sessionSecret.utf8.count < 32 {
+        if !sessionSecret.isEmpty, sessionSecret.utf8.count < 32 {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }
     }

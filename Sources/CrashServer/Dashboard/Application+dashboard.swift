@@ -9,13 +9,13 @@ func addDashboard(
     to router: Router<CrashRequestContext>, store: some DashboardStore, configuration: ServerConfiguration, logger: Logger
 ) throws {
     let secret: [UInt8]
-    if let configured = configuration.sessionSecret {
-        secret = Array(configured.utf8)
+    if !configuration.sessionSecret.isEmpty {
+        secret = Array(configuration.sessionSecret.utf8)
     } else {
         secret = DashboardSessions.randomSecret()
         logger.notice("CRASHGUARD_SESSION_SECRET not set: dashboard sessions end when the server restarts")
     }
-    let secure = configuration.publicURL?.lowercased().hasPrefix("https://") ?? false
+    let secure = configuration.publicURL.lowercased().hasPrefix("https://")
     DashboardController(
         store: store, sessions: DashboardSessions(secret: secret, secure: secure), pages: try DashboardPages(), logger: logger
     ).addRoutes(to: router)
