@@ -28,7 +28,10 @@ struct QueryCommand: AsyncParsableCommand {
     @Option(help: "Server process id: sample its RSS and CPU.") var serverPid: Int32?
 
     func run() async throws {
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        // No redirects followed: the dashboard's sign-in answers 303 with the session cookie.
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         do {
             try await measureAll(client)
         } catch {

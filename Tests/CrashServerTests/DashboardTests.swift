@@ -294,6 +294,15 @@ import Testing
         }
     }
 
+    @Test func sparklinesKeepTheShapeInFewerPoints() {
+        #expect(DashboardFormat.downsample([1, 2, 3, 4, 5], to: 2) == [6, 9])
+        #expect(DashboardFormat.downsample(Array(repeating: 1, count: 168), to: 56) == Array(repeating: 3, count: 56))
+        #expect(DashboardFormat.downsample([4, 5], to: 56) == [4, 5])
+        let (line, area) = DashboardFormat.sparkline([0, 10, 5])
+        #expect(line == "0.0,27.0 60.0,2.0 120.0,14.5")
+        #expect(area == "0,28.0 0.0,27.0 60.0,2.0 120.0,14.5 120.0,28.0")
+    }
+
     @Test func terminalTableStripsControlCharacters() {
         let now = Date()
         let group = GroupBody(

@@ -34,26 +34,26 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     /// pre-session nonce for its CSRF token.
     @Sendable func home(request: Request, context: CrashRequestContext) async throws -> Response {
         if let (_, project) = try await session(request) {
-            return Self.redirect("/projects/\(project.slug)")
+            return DashboardResponse.redirect("/projects/\(project.slug)")
         }
         return signInPage(error: nil, status: .ok)
     }
 
     @Sendable func signIn(request: Request, context: CrashRequestContext) async throws -> Response {
-        let form = try await Self.form(request)
+        let form = try await Self.form(request, as: SignInForm.self)
         guard let nonce = request.cookies[DashboardSessions.signInCookieName]?.value,
-            DashboardSessions.equal(sessions.signInToken(nonce: nonce), form["csrf"] ?? "")
+            DashboardSessions.equal(sessions.signInToken(nonce: nonce), form.csrf ?? "")
         else {
             return signInPage(error: "The form expired or cookies are blocked: please try again.", status: .forbidden)
         }
-        let token = (form["token"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = (form.token ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty, token.utf8.count <= 256, let project = try await store.project(readToken: token),
             let (_, hash) = try await store.project(slug: project.slug)
         else {
             return signInPage(error: "That read token does not belong to any project.", status: .unauthorized)
         }
         let (_, cookie) = sessions.issue(project: project.slug, tokenHash: hash)
-        var response = Self.redirect("/projects/\(project.slug)")
+        var response = DashboardResponse.redirect("/projects/\(project.slug)")
         response.setCookie(sessions.sessionCookie(cookie))
         response.setCookie(sessions.expired(DashboardSessions.signInCookieName))
         logger.info("dashboard sign-in", metadata: ["project.slug": "\(project.slug)"])
@@ -61,13 +61,13 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     }
 
     @Sendable func signOut(request: Request, context: CrashRequestContext) async throws -> Response {
-        let form = try await Self.form(request)
+        let form = try await Self.form(request, as: SignOutForm.self)
         if let (session, _) = try await session(request) {
-            guard DashboardSessions.equal(sessions.csrfToken(for: session), form["csrf"] ?? "") else {
+            guard DashboardSessions.equal(sessions.csrfToken(for: session), form.csrf ?? "") else {
                 throw DashboardError.forbidden
             }
         }
-        var response = Self.redirect("/")
+        var response = DashboardResponse.redirect("/")
         response.setCookie(sessions.expired(DashboardSessions.cookieName))
         return response
     }
@@ -204,14 +204,14 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     @Sendable func triage(request: Request, context: CrashRequestContext) async throws -> Response {
         let (session, project) = try await signedIn(request, context)
         let id = try Self.groupID(context)
-        let form = try await Self.form(request)
-        guard DashboardSessions.equal(sessions.csrfToken(for: session), form["csrf"] ?? "") else { throw DashboardError.forbidden }
+        let form = try await Self.form(request, as: TriageForm.self)
+        guard DashboardSessions.equal(sessions.csrfToken(for: session), form.csrf ?? "") else { throw DashboardError.forbidden }
         let status: String
         var resolvedIn: String?
-        switch form["action"] {
+        switch form.action {
         case "resolve":
             status = "resolved"
-            let version = (form["resolvedIn"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            let version = (form.resolvedIn ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
             guard version.utf8.count <= 128 else { throw APIError.badRequest("resolvedIn: at most 128 bytes") }
             resolvedIn = version.isEmpty ? nil : version
         case "ignore": status = "ignored"
@@ -222,7 +222,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             throw APIError.notFound("no crash group \(id) in this project")
         }
         logger.info("dashboard triage", metadata: ["project.slug": "\(project.slug)", "group.id": "\(id)", "group.status": "\(status)"])
-        return Self.redirect("/projects/\(project.slug)/crashes/\(id)?triaged=\(status)")
+        return DashboardResponse.redirect("/projects/\(project.slug)/crashes/\(id)?triaged=\(status)")
     }
 
     // MARK: - Helpers
@@ -266,18 +266,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     }
 
     func html(_ view: Any, _ template: String, status: HTTPResponse.Status = .ok) throws -> Response {
-        Self.html(try pages.render(view, template), status: status)
-    }
-
-    static func html(_ text: String, status: HTTPResponse.Status) -> Response {
-        Response(
-            status: status, headers: [.contentType: "text/html; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: text)))
-    }
-
-    /// 303 See Other: after a POST, the browser GETs the next page.
-    static func redirect(_ location: String) -> Response {
-        Response(status: .seeOther, headers: [.location: location])
+        DashboardResponse.html(try pages.render(view, template), status: status)
     }
 
     static func groupID(_ context: CrashRequestContext) throws -> Int64 {
@@ -286,24 +275,39 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         return id
     }
 
-    /// A `application/x-www-form-urlencoded` body (at most 16 KiB) as name -> value.
-    static func form(_ request: Request) async throws -> [String: String] {
+    /// An `application/x-www-form-urlencoded` body of at most 16 KiB, decoded with
+    /// Hummingbird's form decoder; a malformed one is a 400.
+    static func form<Form: Decodable>(_ request: Request, as _: Form.Type) async throws -> Form {
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: 16 * 1024)
         } catch {
             throw APIError.payloadTooLarge("form: larger than 16 KiB")
         }
-        var out: [String: String] = [:]
-        for pair in String(buffer: buffer).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ s: Substring) -> String {
-                String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
-            }
-            out[decode(parts[0])] = parts.count > 1 ? decode(parts[1]) : ""
+        do {
+            return try URLEncodedFormDecoder().decode(Form.self, from: String(buffer: buffer))
+        } catch {
+            throw APIError.badRequest("form: not a form this page sent")
         }
-        return out
     }
+}
+
+/// The sign-in form.
+struct SignInForm: Decodable {
+    var token: String?
+    var csrf: String?
+}
+
+/// The sign-out form.
+struct SignOutForm: Decodable {
+    var csrf: String?
+}
+
+/// The triage forms of the crash page.
+struct TriageForm: Decodable {
+    var action: String?
+    var resolvedIn: String?
+    var csrf: String?
 }
 
 /// Why a dashboard request was refused, rendered by ``DashboardMiddleware``.
@@ -396,4 +400,19 @@ struct DashboardQuery: Sendable {
 
     private static let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
     static func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
+}
+
+/// The dashboard's two kinds of answer.
+enum DashboardResponse {
+    /// An HTML page.
+    static func html(_ text: String, status: HTTPResponse.Status) -> Response {
+        Response(
+            status: status, headers: [.contentType: "text/html; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// 303 See Other: after a POST, the browser GETs the next page.
+    static func redirect(_ location: String) -> Response {
+        Response(status: .seeOther, headers: [.location: location])
+    }
 }

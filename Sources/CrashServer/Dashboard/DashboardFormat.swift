@@ -74,6 +74,14 @@ enum DashboardFormat {
         return (line, area)
     }
 
+    /// `values` summed into at most `cells` consecutive buckets (a 7-day hourly trend becomes
+    /// 56 points of 3 hours: the same shape in a 120-pixel sparkline, a third of the bytes).
+    static func downsample(_ values: [Int64], to cells: Int) -> [Int64] {
+        guard values.count > cells, cells > 0 else { return values }
+        let size = (values.count + cells - 1) / cells
+        return stride(from: 0, to: values.count, by: size).map { values[$0..<min($0 + size, values.count)].reduce(0, +) }
+    }
+
     static func fmt(_ x: Double) -> String { String(format: "%.1f", x) }
 
     static let utc: Calendar = {

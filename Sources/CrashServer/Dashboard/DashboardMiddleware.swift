@@ -21,9 +21,8 @@ struct DashboardMiddleware: RouterMiddleware {
         do {
             response = try await next(request, context)
         } catch let error as DashboardError where error.isSignInRequired {
-            response = DashboardController<PostgresDashboardStore>.redirect("/")
-        } catch let error as DashboardError {
-            _ = error
+            response = DashboardResponse.redirect("/")
+        } catch is DashboardError {
             response = page(.forbidden, "Forbidden", "The form expired or came from another site. Reload the page and try again.")
         } catch let error as any HTTPResponseError {
             let message = (error as? APIError)?.message ?? "The request could not be handled."
@@ -43,7 +42,7 @@ struct DashboardMiddleware: RouterMiddleware {
     private func page(_ status: HTTPResponse.Status, _ heading: String, _ message: String) -> Response {
         let view = ErrorView(pageTitle: heading, heading: heading, message: message)
         let text = (try? pages.render(view, "error")) ?? heading
-        return DashboardController<PostgresDashboardStore>.html(text, status: status)
+        return DashboardResponse.html(text, status: status)
     }
 
     static let csp = HTTPField.Name("Content-Security-Policy")!

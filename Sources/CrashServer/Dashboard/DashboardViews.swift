@@ -147,9 +147,9 @@ struct CrashRowView: Sendable {
         versionsAll = group.versions.joined(separator: ", ")
         status = group.status
         statusLabel = DashboardFormat.statusLabel(group.status)
-        let trend = (group.trend ?? []).map(\.count)
+        let trend = DashboardFormat.downsample((group.trend ?? []).map(\.count), to: 56)
         (sparkLine, sparkArea) = DashboardFormat.sparkline(trend)
-        sparkLabel = "Trend: peak \(trend.max() ?? 0) per bucket"
+        sparkLabel = "Trend over the window, peak \(trend.max() ?? 0)"
     }
 }
 
