@@ -36,6 +36,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         // Wire format: report types, kinds, limits, header names. Foundation only.
@@ -81,10 +82,15 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
             // schema.sql and docs/openapi.json compiled into the binary (no bundle to ship):
-            // Resources/ holds relative symlinks to the checked-in files, the one source.
-            resources: [.embedInCode("Resources/schema.sql"), .embedInCode("Resources/openapi.json")],
+            // Resources/ holds relative symlinks to the checked-in files, the one source; and
+            // the dashboard's templates and stylesheet.
+            resources: [
+                .embedInCode("Resources/schema.sql"), .embedInCode("Resources/openapi.json"),
+                .embedInCode("Dashboard/Resources"),
+            ],
             swiftSettings: strict
         ),
         // @main: parses configuration, runs.

@@ -22,8 +22,9 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         probe: { try await database.ping() }
     )
     let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
-    let router = buildRouter(
-        database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout)
+    let router = try buildRouter(
+        database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
+        logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     let connections = ConnectionCounter()
     var app = Application(
@@ -45,8 +46,8 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
 /// The routes and middleware, over already-built components.
 func buildRouter(
     database: CrashDatabase, batcher: IngestBatcher, metrics: ServerMetrics,
-    configuration: ServerConfiguration, timeout: Duration
-) -> Router<CrashRequestContext> {
+    configuration: ServerConfiguration, timeout: Duration, logger: Logger
+) throws -> Router<CrashRequestContext> {
     let router = Router(context: CrashRequestContext.self)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
     router.add(middleware: ConcurrencyLimitMiddleware(limit: configuration.maxConcurrentRequests))
@@ -70,6 +71,7 @@ func buildRouter(
         databaseTimeout: timeout
     ).addRoutes(to: router)
     QueryController(database: database).addRoutes(to: router)
+    try addDashboard(to: router, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
     return router
 }
 

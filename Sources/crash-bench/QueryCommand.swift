@@ -7,14 +7,16 @@ import NIOPosix
 
 /// `crash-bench query`: latency of the query API over HTTP against a running server.
 ///
-/// Four requests, each run `runs` times one after another on one connection after a few
+/// Six requests, each run `runs` times one after another on one connection after a few
 /// warm-up calls: top-50 over the default 7 days; the same filtered by an app version (the
 /// top group's newest, or `--version`); one group's detail (the top group); stats, hourly
-/// over 7 days. Prints p50/p95/max per request and a ROW line each.
+/// over 7 days; and the dashboard's pages, signed in with the read token: top crashes
+/// (7 days, 25 rows with hourly sparklines) and the top group's crash page. Prints
+/// p50/p95/max per request and a ROW line each.
 struct QueryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query",
-        abstract: "Query API latency: top-50, filtered top-50, crash detail, stats (p50/p95/max)."
+        abstract: "Query API and dashboard latency: top-50, filtered top-50, crash detail, stats, dashboard pages (p50/p95/max)."
     )
 
     @Option(help: "Server base URL.") var url = "http://127.0.0.1:8080"
@@ -26,7 +28,10 @@ struct QueryCommand: AsyncParsableCommand {
     @Option(help: "Server process id: sample its RSS and CPU.") var serverPid: Int32?
 
     func run() async throws {
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        // No redirects followed: the dashboard's sign-in answers 303 with the session cookie.
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         do {
             try await measureAll(client)
         } catch {
@@ -45,20 +50,23 @@ struct QueryCommand: AsyncParsableCommand {
         let id = first["id"].map { "\($0)" } ?? ""
         let filterVersion = version ?? (first["versions"] as? [String])?.first ?? "1.0.0"
         let versionQuery = filterVersion.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? filterVersion
-        let cases: [(String, String)] = [
-            ("top-50 (7 days)", base + "/crashes?limit=50"),
-            ("top-50 version=\(filterVersion)", base + "/crashes?limit=50&version=\(versionQuery)"),
-            ("crash detail (7 days)", base + "/crashes/\(id)"),
-            ("stats hourly (7 days)", base + "/stats?interval=hour"),
+        let session = try await signIn(client)
+        let cases: [(String, String, String?)] = [
+            ("top-50 (7 days)", base + "/crashes?limit=50", nil),
+            ("top-50 version=\(filterVersion)", base + "/crashes?limit=50&version=\(versionQuery)", nil),
+            ("crash detail (7 days)", base + "/crashes/\(id)", nil),
+            ("stats hourly (7 days)", base + "/stats?interval=hour", nil),
+            ("dashboard top crashes (7 days)", url + "/projects/\(project)/crashes", session),
+            ("dashboard crash page (7 days)", url + "/projects/\(project)/crashes/\(id)", session),
         ]
         print("query: \(project), \(groups.count) groups on the first page, top group \(id) with \(first["count"] ?? "?") reports")
         let sampler = ProcessSampler(pid: serverPid)
-        for (name, target) in cases {
-            for _ in 0..<warmup { _ = try await get(client, target) }
+        for (name, target, cookie) in cases {
+            for _ in 0..<warmup { _ = try await get(client, target, cookie: cookie) }
             var samples: [Double] = []
             for _ in 0..<runs {
                 let start = ContinuousClock.now
-                _ = try await get(client, target)
+                _ = try await get(client, target, cookie: cookie)
                 samples.append(Bench.seconds(ContinuousClock.now - start))
             }
             let l = Bench.Latency(samples)
@@ -70,9 +78,31 @@ struct QueryCommand: AsyncParsableCommand {
         }
     }
 
-    private func get(_ client: HTTPClient, _ target: String) async throws -> (status: UInt, json: [String: Any]) {
+    /// Signs in to the dashboard through its form; the session cookie (`name=value`).
+    private func signIn(_ client: HTTPClient) async throws -> String {
+        let form = try await client.execute(HTTPClientRequest(url: url + "/"), timeout: .seconds(60))
+        let html = String(buffer: try await form.body.collect(upTo: 1 << 20))
+        let pre = form.headers["set-cookie"].first { $0.hasPrefix("cg_signin=") }?.split(separator: ";").first.map(String.init)
+        guard let pre, let csrf = html.firstMatch(of: /name="csrf" value="([^"]+)"/)?.1 else {
+            throw BenchError("dashboard: no sign-in form at \(url)/")
+        }
+        var request = HTTPClientRequest(url: url + "/signin")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Cookie", value: pre)
+        let token = readToken.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? readToken
+        request.body = .bytes(ByteBuffer(string: "csrf=\(csrf)&token=\(token)"))
+        let response = try await client.execute(request, timeout: .seconds(60))
+        guard response.status.code == 303,
+            let session = response.headers["set-cookie"].first(where: { $0.hasPrefix("cg_session=") })?.split(separator: ";").first
+        else { throw BenchError("dashboard sign-in: \(response.status.code)") }
+        return String(session)
+    }
+
+    private func get(_ client: HTTPClient, _ target: String, cookie: String? = nil) async throws -> (status: UInt, json: [String: Any]) {
         var request = HTTPClientRequest(url: target)
         request.headers.add(name: "Authorization", value: "Bearer \(readToken)")
+        if let cookie { request.headers.add(name: "Cookie", value: cookie) }
         let response = try await client.execute(request, timeout: .seconds(60))
         let body = try await response.body.collect(upTo: 64 << 20)
         guard response.status.code == 200 else {

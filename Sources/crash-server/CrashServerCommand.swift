@@ -10,7 +10,7 @@ struct CrashServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crash-server",
         abstract: "CrashGuard crash-report server.",
-        subcommands: [Serve.self, Migrate.self, ProjectCommand.self],
+        subcommands: [Serve.self, Migrate.self, ProjectCommand.self, Top.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -141,6 +141,32 @@ struct ProjectCommand: AsyncParsableCommand {
             }
             print(json)
         }
+    }
+}
+
+struct Top: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a project's top crashes (the dashboard's table) in the terminal.")
+    @OptionGroup var common: CommonOptions
+    @Argument(help: "Project slug.") var name: String
+    @Option(help: "24h, 7d or 30d.") var window = "7d"
+    @Option(help: "Only reports of this app version.") var version: String?
+    @Option(help: "Only reports of this OS.") var os: String?
+    @Option(help: "Only groups of this kind.") var kind: String?
+    @Option(help: "open, resolved, ignored or regressed (default: all but ignored).") var status: String?
+    @Option(help: "Rows, 1 to 200.") var limit = 20
+
+    func run() async throws {
+        let config = try common.configuration()
+        var table = TopCrashesTable()
+        table.window = window
+        table.limit = limit
+        table.filters = ["version": version, "os": os, "kind": kind, "status": status].compactMapValues { $0 }
+        let request = table
+        let text = try await withDatabase(config, logger: makeLogger(config)) { db in
+            try await request.render(database: db, project: name)
+        }
+        print(text)
     }
 }
 

@@ -28,14 +28,20 @@ struct QueryController: Sendable {
 
     @Sendable func list(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try await authorize(request, context)
-        let q = QueryParameters(request)
+        return try Self.json(try await listBody(project: project, QueryParameters(request)))
+    }
+
+    /// One page of the crash list (the REST list and the dashboard's top crashes).
+    func listBody(project: ProjectRef, _ q: QueryParameters) async throws -> GroupListBody {
         let sort = try q.sort()
+        let trend = try q.string("trend")
+        guard trend == nil || trend == "hour" || trend == "day" else { throw APIError.badRequest("trend: must be hour or day") }
         let filters = try q.filters()
         let limit = try q.limit()
         var window = try q.window()
         let cursor = try q.string("cursor").map { try ListCursor.decode($0, sort: Self.cursorTag(sort)) }
         if let f = cursor?.f, let t = cursor?.t { window = TimeWindow(from: ListCursor.date(f), to: ListCursor.date(t)) }
-        let body = try await database.withReadSnapshot { connection in
+        return try await database.withReadSnapshot { connection in
             let snapshot: String
             if let n = cursor?.n { snapshot = n } else { snapshot = try await database.currentSnapshot(on: connection) }
             let page: [(id: Int64, count: Int64, key: Int64)]
@@ -51,8 +57,19 @@ struct QueryController: Sendable {
                     snapshot: cursor == nil ? nil : snapshot, limit: limit, connection)
             }
             let shown = Array(page.prefix(limit))
-            let groups = try await groupBodies(
+            var groups = try await groupBodies(
                 project: project.id, counts: shown.map { ($0.id, $0.count) }, window: window, filters: filters, connection)
+            if let trend {
+                let unit = trend == "hour" ? TimeWindow.hour : TimeWindow.day
+                let counts = try await database.groupTrends(
+                    project: project.id, ids: groups.compactMap { Int64($0.id) }, window: window, unit: trend,
+                    filters: filters, on: connection)
+                let buckets = window.buckets(unit)
+                for i in groups.indices {
+                    let series = Int64(groups[i].id).flatMap { counts[$0] } ?? [:]
+                    groups[i].trend = buckets.map { TimeCount(t: $0, count: series[$0] ?? 0) }
+                }
+            }
             var next: String?
             if page.count > limit, let last = shown.last {
                 next = ListCursor(
@@ -62,15 +79,17 @@ struct QueryController: Sendable {
             }
             return GroupListBody(groups: groups, nextCursor: next)
         }
-        return try Self.json(body)
     }
 
     @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try await authorize(request, context)
-        let q = QueryParameters(request)
-        let window = try q.window()
-        let group = try groupID(context)
-        let body = try await database.withReadSnapshot { connection -> GroupDetailBody in
+        let window = try QueryParameters(request).window()
+        return try Self.json(try await detailBody(project: project, group: try groupID(context), window: window))
+    }
+
+    /// A group's detail over `window` (the REST detail and the dashboard's crash page).
+    func detailBody(project: ProjectRef, group: Int64, window: TimeWindow) async throws -> GroupDetailBody {
+        try await database.withReadSnapshot { connection -> GroupDetailBody in
             let histogram = try await database.groupHistogram(group: group, window: window, on: connection)
             let count = histogram.values.reduce(0, +)
             guard
@@ -84,7 +103,6 @@ struct QueryController: Sendable {
                 project: project.id, group: group, after: nil, limit: 5, includeStack: false, on: connection)
             return GroupDetailBody(group: base, breakdown: breakdown, histogram: points, latest: latest.map(\.report))
         }
-        return try Self.json(body)
     }
 
     @Sendable func reports(request: Request, context: CrashRequestContext) async throws -> Response {
@@ -135,25 +153,34 @@ struct QueryController: Sendable {
 
     @Sendable func stats(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try await authorize(request, context)
-        let q = QueryParameters(request)
+        return try Self.json(try await statsBody(project: project, QueryParameters(request)))
+    }
+
+    /// Project-wide counts per bucket (the REST stats and the dashboard's overview).
+    func statsBody(project: ProjectRef, _ q: QueryParameters) async throws -> StatsBody {
         let window = try q.window()
         let interval = try q.string("interval") ?? "hour"
         guard interval == "hour" || interval == "day" else { throw APIError.badRequest("interval: must be hour or day") }
         let groupBy = try q.string("groupBy") ?? "none"
-        guard ["none", "kind", "version"].contains(groupBy) else {
-            throw APIError.badRequest("groupBy: must be none, kind or version")
+        guard ["none", "kind", "version", "fatal"].contains(groupBy) else {
+            throw APIError.badRequest("groupBy: must be none, kind, version or fatal")
         }
         let unit = interval == "hour" ? TimeWindow.hour : TimeWindow.day
         let buckets = window.buckets(unit)
         guard buckets.count <= 10_000 else { throw APIError.badRequest("interval: over 10000 points; use day or a shorter window") }
         let rows = try await database.withReadSnapshot { connection in
-            try await database.stats(project: project.id, window: window, unit: interval, groupBy: groupBy, on: connection)
+            groupBy == "fatal"
+                ? try await database.fatalStats(project: project.id, window: window, unit: interval, on: connection)
+                : try await database.stats(project: project.id, window: window, unit: interval, groupBy: groupBy, on: connection)
         }
         var byKey: [String?: [Date: Int64]] = [:]
         if groupBy == "none" { byKey[nil] = [:] }
+        if groupBy == "fatal" { (byKey["fatal"], byKey["nonFatal"]) = ([:], [:]) }
         for row in rows { byKey[row.key, default: [:]][row.t, default: 0] += row.n }
         var keys = Array(byKey.keys)
-        if groupBy == "version" {
+        if groupBy == "fatal" {
+            keys = ["fatal", "nonFatal"]
+        } else if groupBy == "version" {
             keys.sort { a, b in
                 let c = AppVersion.compare(a ?? "", b ?? "")
                 return c != 0 ? c > 0 : (a ?? "") > (b ?? "")
@@ -165,7 +192,7 @@ struct QueryController: Sendable {
         let series = keys.map { key in
             StatsBody.Series(key: key, points: buckets.map { TimeCount(t: $0, count: byKey[key]?[$0] ?? 0) })
         }
-        return try Self.json(StatsBody(series: series))
+        return StatsBody(series: series)
     }
 
     // MARK: - Ranking

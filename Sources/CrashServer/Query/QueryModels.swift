@@ -19,9 +19,11 @@ struct GroupBody: Codable, Sendable, Equatable {
     var fatal: Bool
     /// App versions seen, highest first (numeric dotted order).
     var versions: [String]
+    /// Reports per hour or day over the window, zero-filled (list with `trend=hour|day`).
+    var trend: [TimeCount]? = nil
 
     private enum CodingKeys: String, CodingKey {
-        case id, signature, kind, title, count, devices, firstSeen, lastSeen, status, resolvedIn, fatal, versions
+        case id, signature, kind, title, count, devices, firstSeen, lastSeen, status, resolvedIn, fatal, versions, trend
     }
 
     /// `resolvedIn` is always present (null unless resolved) so clients see one shape.
@@ -39,6 +41,7 @@ struct GroupBody: Codable, Sendable, Equatable {
         try c.encode(resolvedIn, forKey: .resolvedIn)
         try c.encode(fatal, forKey: .fatal)
         try c.encode(versions, forKey: .versions)
+        try c.encodeIfPresent(trend, forKey: .trend)
     }
 }
 

@@ -1,0 +1,247 @@
+import CrashWire
+import Foundation
+
+// The values each template renders. Only stored properties (the templates read them by
+// reflection); optional ones have names no enclosing view uses, since a nil value makes
+// mustache look the name up in the enclosing views.
+
+struct NavView: Sendable {
+    var project: String
+    var csrf: String
+    var overview: Bool
+    var crashes: Bool
+}
+
+struct TabView: Sendable {
+    var label: String
+    var href: String
+    var current: Bool
+}
+
+struct SignInView: Sendable {
+    var pageTitle: String
+    var csrf: String
+    var error: String?
+}
+
+struct ErrorView: Sendable {
+    var pageTitle: String
+    var heading: String
+    var message: String
+}
+
+struct OverviewView: Sendable {
+    var pageTitle: String
+    var nav: NavView
+    var project: String
+    var windowLabel: String
+    var windows: [TabView]
+    var total: String
+    var fatalTotal: String
+    var nonFatalTotal: String
+    var newCount: String
+    var regressedCount: String
+    var chart: ChartView
+    var hasNew: Bool
+    var newGroups: [GroupRowView]
+    var hasRegressed: Bool
+    var regressedGroups: [GroupRowView]
+    var renderedAt: String
+}
+
+/// A group in the overview's short tables.
+struct GroupRowView: Sendable {
+    var href: String
+    var title: String
+    var kind: String
+    var fatal: Bool
+    var count: String
+    var firstSeen: String
+    var firstSeenExact: String
+    var lastSeen: String
+    var lastSeenExact: String
+    var resolvedIn: String?
+
+    init(_ group: GroupBody, project: ProjectRef, now: Date) {
+        href = "/projects/\(project.slug)/crashes/\(group.id)"
+        title = group.title
+        kind = group.kind
+        fatal = group.fatal
+        count = DashboardFormat.number(group.count)
+        firstSeen = DashboardFormat.relative(group.firstSeen, now: now)
+        firstSeenExact = DashboardFormat.exact(group.firstSeen)
+        lastSeen = DashboardFormat.relative(group.lastSeen, now: now)
+        lastSeenExact = DashboardFormat.exact(group.lastSeen)
+        resolvedIn = group.resolvedIn
+    }
+}
+
+struct KindOption: Sendable {
+    var value: String
+    var selected: Bool
+}
+
+struct PagerView: Sendable {
+    var shown: String
+    var firstHref: String?
+    var nextHref: String?
+}
+
+struct CrashesView: Sendable {
+    var pageTitle: String
+    var nav: NavView
+    var project: String
+    var window: String
+    var windowLabel: String
+    var windows: [TabView]
+    var statuses: [TabView]
+    var statusValue: String?
+    var version: String
+    var os: String
+    var kinds: [KindOption]
+    var filtered: Bool
+    var clearHref: String
+    var filterSummary: String?
+    var hasRows: Bool
+    var rows: [CrashRowView]
+    var pager: PagerView
+    var renderedAt: String
+}
+
+/// A row of the top-crashes table.
+struct CrashRowView: Sendable {
+    var id: String
+    var href: String
+    var title: String
+    var kind: String
+    var fatal: Bool
+    var count: String
+    var devices: String
+    var firstSeen: String
+    var firstSeenExact: String
+    var isNew: Bool
+    var lastSeen: String
+    var lastSeenExact: String
+    var versionsShort: String
+    var versionsAll: String
+    var status: String
+    var statusLabel: String
+    var sparkLine: String
+    var sparkArea: String
+    var sparkLabel: String
+
+    init(_ group: GroupBody, project: ProjectRef, now: Date) {
+        id = group.id
+        href = "/projects/\(project.slug)/crashes/\(group.id)"
+        title = group.title
+        kind = group.kind
+        fatal = group.fatal
+        count = DashboardFormat.number(group.count)
+        devices = DashboardFormat.number(group.devices)
+        firstSeen = DashboardFormat.relative(group.firstSeen, now: now)
+        firstSeenExact = DashboardFormat.exact(group.firstSeen)
+        isNew = now.timeIntervalSince(group.firstSeen) < TimeWindow.day
+        lastSeen = DashboardFormat.relative(group.lastSeen, now: now)
+        lastSeenExact = DashboardFormat.exact(group.lastSeen)
+        versionsShort = DashboardFormat.versions(group.versions)
+        versionsAll = group.versions.joined(separator: ", ")
+        status = group.status
+        statusLabel = DashboardFormat.statusLabel(group.status)
+        let trend = DashboardFormat.downsample((group.trend ?? []).map(\.count), to: 56)
+        (sparkLine, sparkArea) = DashboardFormat.sparkline(trend)
+        sparkLabel = "Trend over the window, peak \(trend.max() ?? 0)"
+    }
+}
+
+struct BreakdownView: Sendable {
+    struct Entry: Sendable {
+        var value: String
+        var count: String
+        var percent: String
+        var bar: String
+    }
+    var name: String
+    var hasEntries: Bool
+    var entries: [Entry]
+
+    init(_ name: String, _ values: [ValueCount]) {
+        self.name = name
+        let total = max(values.reduce(0) { $0 + $1.count }, 1)
+        let top = max(values.first?.count ?? 1, 1)
+        hasEntries = !values.isEmpty
+        entries = values.map {
+            Entry(
+                value: $0.value, count: DashboardFormat.number($0.count),
+                percent: String(format: "%.0f", 100 * Double($0.count) / Double(total)),
+                bar: DashboardFormat.fmt(100 * Double($0.count) / Double(top)))
+        }
+    }
+}
+
+struct ReportView: Sendable {
+    struct Frame: Sendable {
+        var index: String
+        var text: String
+    }
+    struct ContextEntry: Sendable {
+        var key: String
+        var value: String
+    }
+    var reportID: String
+    var time: String
+    var timeExact: String
+    var app: String
+    var device: String?
+    var reason: String
+    var hasStack: Bool
+    var frames: [Frame]
+    var hasContext: Bool
+    var context: [ContextEntry]
+
+    init(_ report: StoredReport, now: Date) {
+        reportID = report.id
+        time = DashboardFormat.relative(report.timestamp, now: now)
+        timeExact = DashboardFormat.exact(report.timestamp)
+        app = "\(report.app.id) \(report.app.version)" + (report.app.build.map { " (\($0))" } ?? "")
+        let parts = [report.device?.os.map { os in [os, report.device?.osVersion].compactMap { $0 }.joined(separator: " ") },
+                     report.device?.model].compactMap { $0 }
+        device = parts.isEmpty ? nil : parts.joined(separator: " · ")
+        reason = report.reason
+        frames = (report.stack ?? []).enumerated().map { Frame(index: "\($0.offset)", text: $0.element) }
+        hasStack = !frames.isEmpty
+        context = (report.context ?? [:]).sorted { $0.key < $1.key }.map { ContextEntry(key: $0.key, value: $0.value) }
+        hasContext = !context.isEmpty
+    }
+}
+
+struct CrashView: Sendable {
+    var pageTitle: String
+    var nav: NavView
+    var csrf: String
+    var project: String
+    var groupID: String
+    var groupTitle: String
+    var groupKind: String
+    var groupFatal: Bool
+    var groupStatus: String
+    var groupStatusLabel: String
+    var groupResolvedIn: String?
+    var signature: String
+    var windowLabel: String
+    var windows: [TabView]
+    var notice: String?
+    var groupCount: String
+    var groupDevices: String
+    var firstSeen: String
+    var firstSeenExact: String
+    var lastSeen: String
+    var lastSeenExact: String
+    var versionsShort: String
+    var versionsAll: String
+    var isOpen: Bool
+    var isIgnored: Bool
+    var chart: ChartView
+    var breakdowns: [BreakdownView]
+    var reports: [ReportView]
+    var renderedAt: String
+}

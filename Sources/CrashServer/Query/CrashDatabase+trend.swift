@@ -1,0 +1,67 @@
+import Foundation
+import PostgresNIO
+
+extension CrashDatabase {
+    /// Counts per group and bucket (`hour` or `day`, UTC) over `window` under the report
+    /// filters (`app`, `version`, `os`): the list's `trend`. Whole hours come from the
+    /// rollups (`group_version_hourly` without app/os filters, `group_hourly` with them),
+    /// sub-hour edges from raw reports. Only non-zero buckets are returned.
+    func groupTrends(
+        project: Int64, ids: [Int64], window: TimeWindow, unit: String, filters f: GroupFilters,
+        on connection: PostgresConnection
+    ) async throws -> [Int64: [Date: Int64]] {
+        guard !ids.isEmpty else { return [:] }
+        let plan = window.hourPlan
+        let (h0, h1) = plan.hours[0]
+        let (r0, r1) = plan.raw[0], (r2, r3) = plan.raw[1]
+        let scoped = f.app == nil && f.os == nil
+        let version = f.version ?? ""
+        let rows = try await connection.query(
+            """
+            SELECT group_id, date_trunc(\(unit), t), sum(n)::bigint FROM (
+                SELECT group_id, hour AS t, count AS n FROM group_version_hourly
+                WHERE \(scoped) AND group_id = ANY(\(ids)) AND app_version = \(version) AND hour >= \(h0) AND hour < \(h1)
+                UNION ALL
+                SELECT group_id, hour, count FROM group_hourly
+                WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(ids)) AND hour >= \(h0) AND hour < \(h1)
+                  AND (\(f.app)::text IS NULL OR app_id = \(f.app)) AND (\(f.version)::text IS NULL OR app_version = \(f.version))
+                  AND (\(f.os)::text IS NULL OR os = \(f.os))
+                UNION ALL
+                SELECT group_id, ts, 1 FROM reports
+                WHERE project_id = \(project) AND group_id = ANY(\(ids))
+                  AND ((ts >= \(r0) AND ts < \(r1)) OR (ts >= \(r2) AND ts < \(r3)))
+                  AND (\(f.app)::text IS NULL OR app_id = \(f.app)) AND (\(f.version)::text IS NULL OR app_version = \(f.version))
+                  AND (\(f.os)::text IS NULL OR COALESCE(os, '') = \(f.os))
+            ) x GROUP BY 1, 2
+            """, logger: logger)
+        var out: [Int64: [Date: Int64]] = [:]
+        for try await (id, t, n) in rows.decode((Int64, Date, Int64).self) { out[id, default: [:]][t, default: 0] += n }
+        return out
+    }
+
+    /// Project-wide counts per bucket split into fatal and non-fatal reports (`stats`
+    /// with `groupBy=fatal`), from `group_hourly` and raw reports at sub-hour edges.
+    func fatalStats(
+        project: Int64, window: TimeWindow, unit: String, on connection: PostgresConnection
+    ) async throws -> [(t: Date, key: String?, n: Int64)] {
+        let plan = window.hourPlan
+        let (h0, h1) = plan.hours[0]
+        let (r0, r1) = plan.raw[0], (r2, r3) = plan.raw[1]
+        let rows = try await connection.query(
+            """
+            SELECT date_trunc(\(unit), t), sum(f)::bigint, sum(n)::bigint FROM (
+                SELECT hour AS t, fatal_count AS f, count AS n FROM group_hourly
+                WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1)
+                UNION ALL
+                SELECT ts, CASE WHEN fatal THEN 1 ELSE 0 END, 1 FROM reports
+                WHERE project_id = \(project) AND ((ts >= \(r0) AND ts < \(r1)) OR (ts >= \(r2) AND ts < \(r3)))
+            ) x GROUP BY 1
+            """, logger: logger)
+        var out: [(Date, String?, Int64)] = []
+        for try await (t, fatal, n) in rows.decode((Date, Int64, Int64).self) {
+            out.append((t, "fatal", fatal))
+            out.append((t, "nonFatal", n - fatal))
+        }
+        return out
+    }
+}
