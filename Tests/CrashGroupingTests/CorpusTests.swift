@@ -29,7 +29,7 @@ struct CorpusTests {
     func sameGroup(_ group: SameGroup) {
         #expect(group.variants.count >= 2)
         let signatures = group.variants.map {
-            Grouping.signature(kind: group.kind, reason: $0.reason, stack: $0.stack, fingerprint: $0.fingerprint).hash
+            Grouping.signature(kind: group.kind, reason: $0.reason, stack: $0.stack, fingerprint: $0.fingerprint, version: .v1).hash
         }
         #expect(Set(signatures).count == 1, "\(group.name)")
     }
@@ -37,9 +37,9 @@ struct CorpusTests {
     @Test("different bugs never share a signature", arguments: Corpus.groups.distinct)
     func distinctPair(_ pair: DistinctPair) {
         let a = Grouping.signature(
-            kind: pair.a.kind ?? .custom, reason: pair.a.reason, stack: pair.a.stack, fingerprint: pair.a.fingerprint)
+            kind: pair.a.kind ?? .custom, reason: pair.a.reason, stack: pair.a.stack, fingerprint: pair.a.fingerprint, version: .v1)
         let b = Grouping.signature(
-            kind: pair.b.kind ?? .custom, reason: pair.b.reason, stack: pair.b.stack, fingerprint: pair.b.fingerprint)
+            kind: pair.b.kind ?? .custom, reason: pair.b.reason, stack: pair.b.stack, fingerprint: pair.b.fingerprint, version: .v1)
         #expect(a.hash != b.hash, "\(pair.name)")
     }
 
@@ -47,7 +47,7 @@ struct CorpusTests {
     func corpusReasonsAreDistinct() {
         var seen: [String: String] = [:]
         for c in Corpus.cases where !c.isFrame {
-            let hash = Grouping.signature(kind: .custom, reason: c.input, stack: nil, fingerprint: nil).hash
+            let hash = Grouping.signature(kind: .custom, reason: c.input, stack: nil, fingerprint: nil, version: .v1).hash
             if let previous = seen[hash] {
                 #expect(previous == c.expected, "\(c) collides")
             }

@@ -74,7 +74,8 @@ struct IngestController: Sendable {
                     continue
                 }
                 let signature = Grouping.signature(
-                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint)
+                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
+                    version: project.groupingVersion)
                 items.append(IngestItem(projectID: project.id, report: report, signature: signature))
                 indices.append(index)
             }

@@ -65,7 +65,8 @@ public enum IngestDecoding {
                         continue
                     }
                     let signature = Grouping.signature(
-                        kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint)
+                        kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
+                        version: .newProjectDefault)
                     precondition(signature.hash.utf8.count == 64, "signature is a SHA-256 hex digest")
                     precondition(signature.title.count <= Grouping.titleLimit, "title is cut at the limit")
                     valid += 1
