@@ -170,7 +170,7 @@ struct CrashCatalogue {
             return Site(id: id, platform: platform, kind: kind, reason: reason, top: top, app: app)
         case .linuxSwift:
             let reason = ownReason
-                ? "Fatal error: \(type).\(method(0)): unexpected status {i} for \(noun.lowercased()) {n}"
+                ? "Fatal error: \(type).\(method(0)): unexpected balance {i} for \(noun.lowercased()) {n}"
                 : "Fatal error: Index out of range"
             let top = [
                 Frame(image: "libswiftCore.so", symbol: "$ss17_assertionFailure_4file4line5flagss5NeverOs12StaticStringV_SSAHSus6UInt32VtF"),
@@ -194,7 +194,7 @@ struct CrashCatalogue {
                 app: (0..<5).map { Frame(image: module + ($0 == 0 ? "" : ".part\($0)"), symbol: "\(method($0).lowercased())") })
         case .javascript:
             let errors = ["TypeError: Cannot read properties of undefined (reading 'id')", "TypeError: e.map is not a function", "RangeError: Maximum call stack size exceeded"]
-            let reason = ownReason ? "Error: \(type) \(method(0)) failed with status {n} after {ms}ms" : errors[id % errors.count]
+            let reason = ownReason ? "Error: \(type) \(method(0)) failed after {ms}ms and {n} retries" : errors[id % errors.count]
             let top = [
                 Frame(image: "node_modules/react-dom/cjs/react-dom.production.min.js", symbol: "commitHookEffectListMount"),
                 Frame(image: "node:internal/process/task_queues", symbol: "processTicksAndRejections"),
