@@ -39,7 +39,21 @@ public enum FrameClassifier {
         return frame.withUTF8 { classify(bytes: $0) }
     }
 
-    static func classify(bytes src: UnsafeBufferPointer<UInt8>) -> (role: FrameRole, length: Int) {
+    /// The length in bytes of a frame's text without its mark (cheap: no parsing).
+    public static func unmarkedLength(_ frame: String) -> Int {
+        var frame = frame
+        return frame.withUTF8 { src in
+            var end = src.count
+            while end > 0 && Bytes.isSpace(src[end - 1]) { end -= 1 }
+            return markStart(src, end, appMark) ?? markStart(src, end, systemMark) ?? src.count
+        }
+    }
+
+    /// `machineryInSystem: false` skips the machinery lookup of a frame whose image is the
+    /// system's (it is skipped either way, unless the stack has no app frame).
+    static func classify(bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true) -> (
+        role: FrameRole, length: Int
+    ) {
         var end = src.count
         while end > 0 && Bytes.isSpace(src[end - 1]) { end -= 1 }
         var mark: FrameRole?
@@ -54,15 +68,28 @@ public enum FrameClassifier {
         let parts = FrameParts(src, end: end)
         // The machinery is skipped even in a frame marked as the app's: Sentry marks frames by
         // image, and the SDK's guards are linked into the app's own image.
-        if let symbol = parts.symbol, machinerySymbols.matches(src[symbol]) { return (.machinery, end) }
-        if let mark { return (mark, end) }
-        guard let image = parts.image else { return (.app, src.count) }
+        func isMachinery() -> Bool {
+            guard let symbol = parts.symbol else { return false }
+            return machinerySymbols.matches(src[symbol])
+        }
+        if let mark {
+            if (mark == .app || machineryInSystem) && isMachinery() { return (.machinery, end) }
+            return (mark, end)
+        }
+        let role = imageRole(src, parts.image)
+        if role == .machinery || ((role == .app || machineryInSystem) && isMachinery()) { return (.machinery, src.count) }
+        return (role, src.count)
+    }
+
+    /// The role the image lists give a frame's image (app when it has none).
+    static func imageRole(_ src: UnsafeBufferPointer<UInt8>, _ image: Range<Int>?) -> FrameRole {
+        guard let image else { return .app }
         let name = src[image]
         var slash = image.upperBound
         while slash > image.lowerBound && src[slash - 1] != UInt8(ascii: "/") { slash -= 1 }
         let base = src[slash..<image.upperBound]
-        if machineryImages.matches(base) { return (.machinery, src.count) }
-        if systemImages.matches(base) || systemPaths.matches(name) { return (.system, src.count) }
+        if machineryImages.matches(base) { return .machinery }
+        if systemImages.matches(base) || systemPaths.matches(name) { return .system }
         // A dotted or path-like module (`django.core.handlers`, `node:internal/timers`).
         var root = image.lowerBound
         while root < image.upperBound {
@@ -71,9 +98,9 @@ public enum FrameClassifier {
             root += 1
         }
         if root < image.upperBound && root > image.lowerBound && systemImages.matches(src[image.lowerBound..<root]) {
-            return (.system, src.count)
+            return .system
         }
-        return (.app, src.count)
+        return .app
     }
 
     /// Where the mark starts, when the frame (trimmed to `end`) ends with it.

@@ -50,7 +50,7 @@ public enum Grouping {
         case .v1:
             return Normalizer.normalize(frame, frameMode: true, rules: .v1)
         case .v2:
-            let length = FrameClassifier.classify(frame).length
+            let length = FrameClassifier.unmarkedLength(frame)
             let text = length == frame.utf8.count ? frame : String(Substring(frame.utf8.prefix(length)))
             return Normalizer.normalize(text, frameMode: true, rules: .v2)
         }
@@ -58,6 +58,20 @@ public enum Grouping {
 
     /// The group title: the first line of the normalized reason, cut at 200 characters.
     public static func title(normalizedReason: String) -> String {
+        // ASCII without a carriage return (normalized text never has one): every byte is a
+        // character, so the first line and the cut are found on the bytes.
+        let fast: String? = normalizedReason.utf8.withContiguousStorageIfAvailable { bytes in
+            var end = 0
+            while end < bytes.count && end < titleLimit {
+                let b = bytes[end]
+                if b >= 0x80 || b == Bytes.carriageReturn { return nil }
+                if b == Bytes.newline { break }
+                end += 1
+            }
+            if end == titleLimit && end < bytes.count && bytes[end] >= 0x80 { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<end]), as: UTF8.self)
+        } ?? nil
+        if let fast { return fast }
         let firstLine = normalizedReason.prefix { $0 != "\n" && $0 != "\r" && $0 != "\r\n" }
         return String(firstLine.prefix(titleLimit))
     }
@@ -68,8 +82,13 @@ public enum Grouping {
     public static func signatureFrames(_ stack: [String]) -> [(index: Int, length: Int)] {
         var app: [(index: Int, length: Int)] = []
         var fallback: [(index: Int, length: Int)] = []
+        app.reserveCapacity(signatureFrameCount)
+        fallback.reserveCapacity(signatureFrameCount)
         for (index, frame) in stack.enumerated() {
-            let (role, length) = FrameClassifier.classify(frame)
+            var frame = frame
+            // A system frame's machinery lookup matters only while the fallback is not full.
+            let needed = fallback.count < signatureFrameCount && app.isEmpty
+            let (role, length) = frame.withUTF8 { FrameClassifier.classify(bytes: $0, machineryInSystem: needed) }
             switch role {
             case .app:
                 app.append((index, length))

@@ -125,7 +125,7 @@ extension Normalizer {
 
     /// `local@domain.tld`; `icon@2x.png` (an asset scale) is not an e-mail.
     mutating func email(_ j: Int) -> Int? {
-        guard j >= emailFailEnd else { return nil }
+        guard line.hasAt, j >= emailFailEnd else { return nil }
         var k = j
         while k < line.end {
             let b = src[k]

@@ -37,6 +37,8 @@ struct Normalizer {
         var lastWasAddress = false
         /// Inside a URL (after `scheme://`, until white space or a quote).
         var inURL = false
+        /// The line holds an `@`: without one, no e-mail address can start on it.
+        var hasAt = false
     }
 
     var line = LineState()
@@ -124,6 +126,9 @@ struct Normalizer {
 
     mutating func processLine(start: Int, end: Int) {
         line = LineState(start: start, end: end, outStart: out.count)
+        var m = start
+        while m < end && src[m] != UInt8(ascii: "@") { m += 1 }
+        line.hasAt = m < end
         plainPluses.removeAll(keepingCapacity: true)
         var j = skipSpaces(start)
         if !frameMode {

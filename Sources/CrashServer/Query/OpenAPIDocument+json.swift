@@ -178,7 +178,7 @@ enum OpenAPIDocument {
           },
           "signature": {
             "type": "string",
-            "description": "SHA-256 of the grouping input, grouping version v1"
+            "description": "SHA-256 of the grouping input; the grouping version is its first hashed part"
           },
           "kind": {
             "type": "string",
@@ -199,6 +199,14 @@ enum OpenAPIDocument {
               "exception",
               "custom"
             ]
+          },
+          "groupingVersion": {
+            "type": "string",
+            "enum": [
+              "v1",
+              "v2"
+            ],
+            "description": "the grouping version the group was made with; it never changes (docs/grouping.md)"
           },
           "title": {
             "type": "string"
@@ -254,6 +262,7 @@ enum OpenAPIDocument {
           "id",
           "signature",
           "kind",
+          "groupingVersion",
           "title",
           "count",
           "devices",
