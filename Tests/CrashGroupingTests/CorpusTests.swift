@@ -99,7 +99,12 @@ struct CorpusV2Tests {
         #expect(a.hash != b.hash, "\(pair.name)")
     }
 
-    @Test("v1's groups of variants stay together under v2", arguments: Corpus.groups.same)
+    /// v2's normalizer only merges what v1's kept apart (`0x0`, signs), so a v1 group decided
+    /// by its reason stays one group. Groups with stacks may split on purpose: v2 reads the
+    /// app frames of every kind (see docs/grouping.md, "v1's known gaps").
+    @Test(
+        "v1's groups of variants decided by their reason stay together under v2",
+        arguments: Corpus.groups.same.filter { $0.variants.allSatisfy { ($0.stack ?? []).isEmpty } })
     func v1GroupsHoldInV2(_ group: SameGroup) {
         let signatures = group.variants.map {
             Grouping.signature(kind: group.kind, reason: $0.reason, stack: $0.stack, fingerprint: $0.fingerprint, version: .v2).hash
