@@ -97,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "crash-server",
             dependencies: [
-                "CrashServer",
+                "CrashServer", "CrashGrouping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -268,3 +268,18 @@ BEGIN
 END;
 $$;
 CREATE UNIQUE INDEX IF NOT EXISTS projects_sentry_id ON projects (sentry_id);
+
+-- Grouping version per project (docs/grouping.md): a report is grouped by its project's
+-- current version; each group keeps the version it was made with (crash_groups.grouping_version,
+-- and the version is the first part of the signature hash, so (project_id, signature) stays
+-- unique across versions). Projects that existed before this column keep v1, the rules their
+-- groups were made with; projects created afterwards get v2.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'projects'::regclass AND attname = 'grouping_version' AND NOT attisdropped) THEN
+        ALTER TABLE projects ADD COLUMN grouping_version text NOT NULL DEFAULT 'v1'
+            CONSTRAINT projects_grouping_version_known CHECK (grouping_version IN ('v1', 'v2'));
+        ALTER TABLE projects ALTER COLUMN grouping_version SET DEFAULT 'v2';
+    END IF;
+END;
+$$;

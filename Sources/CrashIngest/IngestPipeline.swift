@@ -83,8 +83,9 @@ public final class IngestBodyReader {
         }
     }
 
-    /// Ends the body: reads, validates (against `now`) and signs its reports.
-    public func finish(now: Date = Date()) throws(IngestError) -> IngestBatch {
+    /// Ends the body: reads, validates (against `now`) and signs its reports with the
+    /// project's grouping `version`.
+    public func finish(now: Date = Date(), version: GroupingVersion) throws(IngestError) -> IngestBatch {
         try body.finish()
         if let refusal { throw refusal }
         guard !bytes.isEmpty else { throw .badRequest("body is empty: expected a JSON object with a \"reports\" array") }
@@ -104,7 +105,8 @@ public final class IngestBodyReader {
                 rejected.append(.init(index: index, error: rejection.message))
             case .success(let report):
                 let signature = Grouping.signature(
-                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint)
+                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
+                    version: version)
                 accepted.append(.init(index: index, report: report, signature: signature))
             }
         }
@@ -112,15 +114,16 @@ public final class IngestBodyReader {
         return IngestBatch(count: slots.count, accepted: accepted, rejected: rejected)
     }
 
-    /// Reads a whole body at once.
+    /// Reads a whole body at once (signed with `version`, by default what new projects get).
     public static func read(
         _ body: [UInt8], contentEncoding: String?, maxBodyBytes: Int = .max,
-        maxDecompressedBytes: Int = WireProtocol.defaultMaxDecompressedBytes, now: Date = Date()
+        maxDecompressedBytes: Int = WireProtocol.defaultMaxDecompressedBytes, now: Date = Date(),
+        version: GroupingVersion = .newProjectDefault
     ) throws(IngestError) -> IngestBatch {
         let reader = try IngestBodyReader(
             contentEncoding: contentEncoding, maxBodyBytes: maxBodyBytes, maxDecompressedBytes: maxDecompressedBytes)
         try reader.feed(body)
-        return try reader.finish(now: now)
+        return try reader.finish(now: now, version: version)
     }
 }
 

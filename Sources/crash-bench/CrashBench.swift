@@ -6,6 +6,9 @@ struct CrashBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crash-bench",
         abstract: "Benchmarks for the CrashGuard server and grouping engine.",
-        subcommands: [LoadCommand.self, SeedCommand.self, QueryCommand.self, BombCommand.self, NormalizeCommand.self]
+        subcommands: [
+            LoadCommand.self, SeedCommand.self, QueryCommand.self, BombCommand.self, NormalizeCommand.self,
+            GroupingCommand.self,
+        ]
     )
 }

@@ -14,8 +14,11 @@ import Foundation
 struct NormalizeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "normalize",
-        abstract: "Reports normalized per second on one core (grouping v1)."
+        abstract: "Reports normalized per second on one core."
     )
+
+    @Option(help: "Grouping version: v2 (new projects' default) or v1.")
+    var grouping: String = GroupingVersion.newProjectDefault.rawValue
 
     @Option(help: "Distinct generated reports (cycled through).")
     var reports: Int = 1_000
@@ -24,27 +27,28 @@ struct NormalizeCommand: AsyncParsableCommand {
     var seconds: Double = 3
 
     func run() async throws {
+        guard let version = GroupingVersion(rawValue: grouping) else { throw ValidationError("--grouping is v1 or v2") }
         let inputs = Self.makeInputs(count: max(1, reports))
         let reasonBytes = inputs.reduce(0) { $0 + $1.reason.utf8.count } / inputs.count
         let stackBytes = inputs.reduce(0) { $0 + $1.stack.reduce(0) { $0 + $1.utf8.count } } / inputs.count
         let load = Self.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
         print("machine: \(Self.shell("uname -m")), \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load); one thread used")
-        print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average; grouping \(Grouping.version)")
+        print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average; grouping \(version)")
 
         let signature = measure(inputs) { report in
-            Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil).hash.utf8.count
+            Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil, version: version).hash.utf8.count
         }
-        print(String(format: "signature (reason + 3 frames + SHA-256): %10.0f reports/s  (%.2f µs each)", signature, 1e6 / signature))
+        print(String(format: "signature (reason + 3 frames + SHA-256) : %10.0f reports/s  (%.2f µs each)", signature, 1e6 / signature))
         let normalize = measure(inputs) { report in
-            var n = Grouping.normalize(reason: report.reason).utf8.count
-            for frame in report.stack { n &+= Grouping.normalize(frame: frame).utf8.count }
+            var n = Grouping.normalize(reason: report.reason, version: version).utf8.count
+            for frame in report.stack { n &+= Grouping.normalize(frame: frame, version: version).utf8.count }
             return n
         }
         print(String(format: "normalize only (reason + 20 frames):     %10.0f reports/s  (%.2f µs each)", normalize, 1e6 / normalize))
         let both = measure(inputs) { report in
-            var n = Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil)
+            var n = Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil, version: version)
                 .hash.utf8.count
-            for frame in report.stack { n &+= Grouping.normalize(frame: frame).utf8.count }
+            for frame in report.stack { n &+= Grouping.normalize(frame: frame, version: version).utf8.count }
             return n
         }
         print(String(format: "both (signature + 20 normalized frames): %10.0f reports/s  (%.2f µs each)", both, 1e6 / both))

@@ -53,7 +53,7 @@ struct Traffic {
                             signatures.append(
                                 Grouping.signature(
                                     kind: report.kind, reason: report.reason, stack: report.stack,
-                                    fingerprint: report.fingerprint
+                                    fingerprint: report.fingerprint, version: .newProjectDefault
                                 ).hash)
                             reports.append(report)
                         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CrashGrouping
 import CrashServer
 import Foundation
 import Hummingbird
@@ -95,20 +96,22 @@ struct Migrate: AsyncParsableCommand {
 struct ProjectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "project",
-        abstract: "Create, list and rotate projects and their keys.",
-        subcommands: [Create.self, List.self, Rotate.self]
+        abstract: "Create, list and rotate projects and their keys; choose their grouping version.",
+        subcommands: [Create.self, List.self, Rotate.self, SetGrouping.self]
     )
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a project; prints its keys once.")
         @OptionGroup var common: CommonOptions
         @Argument(help: "Project slug: [a-z0-9][a-z0-9-]{0,63}.") var name: String
+        @Option(help: "Grouping version of the project's reports: v1 or v2 (see docs/grouping.md).")
+        var grouping: GroupingVersion = .newProjectDefault
 
         func run() async throws {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.createProject(slug: name).json(publicURL: config.publicURL)
+                return try await db.createProject(slug: name, grouping: grouping).json(publicURL: config.publicURL)
             }
             print(json)
         }

@@ -51,12 +51,24 @@ enum Corpus {
         return parse(text)
     }()
 
-    static let groups: GroupsFile = {
-        guard let url = url("groups.json"), let data = try? Data(contentsOf: url),
+    /// v2's cases: those of `normalize.txt` that v2 normalizes differently, and its own.
+    static let casesV2: [CorpusCase] = {
+        guard let url = url("normalize-v2.txt"), let text = try? String(contentsOf: url, encoding: .utf8) else {
+            return []
+        }
+        return parse(text)
+    }()
+
+    static let groupsV2: GroupsFile = load("groups-v2.json")
+
+    static let groups: GroupsFile = load("groups.json")
+
+    static func load(_ name: String) -> GroupsFile {
+        guard let url = url(name), let data = try? Data(contentsOf: url),
             let file = try? JSONDecoder().decode(GroupsFile.self, from: data)
         else { return GroupsFile(same: [], distinct: []) }
         return file
-    }()
+    }
 
     /// `R <reason>` or `F <frame>`, then `= <expected>`; `#` starts a comment.
     static func parse(_ text: String) -> [CorpusCase] {

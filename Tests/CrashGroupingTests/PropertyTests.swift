@@ -139,7 +139,7 @@ struct PropertyTests {
             #expect(Grouping.normalize(reason: reason) == reason)
             let frame = Grouping.normalize(frame: text)
             #expect(Grouping.normalize(frame: frame) == frame)
-            _ = Grouping.signature(kind: .signal, reason: text, stack: [text, text], fingerprint: nil)
+            _ = Grouping.signature(kind: .signal, reason: text, stack: [text, text], fingerprint: nil, version: .v1)
         }
         // UTF-16 with lone surrogates, decoded the lossy way.
         let units: [UInt16] = [0xD800, 0x41, 0xDC00, 0x30, 0x78, 0x31, 0xDBFF]
@@ -178,7 +178,7 @@ struct PropertyTests {
         #expect(Grouping.normalize(reason: "") == "")
         #expect(Grouping.normalize(reason: " \t\n\r\n ") == "")
         #expect(Grouping.normalize(frame: "") == "")
-        #expect(Grouping.signature(kind: .custom, reason: "", stack: nil, fingerprint: nil).title == "")
+        #expect(Grouping.signature(kind: .custom, reason: "", stack: nil, fingerprint: nil, version: .v1).title == "")
     }
 
     @Test("the signature changes whenever the kind changes")
@@ -188,7 +188,7 @@ struct PropertyTests {
             for stack in [nil, ["0 Demo 0x1 main + 1"]] as [[String]?] {
                 for fingerprint in [nil, ["a"], ["a", "b"]] as [[String]?] {
                     let hashes = ReportKind.allCases.map {
-                        Grouping.signature(kind: $0, reason: reason, stack: stack, fingerprint: fingerprint).hash
+                        Grouping.signature(kind: $0, reason: reason, stack: stack, fingerprint: fingerprint, version: .v1).hash
                     }
                     #expect(Set(hashes).count == ReportKind.allCases.count)
                 }
@@ -203,29 +203,29 @@ struct PropertyTests {
             let count = Int.random(in: 1...8, using: &rng)
             var parts = (0..<count).map { _ in Self.randomText(&rng) }
             let kind = ReportKind.allCases.randomElement(using: &rng)!
-            let base = Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: parts).hash
+            let base = Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: parts, version: .v1).hash
             let index = Int.random(in: 0..<count, using: &rng)
             let original = parts[index]
             // Any change, even one that normalization would erase, is a different group.
             let variants = [original + "x", original + " ", String(original.dropLast()), "", original + "\u{0}"]
             for variant in variants where variant != original {
                 parts[index] = variant
-                let changed = Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: parts).hash
+                let changed = Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: parts, version: .v1).hash
                 #expect(changed != base)
             }
             parts[index] = original
             // Adding, removing or splitting parts changes it too.
             if count < 8 {
-                #expect(Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: parts + [""]).hash != base)
+                #expect(Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: parts + [""], version: .v1).hash != base)
             }
             if count > 1 {
-                #expect(Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: Array(parts.dropLast())).hash != base)
+                #expect(Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: Array(parts.dropLast()), version: .v1).hash != base)
             }
             if original.count > 1 {
                 var split = parts
                 split[index] = String(original.prefix(1))
                 split.insert(String(original.dropFirst()), at: index + 1)
-                #expect(Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: split).hash != base)
+                #expect(Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: split, version: .v1).hash != base)
             }
         }
     }

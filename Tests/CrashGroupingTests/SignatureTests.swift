@@ -6,19 +6,19 @@ import Testing
 struct SignatureTests {
     @Test("version and hash format")
     func format() {
-        #expect(Grouping.version == "v1")
-        let s = Grouping.signature(kind: .custom, reason: "boom", stack: nil, fingerprint: nil)
+        let s = Grouping.signature(kind: .custom, reason: "boom", stack: nil, fingerprint: nil, version: .v1)
+        #expect(s.version == .v1)
         #expect(s.hash.count == 64)
         #expect(s.hash.allSatisfy { "0123456789abcdef".contains($0) })
         // The scheme is fixed for v1: SHA-256 over length-prefixed "v1", kind, "reason", text.
-        #expect(s == Grouping.signature(kind: .custom, reason: "  boom ", stack: [], fingerprint: nil))
+        #expect(s == Grouping.signature(kind: .custom, reason: "  boom ", stack: [], fingerprint: nil, version: .v1))
     }
 
     @Test("the v1 hash of a known input never changes")
     func stableHash() {
         let s = Grouping.signature(
             kind: .container, reason: "*** -[__NSArrayI objectAtIndex:]: index 5 beyond bounds [0 .. 2]", stack: nil,
-            fingerprint: nil)
+            fingerprint: nil, version: .v1)
         #expect(s.normalizedReason == "*** -[__NSArrayI objectAtIndex:]: index <n> beyond bounds [<n> .. <n>]")
         #expect(s.hash == Self.referenceHash(["v1", "container", "reason", s.normalizedReason]))
     }
@@ -39,7 +39,7 @@ struct SignatureTests {
     func title() {
         let s = Grouping.signature(
             kind: .custom, reason: "2018-03-18 14:43:32.340 Demo[2900:449839]   first  line 7\nsecond", stack: nil,
-            fingerprint: nil)
+            fingerprint: nil, version: .v1)
         #expect(s.title == "first line <n>")
         let long = String(repeating: "é", count: 300)
         #expect(Grouping.title(normalizedReason: long).count == 200)
@@ -48,38 +48,38 @@ struct SignatureTests {
 
     @Test("a fingerprint decides the group; reason still gives title and normalized reason")
     func fingerprint() {
-        let a = Grouping.signature(kind: .custom, reason: "order 1 failed", stack: nil, fingerprint: ["checkout"])
-        let b = Grouping.signature(kind: .custom, reason: "other", stack: ["x"], fingerprint: ["checkout"])
+        let a = Grouping.signature(kind: .custom, reason: "order 1 failed", stack: nil, fingerprint: ["checkout"], version: .v1)
+        let b = Grouping.signature(kind: .custom, reason: "other", stack: ["x"], fingerprint: ["checkout"], version: .v1)
         #expect(a.hash == b.hash)
         #expect(a.title == "order <n> failed")
         #expect(a.normalizedReason == "order <n> failed")
         // Parts are used as sent: not normalized.
-        let c = Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: ["order 1"])
-        let d = Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: ["order 2"])
+        let c = Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: ["order 1"], version: .v1)
+        let d = Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: ["order 2"], version: .v1)
         #expect(c.hash != d.hash)
         // An empty fingerprint (invalid on the wire) falls back to the computed grouping.
         #expect(
-            Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: []).hash
-                == Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: nil).hash)
+            Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: [], version: .v1).hash
+                == Grouping.signature(kind: .custom, reason: "x", stack: nil, fingerprint: nil, version: .v1).hash)
     }
 
     @Test("frames count only for signal and exception, and only the first three")
     func frames() {
         let stack = ["0 Demo 0x1 a() + 1", "1 Demo 0x2 b() + 2", "2 Demo 0x3 c() + 3"]
         for kind in ReportKind.allCases {
-            let with = Grouping.signature(kind: kind, reason: "r", stack: stack, fingerprint: nil).hash
-            let without = Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: nil).hash
+            let with = Grouping.signature(kind: kind, reason: "r", stack: stack, fingerprint: nil, version: .v1).hash
+            let without = Grouping.signature(kind: kind, reason: "r", stack: nil, fingerprint: nil, version: .v1).hash
             if kind == .signal || kind == .exception {
                 #expect(with != without, "\(kind)")
             } else {
                 #expect(with == without, "\(kind)")
             }
         }
-        let four = Grouping.signature(kind: .signal, reason: "r", stack: stack + ["3 Demo 0x4 d() + 4"], fingerprint: nil)
-        #expect(four.hash == Grouping.signature(kind: .signal, reason: "r", stack: stack, fingerprint: nil).hash)
+        let four = Grouping.signature(kind: .signal, reason: "r", stack: stack + ["3 Demo 0x4 d() + 4"], fingerprint: nil, version: .v1)
+        #expect(four.hash == Grouping.signature(kind: .signal, reason: "r", stack: stack, fingerprint: nil, version: .v1).hash)
         // A frame is not a part of the reason: moving text between them changes the signature.
         #expect(
-            Grouping.signature(kind: .signal, reason: "a", stack: ["b"], fingerprint: nil).hash
-                != Grouping.signature(kind: .signal, reason: "ab", stack: nil, fingerprint: nil).hash)
+            Grouping.signature(kind: .signal, reason: "a", stack: ["b"], fingerprint: nil, version: .v1).hash
+                != Grouping.signature(kind: .signal, reason: "ab", stack: nil, fingerprint: nil, version: .v1).hash)
     }
 }

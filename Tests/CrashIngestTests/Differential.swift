@@ -60,7 +60,7 @@ enum Verdict: Equatable, CustomStringConvertible {
             for start in stride(from: 0, to: bytes.count, by: size) {
                 try reader.feed(Array(bytes[start..<min(start + size, bytes.count)]))
             }
-            let batch = try reader.finish(now: now)
+            let batch = try reader.finish(now: now, version: .newProjectDefault)
             var slots = [Slot](repeating: Slot(), count: batch.count)
             for item in batch.accepted { slots[item.index] = Slot(report: item.report) }
             for rejection in batch.rejected { slots[rejection.index] = Slot(error: rejection.error) }

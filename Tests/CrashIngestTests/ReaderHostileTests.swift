@@ -17,7 +17,7 @@ import Testing
                 for start in stride(from: 0, to: body.count, by: chunk) {
                     try reader.feed(Array(body[start..<min(start + chunk, body.count)]))
                 }
-                _ = try reader.finish(now: now)
+                _ = try reader.finish(now: now, version: .newProjectDefault)
                 return (nil, reader)
             } catch {
                 return (error, reader)

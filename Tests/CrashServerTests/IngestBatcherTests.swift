@@ -24,7 +24,7 @@ import Testing
 
     func item(_ id: UUID = UUID()) -> IngestItem {
         let report = Report(id: id, kind: .custom, reason: "r", app: AppInfo(id: "a", version: "1"))
-        return IngestItem(projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil))
+        return IngestItem(projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil, version: .v1))
     }
 
     @Test func fullQueueRefusesWith503AndGroupsWaitingRequests() async throws {

@@ -250,7 +250,7 @@ import Testing
             #expect(groups.map(\.count) == [2])
             let expected = Grouping.signature(
                 kind: .exception, reason: "ValueError: index 5 beyond bounds [0 .. 2]", stack: ["divide (app.math)", "main (app)"],
-                fingerprint: nil)
+                fingerprint: nil, version: .newProjectDefault)
             #expect(groups.first?.signature == expected.hash)
         }
     }

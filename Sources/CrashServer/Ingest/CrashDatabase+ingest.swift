@@ -60,7 +60,7 @@ extension CrashDatabase {
         let rows = first.values
             .sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
             .map {
-                Row(p: $0.projectID, s: $0.signature.hash, v: Grouping.version, k: $0.report.kind.rawValue,
+                Row(p: $0.projectID, s: $0.signature.hash, v: $0.signature.version.rawValue, k: $0.report.kind.rawValue,
                     t: $0.signature.title, n: $0.signature.normalizedReason, ts: $0.report.timestamp)
             }
         let json = try Self.json(rows)

@@ -63,7 +63,7 @@ struct IngestController: Sendable {
             try Self.ingestError { try chunk.withUnsafeReadableBytes { try reader.feed($0) } }
             try share.grow(to: reader.receivedBytes + reader.decodedBytes)
         }
-        let batch = try Self.ingestError { try reader.finish(now: Date()) }
+        let batch = try Self.ingestError { try reader.finish(now: Date(), version: project.groupingVersion) }
         let response = try await store(batch, project: project, logger: context.logger)
         withExtendedLifetime(share) {}
         return try Self.accepted(response)

@@ -29,7 +29,8 @@ extension IngestItem {
     /// door (`/v1/reports` or the Sentry routes) it came in by.
     init(project: ProjectRef, report: Report) {
         let signature = Grouping.signature(
-            kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint)
+            kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
+            version: project.groupingVersion)
         self.init(projectID: project.id, report: report, signature: signature)
     }
 }

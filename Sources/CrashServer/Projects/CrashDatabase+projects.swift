@@ -1,3 +1,4 @@
+import CrashGrouping
 import CrashWire
 import Foundation
 import PostgresNIO
@@ -8,6 +9,8 @@ public struct ProjectRef: Sendable, Hashable {
     public var id: Int64
     /// Slug.
     public var slug: String
+    /// The grouping version the project's new reports are grouped with.
+    public var groupingVersion: GroupingVersion = .newProjectDefault
 }
 
 /// Why a project command failed; the message is printed to the operator.
@@ -18,7 +21,9 @@ public struct ProjectError: Error, CustomStringConvertible {
 
 extension CrashDatabase {
     /// Creates a project with new keys. Fails, keeping the old keys, if it exists.
-    public func createProject(slug: String) async throws -> ProjectCredentials {
+    public func createProject(slug: String, grouping: GroupingVersion = .newProjectDefault) async throws
+        -> ProjectCredentials
+    {
         guard ProjectKeys.isValidSlug(slug) else {
             throw ProjectError(description: "invalid project name '\(slug)': use [a-z0-9][a-z0-9-]{0,63}")
         }
@@ -26,14 +31,14 @@ extension CrashDatabase {
         let read = ProjectKeys.generate(prefix: ProjectKeys.readPrefix)
         let rows = try await client.query(
             """
-            INSERT INTO projects (slug, ingest_key_hash, read_token_hash)
-            VALUES (\(slug), \(ProjectKeys.hash(ingest)), \(ProjectKeys.hash(read)))
+            INSERT INTO projects (slug, ingest_key_hash, read_token_hash, grouping_version)
+            VALUES (\(slug), \(ProjectKeys.hash(ingest)), \(ProjectKeys.hash(read)), \(grouping.rawValue))
             ON CONFLICT (slug) DO NOTHING RETURNING sentry_id
             """, logger: logger)
         guard let sentryID = try await rows.decode(Int64.self).first(where: { _ in true }) else {
             throw ProjectError(description: "project '\(slug)' already exists (its keys are unchanged; use `project rotate` for new ones)")
         }
-        logger.info("project created", metadata: ["project.slug": "\(slug)"])
+        logger.info("project created", metadata: ["project.slug": "\(slug)", "project.grouping": "\(grouping)"])
         return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
     }
 
@@ -54,25 +59,26 @@ extension CrashDatabase {
         return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
     }
 
-    /// Every project as a JSON array of `{"project", "createdAt", "rotatedAt", "sentryId",
-    /// "sentryDsn"}`. Only the keys' hashes are stored, so `sentryDsn` is a template with
-    /// the literal placeholder `<ingestKey>` where the key goes (docs/sentry.md).
+    /// Every project as a JSON array of `{"project", "createdAt", "rotatedAt", "groupingVersion",
+    /// "sentryId", "sentryDsn"}`. Only the keys' hashes are stored, so `sentryDsn` is a template
+    /// with the literal placeholder `<ingestKey>` where the key goes (docs/sentry.md).
     public func listProjectsJSON(publicURL: String = ServerConfiguration.defaultPublicURL) async throws -> String {
         struct Entry: Encodable {
             var project: String
             var createdAt: String
             var rotatedAt: String?
+            var groupingVersion: String
             var sentryId: Int64
             var sentryDsn: String
         }
         var entries: [Entry] = []
         let rows = try await client.query(
-            "SELECT slug, created_at, rotated_at, sentry_id FROM projects ORDER BY slug", logger: logger)
-        for try await (slug, created, rotated, sentryID) in rows.decode((String, Date, Date?, Int64).self) {
+            "SELECT slug, created_at, rotated_at, grouping_version, sentry_id FROM projects ORDER BY slug", logger: logger)
+        for try await (slug, created, rotated, grouping, sentryID) in rows.decode((String, Date, Date?, String, Int64).self) {
             entries.append(
                 Entry(
                     project: slug, createdAt: RFC3339.format(created), rotatedAt: rotated.map(RFC3339.format),
-                    sentryId: sentryID,
+                    groupingVersion: grouping, sentryId: sentryID,
                     sentryDsn: SentryDSN.format(publicURL: publicURL, key: SentryDSN.keyPlaceholder, sentryID: sentryID)))
         }
         let encoder = JSONEncoder()
@@ -83,8 +89,11 @@ extension CrashDatabase {
     /// The project an ingest key belongs to, or nil.
     func project(ingestKey: String) async throws -> ProjectRef? {
         let rows = try await client.query(
-            "SELECT id, slug FROM projects WHERE ingest_key_hash = \(ProjectKeys.hash(ingestKey))", logger: logger)
-        for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
+            "SELECT id, slug, grouping_version FROM projects WHERE ingest_key_hash = \(ProjectKeys.hash(ingestKey))",
+            logger: logger)
+        for try await (id, slug, grouping) in rows.decode((Int64, String, String).self) {
+            return ProjectRef(id: id, slug: slug, groupingVersion: GroupingVersion(rawValue: grouping) ?? .v1)
+        }
         return nil
     }
 

@@ -8,6 +8,7 @@ struct GroupRow: Sendable {
     var id: Int64
     var signature: String
     var kind: String
+    var groupingVersion: String
     var title: String
     var firstSeen: Date
     var lastSeen: Date
@@ -205,15 +206,16 @@ extension CrashDatabase {
     func groupRows(project: Int64, ids: [Int64], on connection: PostgresConnection) async throws -> [Int64: GroupRow] {
         let rows = try await connection.query(
             """
-            SELECT id, signature, kind, title, first_seen, last_seen, status, fatal, resolved_in
+            SELECT id, signature, kind, grouping_version, title, first_seen, last_seen, status, fatal, resolved_in
             FROM crash_groups WHERE project_id = \(project) AND id = ANY(\(ids))
             """, logger: logger)
         var out: [Int64: GroupRow] = [:]
-        for try await (id, signature, kind, title, first, last, status, fatal, resolvedIn) in rows.decode(
-            (Int64, String, String, String, Date, Date, String, Bool, String?).self)
+        for try await (id, signature, kind, version, title, first, last, status, fatal, resolvedIn) in rows.decode(
+            (Int64, String, String, String, String, Date, Date, String, Bool, String?).self)
         {
             out[id] = GroupRow(
-                id: id, signature: signature, kind: kind, title: title, firstSeen: first, lastSeen: last,
+                id: id, signature: signature, kind: kind, groupingVersion: version, title: title, firstSeen: first,
+                lastSeen: last,
                 status: status, fatal: fatal, resolvedIn: resolvedIn)
         }
         return out

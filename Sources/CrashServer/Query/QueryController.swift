@@ -308,7 +308,8 @@ struct QueryController: Sendable {
         return counts.compactMap { id, count in
             guard let row = rows[id] else { return nil }
             return GroupBody(
-                id: String(id), signature: row.signature, kind: row.kind, title: row.title, count: count,
+                id: String(id), signature: row.signature, kind: row.kind, groupingVersion: row.groupingVersion,
+                title: row.title, count: count,
                 devices: devices[id] ?? 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen, status: row.status,
                 resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versions[id] ?? [])
         }

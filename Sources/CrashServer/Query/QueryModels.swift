@@ -6,6 +6,8 @@ struct GroupBody: Codable, Sendable, Equatable {
     var id: String
     var signature: String
     var kind: String
+    /// The grouping version the group was made with (`v1`, `v2`); it never changes.
+    var groupingVersion: String
     var title: String
     /// Reports in the window (and filters).
     var count: Int64
@@ -23,7 +25,8 @@ struct GroupBody: Codable, Sendable, Equatable {
     var trend: [TimeCount]? = nil
 
     private enum CodingKeys: String, CodingKey {
-        case id, signature, kind, title, count, devices, firstSeen, lastSeen, status, resolvedIn, fatal, versions, trend
+        case id, signature, kind, groupingVersion, title, count, devices, firstSeen, lastSeen, status, resolvedIn, fatal, versions,
+            trend
     }
 
     /// `resolvedIn` is always present (null unless resolved) so clients see one shape.
@@ -32,6 +35,7 @@ struct GroupBody: Codable, Sendable, Equatable {
         try c.encode(id, forKey: .id)
         try c.encode(signature, forKey: .signature)
         try c.encode(kind, forKey: .kind)
+        try c.encode(groupingVersion, forKey: .groupingVersion)
         try c.encode(title, forKey: .title)
         try c.encode(count, forKey: .count)
         try c.encode(devices, forKey: .devices)

@@ -1,0 +1,257 @@
+/// Who a stack frame belongs to, as grouping v2 reads it.
+public enum FrameRole: Sendable, Hashable {
+    /// The app's own code: these frames name the bug.
+    case app
+    /// The system: Apple's frameworks, libc, the Swift runtime, a language's standard
+    /// library. Used only when a stack has no app frame.
+    case system
+    /// The crash and exception machinery (throw, abort, assertion handlers, the SDK's
+    /// guards): never part of a signature.
+    case machinery
+}
+
+/// Reads a frame's image and symbol from the shapes the server receives, and looks them
+/// up in `FrameTable`. No normalization and no allocation: this runs on every frame up to
+/// the third app frame of every report.
+///
+/// Frame shapes: Apple crash logs and the SDK (`3  Demo  0x100a1b2c3 -[A b] + 44`, image
+/// then address then symbol), the Swift backtracer (`0 0x... level3() + 16 in bt at
+/// /src/bt.swift:6:5`), LLDB (`frame #1: 0x... Demo`Demo.foo() at File.swift:12`), glibc
+/// (`/lib/x86_64-linux-gnu/libc.so.6(abort+0x12)[0x7f...]`) and Sentry-mapped frames
+/// (`<function> (<module or file>)`). Anything else is a symbol without an image.
+///
+/// A frame may end with a mark, ` [app]` or ` [system]` (Sentry's `in_app`, the SDK's own
+/// knowledge of the main executable): a mark wins over the image lists; only the machinery
+/// symbols are skipped whatever the mark.
+public enum FrameClassifier {
+    static let machinerySymbols = PatternSet(FrameTable.machinerySymbols)
+    static let machineryImages = PatternSet(FrameTable.machineryImages)
+    static let systemImages = PatternSet(FrameTable.systemImages)
+    static let systemPaths = PatternSet(FrameTable.systemPaths)
+
+    /// The marks a frame may end with.
+    public static let appMark: StaticString = " [app]"
+    public static let systemMark: StaticString = " [system]"
+
+    /// A frame's role, and the length in bytes of its text without the mark.
+    public static func classify(_ frame: String) -> (role: FrameRole, length: Int) {
+        var frame = frame
+        return frame.withUTF8 { classify(bytes: $0) }
+    }
+
+    /// The length in bytes of a frame's text without its mark (cheap: no parsing).
+    public static func unmarkedLength(_ frame: String) -> Int {
+        var frame = frame
+        return frame.withUTF8 { src in
+            var end = src.count
+            while end > 0 && Bytes.isSpace(src[end - 1]) { end -= 1 }
+            return markStart(src, end, appMark) ?? markStart(src, end, systemMark) ?? src.count
+        }
+    }
+
+    /// `machineryInSystem: false` skips the machinery lookup of a frame whose image is the
+    /// system's (it is skipped either way, unless the stack has no app frame).
+    static func classify(bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true) -> (
+        role: FrameRole, length: Int
+    ) {
+        var end = src.count
+        while end > 0 && Bytes.isSpace(src[end - 1]) { end -= 1 }
+        var mark: FrameRole?
+        if let cut = markStart(src, end, FrameClassifier.appMark) {
+            mark = .app
+            end = cut
+        } else if let cut = markStart(src, end, FrameClassifier.systemMark) {
+            mark = .system
+            end = cut
+        }
+        guard end > 0 else { return (mark ?? .app, end) }
+        let parts = FrameParts(src, end: end)
+        // The machinery is skipped even in a frame marked as the app's: Sentry marks frames by
+        // image, and the SDK's guards are linked into the app's own image.
+        func isMachinery() -> Bool {
+            guard let symbol = parts.symbol else { return false }
+            return machinerySymbols.matches(src[symbol])
+        }
+        if let mark {
+            if (mark == .app || machineryInSystem) && isMachinery() { return (.machinery, end) }
+            return (mark, end)
+        }
+        let role = imageRole(src, parts.image)
+        if role == .machinery || ((role == .app || machineryInSystem) && isMachinery()) { return (.machinery, src.count) }
+        return (role, src.count)
+    }
+
+    /// The role the image lists give a frame's image (app when it has none).
+    static func imageRole(_ src: UnsafeBufferPointer<UInt8>, _ image: Range<Int>?) -> FrameRole {
+        guard let image else { return .app }
+        let name = src[image]
+        var slash = image.upperBound
+        while slash > image.lowerBound && src[slash - 1] != UInt8(ascii: "/") { slash -= 1 }
+        let base = src[slash..<image.upperBound]
+        if machineryImages.matches(base) { return .machinery }
+        if systemImages.matches(base) || systemPaths.matches(name) { return .system }
+        // A dotted or path-like module (`django.core.handlers`, `node:internal/timers`).
+        var root = image.lowerBound
+        while root < image.upperBound {
+            let b = src[root]
+            if b == UInt8(ascii: ".") || b == UInt8(ascii: ":") || b == UInt8(ascii: "/") { break }
+            root += 1
+        }
+        if root < image.upperBound && root > image.lowerBound && systemImages.matches(src[image.lowerBound..<root]) {
+            return .system
+        }
+        return .app
+    }
+
+    /// Where the mark starts, when the frame (trimmed to `end`) ends with it.
+    static func markStart(_ src: UnsafeBufferPointer<UInt8>, _ end: Int, _ mark: StaticString) -> Int? {
+        let n = mark.utf8CodeUnitCount
+        guard end >= n else { return nil }
+        let p = mark.utf8Start
+        for m in 0..<n where src[end - n + m] != p[m] { return nil }
+        var cut = end - n
+        while cut > 0 && Bytes.isSpace(src[cut - 1]) { cut -= 1 }
+        return cut
+    }
+}
+
+/// The image and symbol byte ranges of one frame.
+struct FrameParts {
+    var image: Range<Int>?
+    var symbol: Range<Int>?
+
+    init(_ src: UnsafeBufferPointer<UInt8>, end: Int) {
+        @inline(__always) func at(_ k: Int) -> UInt8 { k < end ? src[k] : 0 }
+        func skipSpaces(_ k: Int) -> Int {
+            var k = k
+            while k < end && Bytes.isSpace(src[k]) { k += 1 }
+            return k
+        }
+        func tokenEnd(_ k: Int) -> Int {
+            var k = k
+            while k < end && !Bytes.isSpace(src[k]) { k += 1 }
+            return k
+        }
+        func isAddress(_ k: Int) -> Bool { at(k) == UInt8(ascii: "0") && at(k + 1) | 0x20 == UInt8(ascii: "x") }
+        /// The last ` + ` (a symbol's offset) in `[from, to)`, or `to`.
+        func beforeOffset(_ from: Int, _ to: Int) -> Int {
+            var m = to - 1
+            while m > from + 1 {
+                if src[m] == UInt8(ascii: "+") && Bytes.isSpace(src[m - 1]) {
+                    var s = m - 1
+                    while s > from && Bytes.isSpace(src[s - 1]) { s -= 1 }
+                    return s
+                }
+                m -= 1
+            }
+            return to
+        }
+
+        // The frame's index: `3 `, `#3 `, `* frame #3: `, `[ra] `.
+        var j = skipSpaces(0)
+        while true {
+            let start = j
+            if at(j) == UInt8(ascii: "*") && at(j + 1) == Bytes.space { j = skipSpaces(j + 1) }
+            if at(j) == UInt8(ascii: "f"), end - j > 7, src[j + 1] == UInt8(ascii: "r"), src[j + 2] == UInt8(ascii: "a"),
+                src[j + 3] == UInt8(ascii: "m"), src[j + 4] == UInt8(ascii: "e"), src[j + 5] == Bytes.space,
+                src[j + 6] == UInt8(ascii: "#")
+            {
+                j += 7
+            }
+            if at(j) == UInt8(ascii: "#") { j += 1 }
+            var d = j
+            while Bytes.isDigit(at(d)) { d += 1 }
+            if d > j {
+                if at(d) == UInt8(ascii: ":") { d += 1 }
+                if d >= end || Bytes.isSpace(src[d]) { j = skipSpaces(d) }
+            }
+            if at(j) == UInt8(ascii: "["), at(j + 1) == UInt8(ascii: "r"), at(j + 2) == UInt8(ascii: "a"),
+                at(j + 3) == UInt8(ascii: "]")
+            {
+                j = skipSpaces(j + 4)
+            }
+            if j == start { break }
+        }
+        guard j < end else { return }
+
+        let t1 = tokenEnd(j)
+        if isAddress(j) {
+            // Swift backtracer or LLDB: the address first.
+            let k = skipSpaces(t1)
+            guard k < end else { return }
+            var tick = k
+            while tick < end && !Bytes.isSpace(src[tick]) && src[tick] != UInt8(ascii: "`") { tick += 1 }
+            if at(tick) == UInt8(ascii: "`") {
+                image = k..<tick
+                var s = tick + 1
+                while s + 3 < end && !(src[s] == Bytes.space && src[s + 1] == UInt8(ascii: "a") && src[s + 2] == UInt8(ascii: "t")
+                    && src[s + 3] == Bytes.space)
+                {
+                    s += 1
+                }
+                symbol = (tick + 1)..<beforeOffset(tick + 1, s + 3 < end ? s : end)
+                return
+            }
+            // `symbol + 16 in image at file`: the image follows the last ` in `.
+            var inAt = -1
+            var m = k
+            while m + 3 < end {
+                if src[m] == Bytes.space && src[m + 1] == UInt8(ascii: "i") && src[m + 2] == UInt8(ascii: "n")
+                    && src[m + 3] == Bytes.space
+                {
+                    inAt = m
+                }
+                m += 1
+            }
+            if inAt >= 0 {
+                let s = skipSpaces(inAt + 4)
+                image = s..<tokenEnd(s)
+                symbol = k..<beforeOffset(k, inAt)
+            } else {
+                symbol = k..<beforeOffset(k, end)
+            }
+            return
+        }
+        let k2 = skipSpaces(t1)
+        if isAddress(k2) {
+            // Apple crash log and the SDK: image, address, then symbol (or load address + offset).
+            image = j..<t1
+            let k3 = skipSpaces(tokenEnd(k2))
+            if k3 < end && !isAddress(k3) { symbol = k3..<beforeOffset(k3, end) }
+            return
+        }
+        if src[end - 1] == UInt8(ascii: ")") || src[end - 1] == UInt8(ascii: "]") {
+            // Sentry: `function (where)`; glibc: `path(symbol+0x12)[0x...]`.
+            var open = -1
+            var m = end - 1
+            while m > j {
+                if src[m] == UInt8(ascii: "(") {
+                    open = m
+                    if src[end - 1] == UInt8(ascii: "]") {
+                        // glibc: the first `(` of the text after the path.
+                        var first = j
+                        while first < end && src[first] != UInt8(ascii: "(") { first += 1 }
+                        open = first
+                    }
+                    break
+                }
+                m -= 1
+            }
+            if open > j {
+                if Bytes.isSpace(src[open - 1]) && src[end - 1] == UInt8(ascii: ")") {
+                    var s = open - 1
+                    while s > j && Bytes.isSpace(src[s - 1]) { s -= 1 }
+                    symbol = j..<s
+                    image = (open + 1)..<(end - 1)
+                } else {
+                    image = j..<open
+                    var close = open + 1
+                    while close < end && src[close] != UInt8(ascii: "+") && src[close] != UInt8(ascii: ")") { close += 1 }
+                    if close > open + 1 { symbol = (open + 1)..<close }
+                }
+                return
+            }
+        }
+        symbol = j..<end
+    }
+}
