@@ -1,3 +1,4 @@
+import CrashGrouping
 import CrashWire
 import Foundation
 

@@ -1,3 +1,4 @@
+import CrashGrouping
 import CrashCompression
 import CrashWire
 import Foundation

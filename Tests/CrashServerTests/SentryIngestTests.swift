@@ -342,7 +342,7 @@ import Testing
                 await gate.wait()
                 return Set(items.map(\.key))
             }, probe: {})
-        let router = buildRouter(database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60))
+        let router = try buildRouter(database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60), logger: TestEnvironment.logger)
         let app = Application(router: router, services: [database.client, batcher], logger: TestEnvironment.logger)
         try await app.test(.router) { client in
             let uri = "/api/\(project.sentryId)/envelope/"
@@ -369,7 +369,7 @@ import Testing
         let batcher = IngestBatcher(
             maxQueuedReports: 1000, maxBatchReports: 100, timeout: .seconds(5), metrics: ServerMetrics(), logger: TestEnvironment.logger,
             store: { try await database.store($0) }, probe: { try await database.ping() })
-        let router = buildRouter(database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(5))
+        let router = try buildRouter(database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(5), logger: TestEnvironment.logger)
         let app = Application(router: router, services: [database.client, batcher], logger: TestEnvironment.logger)
         try await app.test(.router) { client in
             for route in ["envelope/", "store/"] {
