@@ -141,6 +141,13 @@ public enum IngestDecoding {
         public var rejected: Int
         /// The error message of a refused body.
         public var error: String?
+
+        public init(status: Int, valid: Int, rejected: Int, error: String?) {
+            self.status = status
+            self.valid = valid
+            self.rejected = rejected
+            self.error = error
+        }
     }
 
     /// Runs `body` (compressed per `encoding`, nil for identity) through the pipeline.
