@@ -10,14 +10,14 @@ import Testing
 /// Cursors (contract, "Precise readings: Cursors"): small and accepted back whatever the
 /// cluster's load, 400 for every forged one, and no way around the window checks.
 @Suite struct CursorTests {
-    /// 40 transactions open in the cluster made `pg_current_snapshot()` (which the cursor
+    /// 20 transactions open in the cluster made `pg_current_snapshot()` (which the cursor
     /// used to carry) longer than the server's own 256-byte parameter limit.
     @Test func cursorStaysSmallWhileManyTransactionsAreOpen() async throws {
         let p = try await makeProject()
         let now = Date()
         try await withApp { client in
             try await client.send((0..<6).map { queryReport("small " + String(repeating: "y", count: $0 + 1), at: now) }, key: p.ingestKey)
-            try await withOpenTransactions(40) {
+            try await withOpenTransactions(20) {
                 for sort in ["count", "lastSeen", "firstSeen"] {
                     var seen: [String] = []
                     var cursor: String?
@@ -140,27 +140,31 @@ import Testing
 /// each is in every snapshot taken meanwhile) while `body` runs.
 func withOpenTransactions<T: Sendable>(_ count: Int, _ body: @Sendable () async throws -> T) async throws -> T {
     let config = TestEnvironment.configuration { $0.databasePoolSize = count }
+    let opened = Counter(), done = Counter()
     return try await withDatabase(config, logger: TestEnvironment.logger) { db in
         try await withThrowingTaskGroup(of: Void.self) { group in
-            let (opened, opener) = AsyncStream<Void>.makeStream()
-            // One release signal per transaction (an AsyncStream has one reader).
-            let releases = (0..<count).map { _ in AsyncStream<Void>.makeStream() }
-            for (release, _) in releases {
+            for _ in 0..<count {
                 group.addTask {
                     try await db.client.withTransaction(logger: TestEnvironment.logger) { connection in
                         _ = try await connection.query("SELECT pg_current_xact_id()", logger: TestEnvironment.logger)
-                        opener.yield()
-                        for await _ in release {}
+                        opened.add()
+                        while done.value == 0 { try await Task.sleep(for: .milliseconds(50)) }
                     }
                 }
             }
-            var open = 0
-            for await _ in opened {
-                open += 1
-                if open == count { break }
-            }
-            defer { for (_, releaser) in releases { releaser.finish() } }
+            defer { done.add() }
+            let deadline = ContinuousClock.now + .seconds(120)
+            while opened.value < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            try #require(opened.value == count, "only \(opened.value) of \(count) transactions opened")
             return try await body()
         }
     }
+}
+
+/// A thread-safe counter for test coordination.
+private final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
 }
