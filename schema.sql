@@ -283,3 +283,14 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- The database snapshot of a paginated crash list's first page (pg_current_snapshot()),
+-- kept here so a cursor carries only this row's id: a snapshot lists every transaction in
+-- progress in the cluster and would not fit in a URL under load. Pruned after a day by
+-- the partition maintenance; a cursor whose snapshot is gone walks on over current data.
+CREATE TABLE IF NOT EXISTS list_snapshots (
+    id         bigserial PRIMARY KEY,
+    snapshot   pg_snapshot NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+DO $$ BEGIN IF to_regclass('list_snapshots_created_at') IS NULL THEN CREATE INDEX list_snapshots_created_at ON list_snapshots (created_at); END IF; END; $$;

@@ -4,7 +4,8 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-/// Keeps daily partitions of `reports` ahead of time and drops those past retention.
+/// Keeps daily partitions of `reports` ahead of time and drops those past retention; prunes
+/// the list snapshots of cursors older than a day.
 ///
 /// Runs once before the server accepts traffic (see `buildApplication`) and hourly after.
 struct PartitionMaintenance: Service {
@@ -22,6 +23,8 @@ struct PartitionMaintenance: Service {
         if created > 0 || dropped > 0 {
             logger.info("report partitions maintained", metadata: ["partitions.created": "\(created)", "partitions.dropped": "\(dropped)"])
         }
+        // Cursors older than a day walk on over current data (docs/api.md).
+        _ = try await database.pruneListSnapshots(before: now.addingTimeInterval(-day))
     }
 
     func run() async throws {

@@ -195,6 +195,30 @@ extension CrashDatabase {
         return out
     }
 
+    /// Keeps a list's first-page snapshot for its cursors; returns its id.
+    func saveListSnapshot(_ snapshot: String) async throws -> Int64 {
+        let rows = try await client.query(
+            "INSERT INTO list_snapshots (snapshot) VALUES (\(snapshot)::pg_snapshot) RETURNING id", logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        throw IngestStoreError(description: "list snapshot not saved")
+    }
+
+    /// A saved list snapshot as text; nil when unknown or pruned (see ``pruneListSnapshots(before:)``).
+    func listSnapshot(_ id: Int64, on connection: PostgresConnection) async throws -> String? {
+        let rows = try await connection.query("SELECT snapshot::text FROM list_snapshots WHERE id = \(id)", logger: logger)
+        for try await text in rows.decode(String.self) { return text }
+        return nil
+    }
+
+    /// Deletes list snapshots saved before `cutoff`; returns how many.
+    func pruneListSnapshots(before cutoff: Date) async throws -> Int {
+        let rows = try await client.query(
+            "WITH d AS (DELETE FROM list_snapshots WHERE created_at < \(cutoff) RETURNING 1) SELECT count(*)::bigint FROM d",
+            logger: logger)
+        for try await n in rows.decode(Int64.self) { return Int(n) }
+        return 0
+    }
+
     /// The current `pg_current_snapshot()` as text.
     func currentSnapshot(on connection: PostgresConnection) async throws -> String {
         let rows = try await connection.query("SELECT pg_current_snapshot()::text", logger: logger)

@@ -39,22 +39,29 @@ struct QueryController: Sendable {
         let filters = try q.filters()
         let limit = try q.limit()
         var window = try q.window()
-        let cursor = try q.string("cursor").map { try ListCursor.decode($0, sort: Self.cursorTag(sort)) }
-        if let f = cursor?.f, let t = cursor?.t { window = TimeWindow(from: ListCursor.date(f), to: ListCursor.date(t)) }
-        return try await database.withReadSnapshot { connection in
-            let snapshot: String
-            if let n = cursor?.n { snapshot = n } else { snapshot = try await database.currentSnapshot(on: connection) }
+        let cursor = try q.string("cursor").map { try ListCursor.decode($0, order: ListCursor.Order(sort)) }
+        if let cursorWindow = try cursor?.window { window = cursorWindow }
+        let (body, last, snapshot) = try await database.withReadSnapshot { connection in
+            // The first page's snapshot: current on the first page; after it, the stored one
+            // (nil once pruned: the walk goes on over current data).
+            var snapshot: String?
+            if cursor == nil {
+                snapshot = try await database.currentSnapshot(on: connection)
+            } else if let id = cursor?.snapshot {
+                snapshot = try await database.listSnapshot(id, on: connection)
+            }
+            let asOf = cursor == nil ? nil : snapshot
             let page: [(id: Int64, count: Int64, key: Int64)]
             switch sort {
             case .count:
                 page = try await rankByCount(
-                    project: project.id, window: window, filters: filters, after: cursor.map { ($0.k, $0.i) },
-                    snapshot: cursor == nil ? nil : snapshot, limit: limit, connection
+                    project: project.id, window: window, filters: filters, after: cursor.map { ($0.key, $0.groupID) },
+                    snapshot: asOf, limit: limit, connection
                 ).map { ($0.id, $0.n, $0.n) }
             case .lastSeen, .firstSeen:
                 page = try await rankByTime(
-                    project: project.id, sort: sort, window: window, filters: filters, after: cursor.map { ($0.k, $0.i) },
-                    snapshot: cursor == nil ? nil : snapshot, limit: limit, connection)
+                    project: project.id, sort: sort, window: window, filters: filters,
+                    after: cursor.map { ($0.key, $0.groupID) }, snapshot: asOf, limit: limit, connection)
             }
             let shown = Array(page.prefix(limit))
             var groups = try await groupBodies(
@@ -70,15 +77,19 @@ struct QueryController: Sendable {
                     groups[i].trend = buckets.map { TimeCount(t: $0, count: series[$0] ?? 0) }
                 }
             }
-            var next: String?
-            if page.count > limit, let last = shown.last {
-                next = ListCursor(
-                    s: Self.cursorTag(sort), k: last.key, i: last.id, u: nil, f: ListCursor.micros(window.from),
-                    t: ListCursor.micros(window.to), n: snapshot
-                ).encode()
-            }
-            return GroupListBody(groups: groups, nextCursor: next)
+            return (GroupListBody(groups: groups, nextCursor: nil), page.count > limit ? shown.last : nil, snapshot)
         }
+        var list = body
+        if let last {
+            // Saved after the read transaction (which is read-only), once per walk.
+            var snapshotID = cursor?.snapshot
+            if cursor == nil, let snapshot { snapshotID = try await database.saveListSnapshot(snapshot) }
+            list.nextCursor = ListCursor(
+                order: ListCursor.Order(sort), key: last.key, groupID: last.id, from: ListCursor.micros(window.from),
+                to: ListCursor.micros(window.to), snapshot: snapshotID
+            ).encode()
+        }
+        return list
     }
 
     @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> Response {
@@ -112,9 +123,11 @@ struct QueryController: Sendable {
         let group = try groupID(context)
         var after: (Int64, UUID)?
         if let text = try q.string("cursor") {
-            let cursor = try ListCursor.decode(text, sort: "r")
-            guard let id = cursor.u.flatMap(UUID.init(uuidString:)) else { throw APIError.badRequest("cursor: malformed") }
-            after = (cursor.k, id)
+            let cursor = try ListCursor.decode(text, order: .reports)
+            guard cursor.groupID == group, let id = cursor.reportID else {
+                throw APIError.badRequest("cursor: not a cursor from this list (use nextCursor as returned)")
+            }
+            after = (cursor.key, id)
         }
         let body = try await database.withReadSnapshot { connection -> ReportListBody in
             guard try await !database.groupRows(project: project.id, ids: [group], on: connection).isEmpty else {
@@ -125,7 +138,7 @@ struct QueryController: Sendable {
             var next: String?
             if rows.count > limit {
                 let last = rows[limit - 1]
-                next = ListCursor(s: "r", k: last.micros, i: group, u: last.report.id).encode()
+                next = ListCursor(order: .reports, key: last.micros, groupID: group, reportID: UUID(uuidString: last.report.id)).encode()
             }
             return ReportListBody(reports: rows.prefix(limit).map(\.report), nextCursor: next)
         }
@@ -326,14 +339,6 @@ struct QueryController: Sendable {
         let text = context.parameters.get("id") ?? ""
         guard let id = Int64(text), id > 0 else { throw APIError.notFound("no crash group '\(text)'") }
         return id
-    }
-
-    private static func cursorTag(_ sort: GroupSort) -> String {
-        switch sort {
-        case .count: return "c"
-        case .lastSeen: return "l"
-        case .firstSeen: return "f"
-        }
     }
 
     static func json(_ value: some Encodable) throws -> Response {
