@@ -24,6 +24,10 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
     let router = buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout)
+    let webhooks = WebhookSender(
+        database: database, settings: configuration.webhooks, publicURL: configuration.publicURL, metrics: metrics,
+        logger: logger)
+    let spikes = SpikeDetector(database: database, settings: configuration.webhooks, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     let connections = ConnectionCounter()
     var app = Application(
@@ -33,7 +37,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
                 additionalChannelHandlers: [ConnectionGuardHandler(limits: connectionLimits, counter: connections)],
                 idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
-        services: [database.client, batcher, partitions],
+        services: [database.client, batcher, partitions, webhooks, spikes],
         logger: logger
     )
     app.beforeServerStarts {
@@ -62,6 +66,7 @@ func buildRouter(
         databaseTimeout: timeout
     ).addRoutes(to: router)
     QueryController(database: database).addRoutes(to: router)
+    WebhookController(database: database).addRoutes(to: router)
     return router
 }
 

@@ -1,4 +1,5 @@
 import CrashWire
+import Foundation
 import Logging
 
 /// Everything the server can be configured with, with defaults that work against the
@@ -39,6 +40,10 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Double = 75
     /// Most requests handled at once before new ones get 503 (`CRASHGUARD_MAX_CONCURRENT_REQUESTS`).
     public var maxConcurrentRequests = 1024
+    /// The server's address as people reach it (`CRASHGUARD_PUBLIC_URL`): links in alerts.
+    public var publicURL = "http://127.0.0.1:8080"
+    /// Webhook delivery and spike detection (`CRASHGUARD_WEBHOOK_*`, `CRASHGUARD_SPIKE_INTERVAL`).
+    public var webhooks = WebhookSettings()
 
     /// The defaults.
     public init() {}
@@ -67,6 +72,8 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_READ_TIMEOUT", Double.init) { readTimeout = v }
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
+        if let v = try value("CRASHGUARD_PUBLIC_URL", { $0 }) { publicURL = v }
+        try webhooks.read(environment: env)
     }
 
     /// Throws when a setting is out of its range.
@@ -84,6 +91,10 @@ public struct ServerConfiguration: Sendable {
         guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
         guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
+        guard let url = URLComponents(string: publicURL), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+            throw ConfigurationError("public URL: an absolute http:// or https:// URL, not '\(publicURL)'")
+        }
+        try webhooks.validate()
     }
 }
 

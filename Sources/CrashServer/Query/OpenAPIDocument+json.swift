@@ -503,6 +503,253 @@ enum OpenAPIDocument {
         "required": [
           "status"
         ]
+      },
+      "WebhookRequest": {
+        "type": "object",
+        "required": [
+          "url",
+          "events"
+        ],
+        "properties": {
+          "url": {
+            "type": "string",
+            "format": "uri",
+            "description": "absolute http:// or https:// URL, at most 2048 bytes, without user info"
+          },
+          "events": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+              "type": "string",
+              "enum": [
+                "group.new",
+                "group.regressed",
+                "group.spike"
+              ]
+            },
+            "description": "group.new: a group's first report; group.regressed: a resolved group regressed; group.spike: the last hour has at least 10 reports and at least 5 times the hourly average of the 24 hours before (at most one per group per 24 hours)"
+          },
+          "format": {
+            "type": "string",
+            "enum": [
+              "json",
+              "slack"
+            ],
+            "default": "json",
+            "description": "json: WebhookEvent bodies; slack: {\"text\": ...} for Slack, Mattermost and Discord (/slack) incoming webhooks"
+          }
+        }
+      },
+      "LastDelivery": {
+        "type": "object",
+        "required": [
+          "id",
+          "event",
+          "status",
+          "at",
+          "attempts",
+          "httpStatus",
+          "error"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "format": "uuid",
+            "description": "X-CrashGuard-Delivery"
+          },
+          "event": {
+            "type": "string",
+            "enum": [
+              "group.new",
+              "group.regressed",
+              "group.spike"
+            ]
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "delivered",
+              "retrying",
+              "failed"
+            ],
+            "description": "retrying: the last attempt failed and another is due; failed: given up after the retry period (24 hours by default)"
+          },
+          "at": {
+            "type": "string",
+            "format": "date-time",
+            "description": "when the last attempt was made"
+          },
+          "attempts": {
+            "type": "integer",
+            "minimum": 1
+          },
+          "httpStatus": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "description": "the receiver's status; null when it did not answer"
+          },
+          "error": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "why the last attempt failed (timeout, HTTP 500, connection refused...)"
+          }
+        }
+      },
+      "Webhook": {
+        "type": "object",
+        "required": [
+          "id",
+          "url",
+          "events",
+          "format",
+          "createdAt",
+          "lastDelivery"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "description": "webhook id (decimal)"
+          },
+          "url": {
+            "type": "string"
+          },
+          "events": {
+            "type": "array",
+            "items": {
+              "type": "string",
+              "enum": [
+                "group.new",
+                "group.regressed",
+                "group.spike"
+              ]
+            }
+          },
+          "format": {
+            "type": "string",
+            "enum": [
+              "json",
+              "slack"
+            ]
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time"
+          },
+          "lastDelivery": {
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/LastDelivery"
+              },
+              {
+                "type": "null"
+              }
+            ],
+            "description": "the most recent delivery attempt of any event; null before the first"
+          }
+        }
+      },
+      "CreatedWebhook": {
+        "type": "object",
+        "required": [
+          "id",
+          "url",
+          "events",
+          "format",
+          "createdAt",
+          "secret"
+        ],
+        "properties": {
+          "id": {
+            "type": "string"
+          },
+          "url": {
+            "type": "string"
+          },
+          "events": {
+            "type": "array",
+            "items": {
+              "type": "string",
+              "enum": [
+                "group.new",
+                "group.regressed",
+                "group.spike"
+              ]
+            }
+          },
+          "format": {
+            "type": "string"
+          },
+          "createdAt": {
+            "type": "string",
+            "format": "date-time"
+          },
+          "secret": {
+            "type": "string",
+            "description": "shown once: the key of X-CrashGuard-Signature (HMAC-SHA256 over the body, keyed with the secret's UTF-8 bytes)"
+          }
+        }
+      },
+      "WebhookList": {
+        "type": "object",
+        "required": [
+          "webhooks"
+        ],
+        "properties": {
+          "webhooks": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Webhook"
+            }
+          }
+        }
+      },
+      "WebhookEvent": {
+        "type": "object",
+        "required": [
+          "event",
+          "project",
+          "group",
+          "deliveredAt"
+        ],
+        "properties": {
+          "event": {
+            "type": "string",
+            "enum": [
+              "group.new",
+              "group.regressed",
+              "group.spike"
+            ]
+          },
+          "project": {
+            "type": "string",
+            "description": "project slug"
+          },
+          "group": {
+            "$ref": "#/components/schemas/Group",
+            "description": "the group as the crash list shows it now, counts over the last 7 days"
+          },
+          "deliveredAt": {
+            "type": "string",
+            "format": "date-time",
+            "description": "when this attempt was sent"
+          }
+        }
+      },
+      "SlackMessage": {
+        "type": "object",
+        "required": [
+          "text"
+        ],
+        "properties": {
+          "text": {
+            "type": "string",
+            "description": "the event, the title, the count over 7 days and the link {publicURL}/projects/{project}/crashes/{id}"
+          }
+        }
       }
     }
   },
@@ -1264,6 +1511,370 @@ enum OpenAPIDocument {
                 }
               }
             }
+          }
+        }
+      }
+    },
+    "/v1/projects/{project}/webhooks": {
+      "get": {
+        "summary": "The project's webhooks (without secrets), each with its last delivery's status and time",
+        "security": [
+          {
+            "readToken": []
+          }
+        ],
+        "parameters": [
+          {
+            "name": "project",
+            "in": "path",
+            "required": true,
+            "description": "project slug",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "OK",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/WebhookList"
+                }
+              }
+            }
+          },
+          "401": {
+            "description": "missing or wrong key or token",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "404": {
+            "description": "unknown project, or another project's token",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          }
+        }
+      },
+      "post": {
+        "summary": "Create a webhook; its secret is shown once",
+        "security": [
+          {
+            "readToken": []
+          }
+        ],
+        "parameters": [
+          {
+            "name": "project",
+            "in": "path",
+            "required": true,
+            "description": "project slug",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/WebhookRequest"
+              }
+            }
+          }
+        },
+        "responses": {
+          "201": {
+            "description": "created",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/CreatedWebhook"
+                }
+              }
+            }
+          },
+          "400": {
+            "description": "a bad url, events or format (the message starts with the field), or 50 webhooks already",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "401": {
+            "description": "missing or wrong key or token",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "404": {
+            "description": "unknown project, or another project's token",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          }
+        }
+      }
+    },
+    "/v1/projects/{project}/webhooks/{id}": {
+      "delete": {
+        "summary": "Delete a webhook and its pending deliveries",
+        "security": [
+          {
+            "readToken": []
+          }
+        ],
+        "parameters": [
+          {
+            "name": "project",
+            "in": "path",
+            "required": true,
+            "description": "project slug",
+            "schema": {
+              "type": "string"
+            }
+          },
+          {
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "description": "webhook id",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "responses": {
+          "204": {
+            "description": "deleted"
+          },
+          "401": {
+            "description": "missing or wrong key or token",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          },
+          "404": {
+            "description": "unknown project or webhook, or another project's token",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  },
+  "webhooks": {
+    "group.new": {
+      "post": {
+        "summary": "A group's first report",
+        "parameters": [
+          {
+            "name": "X-CrashGuard-Event",
+            "in": "header",
+            "required": true,
+            "schema": {
+              "type": "string",
+              "enum": [
+                "group.new",
+                "group.regressed",
+                "group.spike"
+              ]
+            }
+          },
+          {
+            "name": "X-CrashGuard-Delivery",
+            "in": "header",
+            "required": true,
+            "description": "a UUID, the same on every retry of one delivery",
+            "schema": {
+              "type": "string",
+              "format": "uuid"
+            }
+          },
+          {
+            "name": "X-CrashGuard-Signature",
+            "in": "header",
+            "required": true,
+            "description": "sha256=<lowercase hex HMAC-SHA256 of the body with the webhook's secret>",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "oneOf": [
+                  {
+                    "$ref": "#/components/schemas/WebhookEvent"
+                  },
+                  {
+                    "$ref": "#/components/schemas/SlackMessage"
+                  }
+                ]
+              }
+            }
+          }
+        },
+        "responses": {
+          "2XX": {
+            "description": "delivered; anything else (or no answer within 10 s) is retried with backoff, the first retry within 30 s, for at least 24 hours"
+          }
+        }
+      }
+    },
+    "group.regressed": {
+      "post": {
+        "summary": "A resolved group regressed",
+        "parameters": [
+          {
+            "name": "X-CrashGuard-Event",
+            "in": "header",
+            "required": true,
+            "schema": {
+              "type": "string",
+              "enum": [
+                "group.new",
+                "group.regressed",
+                "group.spike"
+              ]
+            }
+          },
+          {
+            "name": "X-CrashGuard-Delivery",
+            "in": "header",
+            "required": true,
+            "description": "a UUID, the same on every retry of one delivery",
+            "schema": {
+              "type": "string",
+              "format": "uuid"
+            }
+          },
+          {
+            "name": "X-CrashGuard-Signature",
+            "in": "header",
+            "required": true,
+            "description": "sha256=<lowercase hex HMAC-SHA256 of the body with the webhook's secret>",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "oneOf": [
+                  {
+                    "$ref": "#/components/schemas/WebhookEvent"
+                  },
+                  {
+                    "$ref": "#/components/schemas/SlackMessage"
+                  }
+                ]
+              }
+            }
+          }
+        },
+        "responses": {
+          "2XX": {
+            "description": "delivered; anything else (or no answer within 10 s) is retried with backoff, the first retry within 30 s, for at least 24 hours"
+          }
+        }
+      }
+    },
+    "group.spike": {
+      "post": {
+        "summary": "A group spikes",
+        "parameters": [
+          {
+            "name": "X-CrashGuard-Event",
+            "in": "header",
+            "required": true,
+            "schema": {
+              "type": "string",
+              "enum": [
+                "group.new",
+                "group.regressed",
+                "group.spike"
+              ]
+            }
+          },
+          {
+            "name": "X-CrashGuard-Delivery",
+            "in": "header",
+            "required": true,
+            "description": "a UUID, the same on every retry of one delivery",
+            "schema": {
+              "type": "string",
+              "format": "uuid"
+            }
+          },
+          {
+            "name": "X-CrashGuard-Signature",
+            "in": "header",
+            "required": true,
+            "description": "sha256=<lowercase hex HMAC-SHA256 of the body with the webhook's secret>",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "oneOf": [
+                  {
+                    "$ref": "#/components/schemas/WebhookEvent"
+                  },
+                  {
+                    "$ref": "#/components/schemas/SlackMessage"
+                  }
+                ]
+              }
+            }
+          }
+        },
+        "responses": {
+          "2XX": {
+            "description": "delivered; anything else (or no answer within 10 s) is retried with backoff, the first retry within 30 s, for at least 24 hours"
           }
         }
       }
