@@ -83,7 +83,8 @@ final class WebhookReceiver: Sendable {
             return Response(status: .init(code: status))
         }
         var logger = Logger(label: "webhook-receiver")
-        logger.logLevel = .error
+        // Quiet: its shutdown cancels the connections senders keep alive, which it logs as errors.
+        logger.logLevel = .critical
         let app = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in receiver.boundPort.withLock { $0 = channel.localAddress?.port } }, logger: logger)

@@ -8,6 +8,7 @@ import HummingbirdTesting
 import NIOCore
 import NIOHTTP1
 import PostgresNIO
+import Synchronization
 import Testing
 
 /// The contract's "Alerts: webhooks", against real PostgreSQL and a real HTTP receiver.
@@ -260,25 +261,35 @@ struct WebhookTests {
             "CRASHGUARD_SPIKE_INTERVAL": "0",
         ]
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        let first = try await ServerProcess(arguments: ["--rate-limit", "0"], environment: environment)
-        var request = HTTPClientRequest(url: first.baseURL + "/v1/projects/\(p.project)/webhooks")
-        request.method = .POST
-        request.headers.add(name: "Authorization", value: "Bearer \(p.readToken)")
-        request.body = .bytes(ByteBuffer(string: #"{"url":"\#(receiver.url("k"))","events":["group.new"]}"#))
-        let created = try await client.execute(request, timeout: .seconds(30))
-        #expect(created.status.code == 201)
-        let posted = await post(client, url: first.baseURL, key: p.ingestKey, body: batchBody([reportJSON()]))
-        #expect(posted.status == 202)
-        let held = try await receiver.wait(for: "k")
-        kill(first.process.processIdentifier, SIGKILL)
-        while first.process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
-        receiver.setMode(.ok, for: "k")
+        let servers = Mutex<[ServerProcess]>([])
+        do {
+            let first = try await ServerProcess(arguments: ["--rate-limit", "0"], environment: environment)
+            servers.withLock { $0.append(first) }
+            var request = HTTPClientRequest(url: first.baseURL + "/v1/projects/\(p.project)/webhooks")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(p.readToken)")
+            request.body = .bytes(ByteBuffer(string: #"{"url":"\#(receiver.url("k"))","events":["group.new"]}"#))
+            let created = try await client.execute(request, timeout: .seconds(30))
+            #expect(created.status.code == 201)
+            let posted = await post(client, url: first.baseURL, key: p.ingestKey, body: batchBody([reportJSON()]))
+            #expect(posted.status == 202)
+            let held = try await receiver.wait(for: "k")
+            kill(first.process.processIdentifier, SIGKILL)
+            while first.process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+            receiver.setMode(.ok, for: "k")
 
-        let second = try await ServerProcess(arguments: ["--rate-limit", "0"], environment: environment)
-        // The held request is answered too (to a dead server); the second comes from the new one.
-        let answered = try await receiver.wait(for: "k", count: 2, where: { $0.answered == 200 })
-        #expect(answered.allSatisfy { $0.delivery == held[0].delivery && $0.event == "group.new" })
-        #expect(await second.terminate() == 0)
+            let second = try await ServerProcess(arguments: ["--rate-limit", "0"], environment: environment)
+            servers.withLock { $0.append(second) }
+            // The held request is answered too (to a dead server); the second comes from the new one.
+            let answered = try await receiver.wait(for: "k", count: 2, where: { $0.answered == 200 })
+            #expect(answered.allSatisfy { $0.delivery == held[0].delivery && $0.event == "group.new" })
+            #expect(await second.terminate() == 0)
+        } catch {
+            for server in servers.withLock({ $0 }) where server.process.isRunning { server.process.terminate() }
+            try? await client.shutdown()
+            await receiver.stop()
+            throw error
+        }
         try await client.shutdown()
         await receiver.stop()
     }

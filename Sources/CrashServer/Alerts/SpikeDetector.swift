@@ -11,7 +11,11 @@ struct SpikeDetector: Service {
     let logger: Logger
 
     func run() async throws {
-        guard settings.spikeInterval > 0 else { return }
+        guard settings.spikeInterval > 0 else {
+            // Off on this server; a service that returned would end the whole group.
+            try? await gracefulShutdown()
+            return
+        }
         var lastPrune = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {

@@ -22,7 +22,11 @@ struct WebhookSender: Service {
     let logger: Logger
 
     func run() async throws {
-        guard settings.concurrency > 0 else { return }
+        guard settings.concurrency > 0 else {
+            // Off on this server; a service that returned would end the whole group.
+            try? await gracefulShutdown()
+            return
+        }
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(Int64(min(settings.timeout, 5).rounded(.up)))))
