@@ -294,3 +294,44 @@ CREATE TABLE IF NOT EXISTS list_snapshots (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 DO $$ BEGIN IF to_regclass('list_snapshots_created_at') IS NULL THEN CREATE INDEX list_snapshots_created_at ON list_snapshots (created_at); END IF; END; $$;
+
+-- Alerts (issue 16, docs/alerts.md): a project's webhooks. The secret signs every body
+-- (HMAC-SHA256), so unlike the project keys it is stored as is: signing needs the key itself.
+CREATE TABLE IF NOT EXISTS webhooks (
+    id          bigserial PRIMARY KEY,
+    project_id  bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    url         text NOT NULL,
+    events      text[] NOT NULL,
+    format      text NOT NULL CHECK (format IN ('json', 'slack')),
+    secret      text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS webhooks_project ON webhooks (project_id);
+
+-- The transactional outbox: one row per (webhook, event), written in the transaction that
+-- caused the event (ingest for group.new/group.regressed, the spike detector for group.spike).
+-- `id` is the X-CrashGuard-Delivery header, the same on every retry. A sender claims due rows
+-- with FOR UPDATE SKIP LOCKED and leases them by moving next_attempt_at past its timeout.
+-- Deleting a webhook deletes its pending deliveries.
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id              uuid PRIMARY KEY,
+    webhook_id      bigint NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    group_id        bigint NOT NULL,
+    event           text NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    state           text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+    attempts        integer NOT NULL DEFAULT 0,
+    last_attempt_at timestamptz,
+    last_status     integer,
+    last_error      text
+);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS webhook_deliveries_last ON webhook_deliveries (webhook_id, last_attempt_at DESC);
+
+-- The last group.spike of each group: at most one per group per 24 hours, also with several
+-- replicas detecting at once (the conditional upsert is the arbiter).
+CREATE TABLE IF NOT EXISTS group_spikes (
+    group_id bigint PRIMARY KEY REFERENCES crash_groups (id) ON DELETE CASCADE,
+    fired_at timestamptz NOT NULL
+);

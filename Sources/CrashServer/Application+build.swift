@@ -25,6 +25,10 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let router = try buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
         logger: logger)
+    let webhooks = WebhookSender(
+        database: database, settings: configuration.webhooks, publicURL: configuration.publicURL, metrics: metrics,
+        logger: logger)
+    let spikes = SpikeDetector(database: database, settings: configuration.webhooks, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     let connections = ConnectionCounter()
     var app = Application(
@@ -34,7 +38,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
                 additionalChannelHandlers: [ConnectionGuardHandler(limits: connectionLimits, counter: connections)],
                 idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
-        services: [database.client, batcher, partitions],
+        services: [database.client, batcher, partitions, webhooks, spikes],
         logger: logger
     )
     app.beforeServerStarts {
@@ -72,6 +76,7 @@ func buildRouter(
     ).addRoutes(to: router)
     QueryController(database: database).addRoutes(to: router)
     try addDashboard(to: router, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
+    WebhookController(database: database).addRoutes(to: router)
     return router
 }
 

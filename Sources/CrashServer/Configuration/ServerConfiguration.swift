@@ -1,4 +1,5 @@
 import CrashWire
+import Foundation
 import Logging
 
 /// Everything the server can be configured with, with defaults that work against the
@@ -50,6 +51,8 @@ public struct ServerConfiguration: Sendable {
     /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
     /// bytes); empty: a random one per start, so dashboard sessions end when the server restarts.
     public var sessionSecret = ""
+    /// Webhook delivery and spike detection (`CRASHGUARD_WEBHOOK_*`, `CRASHGUARD_SPIKE_INTERVAL`).
+    public var webhooks = WebhookSettings()
 
     /// The defaults.
     public init() {}
@@ -81,6 +84,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
         if let v = try value("CRASHGUARD_SESSION_SECRET", { $0 }) { sessionSecret = v }
+        try webhooks.read(environment: env)
     }
 
     /// Throws when a setting is out of its range.
@@ -107,6 +111,7 @@ public struct ServerConfiguration: Sendable {
         if !sessionSecret.isEmpty, sessionSecret.utf8.count < 32 {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }
+        try webhooks.validate()
     }
 }
 

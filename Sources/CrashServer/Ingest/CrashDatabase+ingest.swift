@@ -42,8 +42,9 @@ extension CrashDatabase {
         guard !stored.isEmpty else { return fresh }
         let groups = try await upsertGroups(stored, connection)
         try await insertReports(stored, groups, connection)
-        try await updateGroups(stored, groups, connection)
+        let regressed = try await updateGroups(stored, groups, connection)
         try await writeRollups(stored, groups, connection)
+        try await queueAlertEvents(stored, groups, regressed: regressed, connection)
         return fresh
     }
 
@@ -154,10 +155,10 @@ extension CrashDatabase {
     }
 
     /// Adds newly stored reports to their groups: counts, first/last seen, fatal, and
-    /// regression of resolved groups.
+    /// regression of resolved groups. Returns the groups it turned from resolved to regressed.
     private func updateGroups(
         _ stored: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
-    ) async throws {
+    ) async throws -> Set<Int64> {
         struct Delta {
             var n: Int64 = 0
             var first = Date.distantFuture
@@ -187,6 +188,7 @@ extension CrashDatabase {
         struct Row: Encodable {
             var id: Int64, n: Int64, f: Date, l: Date, fatal: Bool, status: String
         }
+        var regressedIDs = Set<Int64>()
         let rows = ids.map { id -> Row in
             let d = deltas[id]!
             var status = states[id]?.status ?? "open"
@@ -197,7 +199,10 @@ extension CrashDatabase {
                 } else {
                     regressed = true
                 }
-                if regressed { status = "regressed" }
+                if regressed {
+                    status = "regressed"
+                    regressedIDs.insert(id)
+                }
             }
             return Row(id: id, n: d.n, f: d.first, l: d.last, fatal: d.fatal, status: status)
         }
@@ -213,6 +218,7 @@ extension CrashDatabase {
                 AS u(id bigint, n bigint, f timestamptz, l timestamptz, fatal boolean, status text)
             WHERE g.id = u.id
             """, logger: logger)
+        return regressedIDs
     }
 
     /// JSON text for a `json_to_recordset` bind, dates as RFC 3339.

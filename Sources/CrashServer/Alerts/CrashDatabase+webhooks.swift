@@ -1,0 +1,142 @@
+import Foundation
+import PostgresNIO
+
+/// A delivery a sender claimed: everything needed to render, sign and send it.
+struct ClaimedDelivery: Sendable {
+    var id: UUID
+    var event: String
+    var groupID: Int64
+    var attempts: Int
+    var createdAt: Date
+    var url: String
+    var format: String
+    var secret: String
+    var projectID: Int64
+    var projectSlug: String
+}
+
+extension CrashDatabase {
+    // MARK: - Webhooks
+
+    /// Creates a webhook for `project`; answers it with its secret. At most
+    /// ``WebhookRequest/maxPerProject`` per project.
+    func createWebhook(project: Int64, _ request: WebhookRequest, secret: String) async throws -> CreatedWebhookBody {
+        let events = request.events.map(\.rawValue)
+        let rows = try await client.query(
+            """
+            INSERT INTO webhooks (project_id, url, events, format, secret)
+            SELECT \(project), \(request.url), \(events), \(request.format.rawValue), \(secret)
+            WHERE (SELECT count(*) FROM webhooks WHERE project_id = \(project)) < \(WebhookRequest.maxPerProject)
+            RETURNING id, created_at
+            """, logger: logger)
+        for try await (id, created) in rows.decode((Int64, Date).self) {
+            return CreatedWebhookBody(
+                id: String(id), url: request.url, events: events, format: request.format.rawValue, createdAt: created,
+                secret: secret)
+        }
+        throw APIError.badRequest("url: the project already has \(WebhookRequest.maxPerProject) webhooks; delete one first")
+    }
+
+    /// The project's webhooks, oldest first, each with its last delivery attempt.
+    func webhooks(project: Int64) async throws -> [WebhookBody] {
+        let rows = try await client.query(
+            """
+            SELECT w.id, w.url, w.events, w.format, w.created_at,
+                   d.id, d.event, d.state, d.last_attempt_at, d.attempts, d.last_status, d.last_error
+            FROM webhooks w
+            LEFT JOIN LATERAL (
+                SELECT * FROM webhook_deliveries x
+                WHERE x.webhook_id = w.id AND x.last_attempt_at IS NOT NULL
+                ORDER BY x.last_attempt_at DESC LIMIT 1
+            ) d ON true
+            WHERE w.project_id = \(project)
+            ORDER BY w.id
+            """, logger: logger)
+        var out: [WebhookBody] = []
+        for try await row in rows.decode(
+            (Int64, String, [String], String, Date, UUID?, String?, String?, Date?, Int32?, Int32?, String?).self)
+        {
+            var last: WebhookBody.LastDelivery?
+            if let deliveryID = row.5, let event = row.6, let state = row.7, let at = row.8 {
+                last = WebhookBody.LastDelivery(
+                    id: deliveryID.uuidString.lowercased(), event: event, status: state == "pending" ? "retrying" : state,
+                    at: at, attempts: Int(row.9 ?? 0), httpStatus: row.10.map(Int.init), error: row.11)
+            }
+            out.append(
+                WebhookBody(
+                    id: String(row.0), url: row.1, events: row.2, format: row.3, createdAt: row.4, lastDelivery: last))
+        }
+        return out
+    }
+
+    /// Deletes a webhook of `project` and its pending deliveries; `false` when there is none.
+    func deleteWebhook(project: Int64, id: Int64) async throws -> Bool {
+        let rows = try await client.query(
+            "DELETE FROM webhooks WHERE project_id = \(project) AND id = \(id) RETURNING id", logger: logger)
+        for try await _ in rows.decode(Int64.self) { return true }
+        return false
+    }
+
+    // MARK: - Delivery
+
+    /// Claims up to `limit` due deliveries: locks them with `FOR UPDATE SKIP LOCKED` (so
+    /// senders on several servers never take the same row) and leases them for `lease`
+    /// seconds by moving their next attempt; a sender that dies leaves them to be taken again.
+    func claimDeliveries(limit: Int, lease: Double) async throws -> [ClaimedDelivery] {
+        let rows = try await client.query(
+            """
+            UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => \(lease))
+            FROM webhooks w JOIN projects p ON p.id = w.project_id
+            WHERE d.id IN (
+                SELECT id FROM webhook_deliveries
+                WHERE state = 'pending' AND next_attempt_at <= now()
+                ORDER BY next_attempt_at
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED
+            ) AND w.id = d.webhook_id
+            RETURNING d.id, d.event, d.group_id, d.attempts, d.created_at, w.url, w.format, w.secret, p.id, p.slug
+            """, logger: logger)
+        var out: [ClaimedDelivery] = []
+        for try await (id, event, group, attempts, created, url, format, secret, project, slug) in rows.decode(
+            (UUID, String, Int64, Int32, Date, String, String, String, Int64, String).self)
+        {
+            out.append(
+                ClaimedDelivery(
+                    id: id, event: event, groupID: group, attempts: Int(attempts), createdAt: created, url: url,
+                    format: format, secret: secret, projectID: project, projectSlug: slug))
+        }
+        return out
+    }
+
+    /// Records an attempt: delivered, or failed with a retry after `retryAfter` seconds, or
+    /// (when `retryAfter` is nil) failed for good.
+    func finishDelivery(id: UUID, delivered: Bool, httpStatus: Int?, error: String?, retryAfter: Double?) async throws {
+        let state = delivered ? "delivered" : (retryAfter == nil ? "failed" : "pending")
+        let status = httpStatus.map(Int32.init)
+        try await client.query(
+            """
+            UPDATE webhook_deliveries SET
+                state = \(state), attempts = attempts + 1, last_attempt_at = now(),
+                last_status = \(status), last_error = \(error),
+                next_attempt_at = now() + make_interval(secs => \(retryAfter ?? 0))
+            WHERE id = \(id)
+            """, logger: logger)
+    }
+
+    /// Deletes delivered and failed deliveries older than `days`, a few thousand at a time.
+    @discardableResult
+    func pruneDeliveries(olderThanDays days: Int) async throws -> Int {
+        let rows = try await client.query(
+            """
+            WITH old AS (
+                SELECT id FROM webhook_deliveries
+                WHERE state <> 'pending' AND created_at < now() - make_interval(days => \(Int32(days)))
+                LIMIT 5000
+            )
+            DELETE FROM webhook_deliveries d USING old WHERE d.id = old.id RETURNING 1
+            """, logger: logger)
+        var n = 0
+        for try await _ in rows.decode(Int32.self) { n += 1 }
+        return n
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// The `Service` that looks for spiking groups every ``WebhookSettings/spikeInterval``
+/// seconds (see ``CrashDatabase/detectSpikes(now:)``: one statement over the hourly
+/// rollups, safe with several servers) and, once an hour, prunes deliveries older than 30 days.
+struct SpikeDetector: Service {
+    let database: CrashDatabase
+    let settings: WebhookSettings
+    let logger: Logger
+
+    func run() async throws {
+        guard settings.spikeInterval > 0 else {
+            // Off on this server; a service that returned would end the whole group.
+            try? await gracefulShutdown()
+            return
+        }
+        var lastPrune = ContinuousClock.now - .seconds(3600)
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            do {
+                let spiking = try await database.detectSpikes()
+                if !spiking.isEmpty { logger.info("crash groups spiking", metadata: ["groups": "\(spiking)"]) }
+                if ContinuousClock.now - lastPrune >= .seconds(3600) {
+                    try await database.pruneDeliveries(olderThanDays: 30)
+                    lastPrune = .now
+                }
+            } catch {
+                logger.warning("spike detection failed", metadata: ["error.message": "\(String(reflecting: error))"])
+            }
+            try? await cancelWhenGracefulShutdown {
+                try await Task.sleep(for: .milliseconds(Int64(settings.spikeInterval * 1000)))
+            }
+        }
+    }
+}

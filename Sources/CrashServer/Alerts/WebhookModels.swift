@@ -1,0 +1,144 @@
+import CrashWire
+import Foundation
+
+/// What a webhook can be told about.
+enum WebhookEvent: String, CaseIterable, Sendable {
+    /// A group's first report.
+    case groupNew = "group.new"
+    /// A resolved group got a report it counts as a regression.
+    case groupRegressed = "group.regressed"
+    /// A group's last hour is at least 10 reports and 5 times its hourly average.
+    case groupSpike = "group.spike"
+}
+
+/// How a delivery's body looks.
+enum WebhookFormat: String, CaseIterable, Sendable {
+    /// `{"event", "project", "group", "deliveredAt"}`.
+    case json
+    /// `{"text": ...}`: Slack's, Mattermost's and Discord's (`/slack`) incoming webhooks.
+    case slack
+}
+
+/// A validated `POST /v1/projects/{project}/webhooks` body.
+struct WebhookRequest: Sendable, Equatable {
+    static let maxURLBytes = 2048
+    /// Most webhooks one project may have.
+    static let maxPerProject = 50
+
+    var url: String
+    var events: [WebhookEvent]
+    var format: WebhookFormat
+
+    /// Parses and checks a body; every error is a 400 whose message starts with the field.
+    static func parse(_ bytes: [UInt8]) throws -> WebhookRequest {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+            throw APIError.badRequest(
+                #"body: must be a JSON object like {"url": "https://...", "events": ["group.new"], "format": "json"}"#)
+        }
+        guard let url = object["url"] as? String else { throw APIError.badRequest("url: required, a string") }
+        try checkURL(url)
+        guard let list = object["events"] as? [Any] else {
+            throw APIError.badRequest("events: required, an array of \(eventNames)")
+        }
+        guard !list.isEmpty else { throw APIError.badRequest("events: at least one of \(eventNames)") }
+        var events: [WebhookEvent] = []
+        for item in list {
+            guard let name = item as? String, let event = WebhookEvent(rawValue: name) else {
+                throw APIError.badRequest("events: unknown event \(describe(item)); use \(eventNames)")
+            }
+            if !events.contains(event) { events.append(event) }
+        }
+        var format = WebhookFormat.json
+        if let value = object["format"], !(value is NSNull) {
+            guard let name = value as? String, let parsed = WebhookFormat(rawValue: name) else {
+                throw APIError.badRequest("format: unknown format \(describe(value)); use json or slack")
+            }
+            format = parsed
+        }
+        return WebhookRequest(url: url, events: events, format: format)
+    }
+
+    /// An absolute `http` or `https` URL with a host, no user info, at most 2048 bytes.
+    static func checkURL(_ text: String) throws {
+        guard text.utf8.count <= maxURLBytes else { throw APIError.badRequest("url: longer than \(maxURLBytes) bytes") }
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            scheme == "http" || scheme == "https"
+        else { throw APIError.badRequest("url: must be an absolute http:// or https:// URL") }
+        guard let host = components.host, !host.isEmpty else { throw APIError.badRequest("url: has no host") }
+        guard components.user == nil, components.password == nil else {
+            throw APIError.badRequest("url: must not carry a user name or password")
+        }
+    }
+
+    private static var eventNames: String { WebhookEvent.allCases.map(\.rawValue).joined(separator: ", ") }
+
+    private static func describe(_ value: Any) -> String {
+        if let text = value as? String { return "'\(text.prefix(64))'" }
+        return "of type \(type(of: value))"
+    }
+}
+
+/// A webhook as `GET` lists it (never with its secret).
+struct WebhookBody: Codable, Sendable, Equatable {
+    /// The last delivery attempt of any of its events.
+    struct LastDelivery: Codable, Sendable, Equatable {
+        /// `X-CrashGuard-Delivery`.
+        var id: String
+        var event: String
+        /// `delivered`, `retrying` (a failed attempt, another is due) or `failed` (given up).
+        var status: String
+        /// When the last attempt was made.
+        var at: Date
+        var attempts: Int
+        /// The receiver's HTTP status, null when it did not answer.
+        var httpStatus: Int?
+        /// Why the last attempt failed, null when delivered.
+        var error: String?
+
+        private enum CodingKeys: String, CodingKey { case id, event, status, at, attempts, httpStatus, error }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(id, forKey: .id)
+            try c.encode(event, forKey: .event)
+            try c.encode(status, forKey: .status)
+            try c.encode(at, forKey: .at)
+            try c.encode(attempts, forKey: .attempts)
+            try c.encode(httpStatus, forKey: .httpStatus)
+            try c.encode(error, forKey: .error)
+        }
+    }
+
+    var id: String
+    var url: String
+    var events: [String]
+    var format: String
+    var createdAt: Date
+    /// Null until something was sent.
+    var lastDelivery: LastDelivery?
+
+    private enum CodingKeys: String, CodingKey { case id, url, events, format, createdAt, lastDelivery }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(url, forKey: .url)
+        try c.encode(events, forKey: .events)
+        try c.encode(format, forKey: .format)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(lastDelivery, forKey: .lastDelivery)
+    }
+}
+
+/// `POST` answers the webhook plus its secret, this once.
+struct CreatedWebhookBody: Encodable, Sendable {
+    var id: String
+    var url: String
+    var events: [String]
+    var format: String
+    var createdAt: Date
+    /// The HMAC-SHA256 key of `X-CrashGuard-Signature`; never shown again.
+    var secret: String
+}
+
+struct WebhookListBody: Codable, Sendable {
+    var webhooks: [WebhookBody]
+}

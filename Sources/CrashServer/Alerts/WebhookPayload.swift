@@ -1,0 +1,60 @@
+import CrashWire
+import Foundation
+
+/// The bodies a webhook receives.
+enum WebhookPayload {
+    /// `json`: `{"event", "project", "group", "deliveredAt"}`, the group as in the crash
+    /// list (counts over the last 7 days). `slack`: `{"text"}` naming the event, the title,
+    /// the count and the dashboard's page of the group.
+    static func render(
+        format: WebhookFormat, event: String, project: String, group: GroupBody, publicURL: String, deliveredAt: Date
+    ) throws -> [UInt8] {
+        let encoder = JSONEncoder.crashWire()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        switch format {
+        case .json:
+            return Array(try encoder.encode(JSONBody(event: event, project: project, group: group, deliveredAt: deliveredAt)))
+        case .slack:
+            let text = slackText(event: event, project: project, group: group, publicURL: publicURL)
+            return Array(try encoder.encode(["text": text]))
+        }
+    }
+
+    private struct JSONBody: Encodable {
+        var event: String
+        var project: String
+        var group: GroupBody
+        var deliveredAt: Date
+    }
+
+    /// The dashboard's page of a group: `{publicURL}/projects/{project}/crashes/{id}`.
+    static func groupURL(publicURL: String, project: String, group: String) -> String {
+        var base = publicURL
+        while base.hasSuffix("/") { base.removeLast() }
+        return "\(base)/projects/\(project)/crashes/\(group)"
+    }
+
+    /// One message, e.g. "New crash in demo: `-[__NSArrayI objectAtIndex:]: index <n> beyond
+    /// bounds` (container, fatal), 3 reports in 7 days, https://crash.example.com/projects/demo/crashes/42".
+    /// The title is escaped as Slack asks (`&`, `<`, `>`), which Mattermost and Discord accept
+    /// too; the link is a bare URL, which all three turn into a link.
+    static func slackText(event: String, project: String, group: GroupBody, publicURL: String) -> String {
+        let what: String
+        switch WebhookEvent(rawValue: event) {
+        case .groupNew: what = "New crash"
+        case .groupRegressed: what = "Regressed crash"
+        case .groupSpike: what = "Crash spiking"
+        case nil: what = event
+        }
+        var title = group.title
+            .replacingOccurrences(of: "&", with: "&amp;")
+            .replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
+            .replacingOccurrences(of: "`", with: "'")
+        if title.isEmpty { title = "(no title)" }
+        let fatal = group.fatal ? ", fatal" : ""
+        let reports = group.count == 1 ? "1 report" : "\(group.count) reports"
+        let link = groupURL(publicURL: publicURL, project: project, group: group.id)
+        return "\(what) in \(project): `\(title)` (\(group.kind)\(fatal)), \(reports) in 7 days, \(link)"
+    }
+}

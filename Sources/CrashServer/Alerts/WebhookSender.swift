@@ -1,0 +1,143 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+
+/// Sends the outbox's deliveries: the `Service` that claims due rows of
+/// `webhook_deliveries` (several servers may run one each), POSTs each signed body with
+/// AsyncHTTPClient, and records the outcome: delivered on a 2xx, else retried with
+/// exponential backoff until ``WebhookSettings/retryFor`` has passed since the event.
+///
+/// Never in the ingest path: ingest only writes outbox rows. On graceful shutdown it stops
+/// claiming and lets the POSTs in flight finish (each bounded by the timeout); a delivery cut
+/// off by a crash is sent again once its lease expires, so a receiver may see one twice.
+struct WebhookSender: Service {
+    let database: CrashDatabase
+    let settings: WebhookSettings
+    let publicURL: String
+    let metrics: ServerMetrics
+    let logger: Logger
+
+    func run() async throws {
+        guard settings.concurrency > 0 else {
+            // Off on this server; a service that returned would end the whole group.
+            try? await gracefulShutdown()
+            return
+        }
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: .seconds(Int64(min(settings.timeout, 5).rounded(.up)))))
+        configuration.httpVersion = .http1Only
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        await loop(client)
+        try await client.shutdown()
+    }
+
+    private func loop(_ client: HTTPClient) async {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            var claimed: [ClaimedDelivery] = []
+            do {
+                claimed = try await database.claimDeliveries(limit: settings.concurrency, lease: settings.lease)
+            } catch {
+                logger.warning("webhook deliveries not claimed", metadata: ["error.message": "\(String(reflecting: error))"])
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for delivery in claimed {
+                    group.addTask { await attempt(delivery, client) }
+                }
+            }
+            if claimed.count < settings.concurrency {
+                // Wake for the next poll, or at once on shutdown.
+                try? await cancelWhenGracefulShutdown {
+                    try await Task.sleep(for: .milliseconds(Int64(settings.pollInterval * 1000)))
+                }
+            }
+        }
+    }
+
+    /// One POST of one delivery, and its outcome recorded.
+    private func attempt(_ delivery: ClaimedDelivery, _ client: HTTPClient) async {
+        var httpStatus: Int?
+        var failure: String?
+        do {
+            guard let body = try await render(delivery) else {
+                // The group is gone (its project was deleted in between): nothing to say.
+                try await database.finishDelivery(
+                    id: delivery.id, delivered: false, httpStatus: nil, error: "crash group no longer exists", retryAfter: nil)
+                metrics.countDelivery(outcome: "dropped")
+                return
+            }
+            var request = HTTPClientRequest(url: delivery.url)
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "User-Agent", value: "CrashGuard-Webhook/1")
+            request.headers.add(name: "X-CrashGuard-Event", value: delivery.event)
+            request.headers.add(name: "X-CrashGuard-Delivery", value: delivery.id.uuidString.lowercased())
+            request.headers.add(name: "X-CrashGuard-Signature", value: Self.signature(body, secret: delivery.secret))
+            request.body = .bytes(ByteBuffer(bytes: body))
+            let response = try await client.execute(request, timeout: .milliseconds(Int64(settings.timeout * 1000)))
+            httpStatus = Int(response.status.code)
+            // Read (a little of) the answer so the connection can be reused.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            if !(200..<300).contains(response.status.code) { failure = "HTTP \(response.status.code)" }
+        } catch {
+            failure = Self.describe(error)
+        }
+        let delivered = failure == nil
+        var retryAfter: Double? = nil
+        if !delivered, Date().timeIntervalSince(delivery.createdAt) < settings.retryFor {
+            retryAfter = settings.backoff(attempt: delivery.attempts + 1)
+        }
+        let outcome = delivered ? "delivered" : (retryAfter == nil ? "failed" : "retry")
+        metrics.countDelivery(outcome: outcome)
+        var metadata: Logger.Metadata = [
+            "webhook.delivery": "\(delivery.id.uuidString.lowercased())", "webhook.event": "\(delivery.event)",
+            "webhook.attempt": "\(delivery.attempts + 1)", "webhook.outcome": "\(outcome)",
+        ]
+        if let failure { metadata["error.message"] = "\(failure)" }
+        logger.log(level: delivered ? .debug : .notice, "webhook delivery attempted", metadata: metadata)
+        do {
+            try await database.finishDelivery(
+                id: delivery.id, delivered: delivered, httpStatus: httpStatus, error: failure, retryAfter: retryAfter)
+        } catch {
+            // The lease runs out and the delivery is sent again: at least once, maybe twice.
+            logger.warning("webhook delivery outcome not recorded", metadata: ["error.message": "\(String(reflecting: error))"])
+        }
+    }
+
+    /// The body for the webhook's format, or nil when the group no longer exists.
+    func render(_ delivery: ClaimedDelivery) async throws -> [UInt8]? {
+        let window = TimeWindow.lastSevenDays()
+        let query = QueryController(database: database)
+        let group = try await database.withReadSnapshot { connection -> GroupBody? in
+            let histogram = try await database.groupHistogram(group: delivery.groupID, window: window, on: connection)
+            return try await query.groupBodies(
+                project: delivery.projectID, counts: [(delivery.groupID, histogram.values.reduce(0, +))], window: window,
+                filters: GroupFilters(), connection
+            ).first
+        }
+        guard let group else { return nil }
+        return try WebhookPayload.render(
+            format: WebhookFormat(rawValue: delivery.format) ?? .json, event: delivery.event, project: delivery.projectSlug,
+            group: group, publicURL: publicURL, deliveredAt: Date())
+    }
+
+    /// `sha256=` and the lowercase hex HMAC-SHA256 of `body` keyed with the secret's UTF-8 bytes.
+    static func signature(_ body: [UInt8], secret: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: Array(secret.utf8)))
+        return "sha256=" + mac.map { String(format: "%02x", $0) }.joined()
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout: return "timeout"
+            default: return "\(error)"
+            }
+        }
+        return String(describing: error).prefix(500).description
+    }
+}

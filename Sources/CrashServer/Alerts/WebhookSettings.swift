@@ -1,0 +1,64 @@
+/// How webhooks are delivered and spikes detected; part of ``ServerConfiguration``.
+///
+/// The defaults meet the contract (delivered within 10 s when the receiver answers, first
+/// retry within 30 s, retried for at least 24 hours); tests shorten them.
+public struct WebhookSettings: Sendable, Equatable {
+    /// Seconds one POST to a receiver may take (`CRASHGUARD_WEBHOOK_TIMEOUT`).
+    public var timeout: Double = 10
+    /// Seconds between looks for due deliveries (`CRASHGUARD_WEBHOOK_POLL_INTERVAL`).
+    public var pollInterval: Double = 1
+    /// Seconds before the first retry (`CRASHGUARD_WEBHOOK_RETRY_DELAY`); doubled per attempt.
+    public var retryDelay: Double = 10
+    /// Longest wait between two retries, in seconds (`CRASHGUARD_WEBHOOK_RETRY_MAX_DELAY`).
+    public var retryMaxDelay: Double = 3600
+    /// Seconds after the event during which a failed delivery is retried
+    /// (`CRASHGUARD_WEBHOOK_RETRY_FOR`); the first failure after it gives up.
+    public var retryFor: Double = 24 * 3600
+    /// Deliveries sent at once by one server (`CRASHGUARD_WEBHOOK_CONCURRENCY`); 0 turns
+    /// delivery off on this server (others, sharing the database, still deliver).
+    public var concurrency = 16
+    /// Seconds between spike detections (`CRASHGUARD_SPIKE_INTERVAL`); 0 turns it off.
+    public var spikeInterval: Double = 60
+
+    /// The defaults.
+    public init() {}
+
+    /// Seconds a claimed delivery stays invisible to other senders: past the POST's timeout,
+    /// so a sender that died mid-POST has its deliveries sent again by someone else.
+    var lease: Double { timeout + 5 }
+
+    /// The wait before retry number `attempt` (1 for the first retry): `retryDelay` doubled
+    /// per attempt up to `retryMaxDelay`, with ±20 % jitter so a failing receiver's backlog
+    /// does not come back all at once.
+    func backoff(attempt: Int, jitter: Double = Double.random(in: 0.8...1.2)) -> Double {
+        let doublings = min(max(attempt - 1, 0), 30)
+        return min(retryDelay * Double(1 << doublings), retryMaxDelay) * jitter
+    }
+
+    /// Reads the `CRASHGUARD_WEBHOOK_*` and `CRASHGUARD_SPIKE_INTERVAL` variables.
+    mutating func read(environment env: [String: String]) throws {
+        func number(_ name: String) throws -> Double? {
+            guard let raw = env[name], !raw.isEmpty else { return nil }
+            guard let value = Double(raw) else { throw ConfigurationError("\(name): cannot parse '\(raw)'") }
+            return value
+        }
+        if let v = try number("CRASHGUARD_WEBHOOK_TIMEOUT") { timeout = v }
+        if let v = try number("CRASHGUARD_WEBHOOK_POLL_INTERVAL") { pollInterval = v }
+        if let v = try number("CRASHGUARD_WEBHOOK_RETRY_DELAY") { retryDelay = v }
+        if let v = try number("CRASHGUARD_WEBHOOK_RETRY_MAX_DELAY") { retryMaxDelay = v }
+        if let v = try number("CRASHGUARD_WEBHOOK_RETRY_FOR") { retryFor = v }
+        if let v = try number("CRASHGUARD_WEBHOOK_CONCURRENCY") { concurrency = Int(v) }
+        if let v = try number("CRASHGUARD_SPIKE_INTERVAL") { spikeInterval = v }
+    }
+
+    /// Throws when a setting is out of its range.
+    func validate() throws {
+        guard timeout > 0, pollInterval > 0 else { throw ConfigurationError("webhook timeout and poll interval must be positive") }
+        guard retryDelay > 0, retryMaxDelay >= retryDelay else {
+            throw ConfigurationError("webhook retry delay: positive, and at most the retry max delay")
+        }
+        guard retryFor >= 0 else { throw ConfigurationError("webhook retry for: at least 0") }
+        guard (0...256).contains(concurrency) else { throw ConfigurationError("webhook concurrency: 0...256") }
+        guard spikeInterval >= 0 else { throw ConfigurationError("spike interval: at least 0") }
+    }
+}
