@@ -106,11 +106,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The example app (guards, scope, crashes on demand), built -O like a shipped app:
-        // the crash-capture tests and scripts/test.d/40-example run it.
+        // The example app (guards, scope, crashes on demand). The crash-capture tests and
+        // scripts/test.d/40-example run its release build (`swift build -c release --product
+        // crashguard-example`, as scripts/test does), optimized like a shipped app; no unsafe
+        // flags, so the package stays usable as a dependency by version.
         .executableTarget(
             name: "crashguard-example", dependencies: ["CrashGuard"], path: "Examples/crashguard-example",
-            swiftSettings: strict + [.unsafeFlags(["-O"])]),
+            swiftSettings: strict),
         // Load generator and micro-benchmarks.
         .executableTarget(
             name: "crash-bench",

@@ -25,7 +25,7 @@ import uuid
 
 bin_path = os.environ.get("CRASHGUARD_BIN_PATH", ".build/debug")
 server_bin = os.path.join(bin_path, "crash-server")
-example_bin = os.path.join(bin_path, "crashguard-example")
+example_bin = os.environ.get("CRASHGUARD_EXAMPLE") or os.path.join(bin_path, "crashguard-example")
 database_url = os.environ.get("DATABASE_URL") or os.environ["CRASHGUARD_TEST_DATABASE_URL"]
 env = dict(os.environ, DATABASE_URL=database_url)
 failures = []
