@@ -25,7 +25,7 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "trace, debug, info, notice, warning, error, critical (env CRASHGUARD_LOG_LEVEL).")
     var logLevel: String?
 
-    @Option(help: "URL clients reach the server at, the base of Sentry DSNs (env CRASHGUARD_PUBLIC_URL).")
+    @Option(help: "URL clients reach the server at: the base of Sentry DSNs and alert links (env CRASHGUARD_PUBLIC_URL).")
     var publicURL: String?
 
     func configuration() throws -> ServerConfiguration {
@@ -59,7 +59,6 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
     @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
     @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
-    @Option(help: "The server's address as people reach it, for links in alerts (env CRASHGUARD_PUBLIC_URL).") var publicURL: String?
 
     func run() async throws {
         var config = try common.configuration()
@@ -73,7 +72,6 @@ struct Serve: AsyncParsableCommand {
         if let maxInflightBodyBytes { config.maxInflightBodyBytes = maxInflightBodyBytes }
         if let retentionDays { config.retentionDays = retentionDays }
         if let dbPoolSize { config.databasePoolSize = dbPoolSize }
-        if let publicURL { config.publicURL = publicURL }
         try config.validate()
         let app = try await buildApplication(configuration: config, logger: makeLogger(config))
         try await app.runService()
