@@ -21,6 +21,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         store: { try await database.store($0) },
         probe: { try await database.ping() }
     )
+    metrics.observeQueue(of: batcher)
     let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
     let router = try buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,

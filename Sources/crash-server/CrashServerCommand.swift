@@ -59,6 +59,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
     @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
     @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
+    @Option(help: "Client connections served at once; more get 503 (env CRASHGUARD_MAX_CONNECTIONS).") var maxConnections: Int?
 
     func run() async throws {
         var config = try common.configuration()
@@ -72,6 +73,7 @@ struct Serve: AsyncParsableCommand {
         if let maxInflightBodyBytes { config.maxInflightBodyBytes = maxInflightBodyBytes }
         if let retentionDays { config.retentionDays = retentionDays }
         if let dbPoolSize { config.databasePoolSize = dbPoolSize }
+        if let maxConnections { config.maxConnections = maxConnections }
         try config.validate()
         let app = try await buildApplication(configuration: config, logger: makeLogger(config))
         try await app.runService()
@@ -103,9 +105,19 @@ struct ProjectCommand: AsyncParsableCommand {
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a project; prints its keys once.")
         @OptionGroup var common: CommonOptions
-        @Argument(help: "Project slug: [a-z0-9][a-z0-9-]{0,63}.") var name: String
+        // Unrecognized dashed words land here too, so `create -x` is refused as a name
+        // instead of being taken for a flag.
+        @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Project slug: [a-z0-9][a-z0-9-]{0,63}.", valueName: "name"))
+        var names: [String] = []
         @Option(help: "Grouping version of the project's reports: v1 or v2 (see docs/grouping.md).")
         var grouping: GroupingVersion = .newProjectDefault
+
+        var name: String { names[0] }
+
+        func validate() throws {
+            guard names.count == 1 else { throw ValidationError("give exactly one project name") }
+            do { try ProjectError.validate(slug: names[0]) } catch let error as ProjectError { throw ValidationError(error.description) }
+        }
 
         func run() async throws {
             let config = try common.configuration()

@@ -135,14 +135,9 @@ import Testing
     }
 
     @Test func connectionsOverTheLimitGet503AndAreClosed() async throws {
-        // The cap is read from the environment when the application is built; only live
-        // servers (this serialized suite) have connections to cap.
-        setenv("CRASHGUARD_MAX_CONNECTIONS", "2", 1)
-        let app: any ApplicationProtocol
-        do {
-            defer { unsetenv("CRASHGUARD_MAX_CONNECTIONS") }
-            app = try await buildApplication(configuration: TestEnvironment.configuration(), logger: TestEnvironment.logger)
-        }
+        var config = TestEnvironment.configuration()
+        config.maxConnections = 2
+        let app = try await buildApplication(configuration: config, logger: TestEnvironment.logger)
         try await app.test(.live) { client in
             let port = try #require(client.port)
             let held = try (0..<2).map { _ in try HostileSocket(port: port) }

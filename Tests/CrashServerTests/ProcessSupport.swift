@@ -4,6 +4,9 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A private PostgreSQL cluster a test may stop and start (via `scripts/postgres`),
 /// on its own port so the shared test database is never disturbed.

@@ -48,6 +48,8 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Double = 75
     /// Most requests handled at once before new ones get 503 (`CRASHGUARD_MAX_CONCURRENT_REQUESTS`).
     public var maxConcurrentRequests = 1024
+    /// Connections served at once; one more is answered 503 and closed (`CRASHGUARD_MAX_CONNECTIONS`).
+    public var maxConnections = 10_000
     /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
     /// bytes); empty: a random one per start, so dashboard sessions end when the server restarts.
     public var sessionSecret = ""
@@ -83,6 +85,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_READ_TIMEOUT", Double.init) { readTimeout = v }
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
+        if let v = try value("CRASHGUARD_MAX_CONNECTIONS", Int.init) { maxConnections = v }
         if let v = try value("CRASHGUARD_SESSION_SECRET", { $0 }) { sessionSecret = v }
         try webhooks.read(environment: env)
     }
@@ -108,6 +111,7 @@ public struct ServerConfiguration: Sendable {
         guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
         guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
+        guard maxConnections >= 1 else { throw ConfigurationError("max connections: at least 1") }
         if !sessionSecret.isEmpty, sessionSecret.utf8.count < 32 {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }

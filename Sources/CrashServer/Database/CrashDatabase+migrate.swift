@@ -9,6 +9,13 @@ extension CrashDatabase {
     /// has this exact schema (by SHA-256 of its text) is left alone, so starting a server
     /// takes no DDL locks that would stall ingest on other replicas.
     public func migrate() async throws {
+        try await migrate(statements: Schema.statements, reapplyingRecordedSchema: false)
+    }
+
+    /// `reapplyingRecordedSchema` runs every statement even when the schema's digest is
+    /// already recorded: tests use it to prove each statement is idempotent on a database
+    /// that already has it (the digest check alone would make a second `migrate()` a no-op).
+    func migrate(statements: [String], reapplyingRecordedSchema: Bool) async throws {
         let digest = SHA256.hash(data: Array(Schema.sql.utf8)).map { String(format: "%02x", $0) }.joined()
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Schema.migrationLockID))", logger: logger)
@@ -17,11 +24,14 @@ extension CrashDatabase {
                 "CREATE TABLE IF NOT EXISTS schema_versions (sha256 text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
                 logger: logger)
             let applied = try await connection.query("SELECT 1 FROM schema_versions WHERE sha256 = \(digest)", logger: logger)
-            for try await _ in applied.decode(Int.self) { return }
-            for statement in Schema.statements {
+            var recorded = false
+            for try await _ in applied.decode(Int.self) { recorded = true }
+            if recorded && !reapplyingRecordedSchema { return }
+            for statement in statements {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
-            try await connection.query("INSERT INTO schema_versions (sha256) VALUES (\(digest))", logger: logger)
+            try await connection.query(
+                "INSERT INTO schema_versions (sha256) VALUES (\(digest)) ON CONFLICT (sha256) DO NOTHING", logger: logger)
             logger.info("schema applied", metadata: ["schema.sha256": "\(digest)", "schema.statements": "\(Schema.statements.count)"])
         }
     }

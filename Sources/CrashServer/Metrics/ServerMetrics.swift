@@ -2,6 +2,7 @@ import Hummingbird
 import CoreMetrics
 import Metrics
 import Prometheus
+import Synchronization
 
 /// The server's metrics, through swift-metrics over a Prometheus registry owned by
 /// this server (not the process-wide `MetricsSystem`, so tests can run many servers).
@@ -23,6 +24,8 @@ struct ServerMetrics: Sendable {
     let commitLatency: Metrics.Timer
     /// Reports waiting for a commit.
     let queueDepth: Metrics.Gauge
+    /// Reads the current queue depth when `/metrics` is rendered (see `observeQueue(of:)`).
+    private let queueDepthSource = QueueDepthSource()
 
     init() {
         registry = PrometheusCollectorRegistry()
@@ -64,6 +67,12 @@ struct ServerMetrics: Sendable {
         queueDepth.record(reports)
     }
 
+    /// Samples `batcher`'s queue depth into `crashguard_ingest_queue_reports` at every
+    /// render, so the gauge falls as batches are taken for commit, not only rises on submit.
+    func observeQueue(of batcher: IngestBatcher) {
+        queueDepthSource.read.withLock { $0 = { [weak batcher] in batcher?.queuedReports ?? 0 } }
+    }
+
     /// Counts one HTTP request by route pattern, method and status.
     func countRequest(method: String, route: String, status: Int) {
         Metrics.Counter(
@@ -75,6 +84,7 @@ struct ServerMetrics: Sendable {
 
     /// The Prometheus text exposition of every metric.
     func render() -> [UInt8] {
+        if let read = queueDepthSource.read.withLock({ $0 }) { queueDepth.record(read()) }
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         return buffer
@@ -98,4 +108,9 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         }
     }
+}
+
+/// Where the queue depth is read from; a reference so every copy of `ServerMetrics` shares it.
+private final class QueueDepthSource: Sendable {
+    let read = Mutex<(@Sendable () -> Int)?>(nil)
 }

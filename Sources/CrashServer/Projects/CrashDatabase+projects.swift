@@ -17,6 +17,14 @@ public struct ProjectRef: Sendable, Hashable {
 public struct ProjectError: Error, CustomStringConvertible {
     /// What went wrong.
     public let description: String
+
+    /// Throws unless `slug` is a valid project name, so a command can refuse it before
+    /// touching the database.
+    public static func validate(slug: String) throws {
+        guard ProjectKeys.isValidSlug(slug) else {
+            throw ProjectError(description: "invalid project name '\(slug)': use [a-z0-9][a-z0-9-]{0,63}")
+        }
+    }
 }
 
 extension CrashDatabase {
@@ -24,9 +32,7 @@ extension CrashDatabase {
     public func createProject(slug: String, grouping: GroupingVersion = .newProjectDefault) async throws
         -> ProjectCredentials
     {
-        guard ProjectKeys.isValidSlug(slug) else {
-            throw ProjectError(description: "invalid project name '\(slug)': use [a-z0-9][a-z0-9-]{0,63}")
-        }
+        try ProjectError.validate(slug: slug)
         let ingest = ProjectKeys.generate(prefix: ProjectKeys.ingestPrefix)
         let read = ProjectKeys.generate(prefix: ProjectKeys.readPrefix)
         let rows = try await client.query(

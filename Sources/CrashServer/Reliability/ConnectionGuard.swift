@@ -32,13 +32,9 @@ public struct ConnectionLimits: Sendable {
         self.maxConnections = maxConnections
     }
 
-    /// The default connection cap.
-    public static let defaultMaxConnections = 10_000
-
-    /// Limits from the configuration, plus `CRASHGUARD_MAX_CONNECTIONS` from `environment`.
-    public init(configuration: ServerConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment) {
-        let connections = environment["CRASHGUARD_MAX_CONNECTIONS"].flatMap(Int.init) ?? Self.defaultMaxConnections
-        self.init(readTimeout: configuration.readTimeout, maxConnections: max(1, connections))
+    /// Limits from the configuration.
+    public init(configuration: ServerConfiguration) {
+        self.init(readTimeout: configuration.readTimeout, maxConnections: configuration.maxConnections)
     }
 }
 

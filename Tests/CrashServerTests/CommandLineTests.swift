@@ -1,0 +1,43 @@
+@testable import CrashServer
+import Foundation
+import Testing
+
+/// The `crash-server` executable's argument handling, run as a child process.
+@Suite struct CommandLineTests {
+    /// Runs `crash-server arguments` to its exit; returns its status and combined output.
+    func crashServer(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("crash-server")
+        process.arguments = arguments
+        // No database is reachable: these runs must end before needing one.
+        var env = ProcessInfo.processInfo.environment
+        env["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/none"
+        process.environment = env
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func projectNameStartingWithADashIsRefused() throws {
+        let (status, output) = try crashServer(["project", "create", "-x"])
+        #expect(status != 0, "\(output)")
+        #expect(output.contains("invalid project name '-x'"), "\(output)")
+        #expect(!output.contains("USAGE: crash-server project create") || output.contains("Error"), "\(output)")
+    }
+
+    @Test func maxConnectionsIsAFlagAndAnEnvironmentVariable() throws {
+        let (status, output) = try crashServer(["serve", "--max-connections", "0"])
+        #expect(status != 0, "\(output)")
+        #expect(output.contains("max connections: at least 1"), "\(output)")
+        let config = try ServerConfiguration(environment: ["CRASHGUARD_MAX_CONNECTIONS": "7"])
+        #expect(config.maxConnections == 7)
+        #expect(ConnectionLimits(configuration: config).maxConnections == 7)
+        #expect(ServerConfiguration().maxConnections == 10_000)
+    }
+}
