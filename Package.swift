@@ -43,6 +43,9 @@ let package = Package(
         .target(name: "CrashWire", swiftSettings: strict),
         // System zlib, linked through a system-library target.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // System brotli and zstd decoders, for the server's ingest only (never the SDK).
+        .systemLibrary(name: "CBrotli", pkgConfig: "libbrotlidec", providers: [.apt(["libbrotli-dev"]), .brew(["brotli"])]),
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
         // gzip/deflate encode and capped streaming inflate.
         .target(name: "CrashCompression", dependencies: ["CZlib"], swiftSettings: strict),
         // Reason normalization and signature v1.
@@ -54,7 +57,8 @@ let package = Package(
         // The ingest pipeline from request bytes to validated, signed reports: capped
         // decoding, the streaming JSON reader, validation. No HTTP, no database.
         .target(
-            name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping"], swiftSettings: strict),
+            name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd"],
+            swiftSettings: strict),
         // Async-signal-safe crash handler, image map and symbol lookup for the SDK (C).
         .target(name: "CCrashCapture"),
         // Objective-C runtime guards (swizzled class clusters, forwarding stub, KVO proxy ...) for
@@ -128,10 +132,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Tests only: the brotli encoder, and br/zstd test bodies for the ingest and route tests.
+        .systemLibrary(
+            name: "CBrotliEncoder", path: "Tests/CBrotliEncoder", pkgConfig: "libbrotlienc",
+            providers: [.apt(["libbrotli-dev"]), .brew(["brotli"])]),
+        .target(name: "CodecTestSupport", dependencies: ["CBrotliEncoder", "CZstd"], path: "Tests/CodecTestSupport"),
         .testTarget(name: "CrashWireTests", dependencies: ["CrashWire"], swiftSettings: strict),
         .testTarget(name: "CrashCompressionTests", dependencies: ["CrashCompression"], swiftSettings: strict),
         .testTarget(
-            name: "CrashIngestTests", dependencies: ["CrashIngest", "CrashWire", "CrashCompression", "CrashGrouping"],
+            name: "CrashIngestTests",
+            dependencies: ["CrashIngest", "CrashWire", "CrashCompression", "CrashGrouping", "CodecTestSupport"],
             swiftSettings: strict),
         .testTarget(
             name: "CrashGroupingTests",
@@ -150,7 +160,7 @@ let package = Package(
             name: "CrashServerTests",
             dependencies: [
                 "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
-                "CrashGuardObjC",
+                "CrashGuardObjC", "CodecTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -7,6 +7,8 @@ public enum ContentCoding: Sendable, Hashable {
     case identity
     case gzip
     case deflate
+    case br
+    case zstd
 
     /// Reads the header (case-insensitive, surrounding white space ignored); absent or
     /// `identity` is ``identity``. Anything else is 415.
@@ -16,8 +18,11 @@ public enum ContentCoding: Sendable, Hashable {
         case "", "identity": self = .identity
         case "gzip", "x-gzip": self = .gzip
         case "deflate": self = .deflate
+        case "br": self = .br
+        case "zstd": self = .zstd
         default:
-            throw .unsupportedMediaType("unsupported Content-Encoding '\(value ?? "")': use gzip, deflate or identity")
+            throw .unsupportedMediaType(
+                "unsupported Content-Encoding '\(value ?? "")': use gzip, deflate, br, zstd or identity")
         }
     }
 
@@ -27,6 +32,8 @@ public enum ContentCoding: Sendable, Hashable {
         case .identity: return nil
         case .gzip: return try Inflater(format: .gzip, maxOutputBytes: maxOutputBytes)
         case .deflate: return try Inflater(format: .deflate, maxOutputBytes: maxOutputBytes)
+        case .br: return try BrotliDecoder(maxOutputBytes: maxOutputBytes)
+        case .zstd: return try ZstdDecoder(maxOutputBytes: maxOutputBytes)
         }
     }
 }

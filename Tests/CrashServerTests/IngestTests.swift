@@ -34,7 +34,7 @@ import Testing
         }
     }
 
-    @Test(arguments: ["gzip", "deflate", "identity", "GZIP"])
+    @Test(arguments: ["gzip", "deflate", "br", "zstd", "identity", "GZIP"])
     func acceptsEveryEncoding(_ encoding: String) async throws {
         let project = try await makeProject()
         try await withApp { client in
@@ -187,9 +187,16 @@ import Testing
             #expect(noType.status == .unsupportedMediaType)
             #expect(noType.errorMessage?.contains("Content-Type") == true)
             #expect(try await client.ingest(key: project.ingestKey, body: body, contentType: "text/plain").status == .unsupportedMediaType)
-            let br = try await client.ingest(key: project.ingestKey, body: body, encoding: "br")
-            #expect(br.status == .unsupportedMediaType)
-            #expect(br.errorMessage?.contains("Content-Encoding") == true)
+            let compress = try await client.ingest(key: project.ingestKey, body: body, encoding: "compress")
+            #expect(compress.status == .unsupportedMediaType)
+            #expect(compress.errorMessage?.contains("Content-Encoding") == true)
+            // br and zstd are decoded, not refused: a plain body labelled with them is corrupt (400).
+            for encoding in ["br", "zstd"] {
+                var labelled = HTTPFields()
+                labelled[.contentEncoding] = encoding
+                let answer = try await client.ingest(key: project.ingestKey, body: body, encoding: nil, headers: labelled)
+                #expect(answer.status == .badRequest)
+            }
         }
         try await withTestDatabase { (db: CrashDatabase) async throws in
             #expect(try await db.storedReportIDs(slug: project.project).isEmpty)

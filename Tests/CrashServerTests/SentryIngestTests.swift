@@ -1,3 +1,4 @@
+import CodecTestSupport
 @testable import CrashServer
 import CrashCompression
 import CrashGrouping
@@ -139,7 +140,7 @@ import Testing
         #expect(try await storedReports(other.project).isEmpty)
     }
 
-    @Test(arguments: ["identity", "gzip", "deflate", "raw-deflate", "GZIP", "none"])
+    @Test(arguments: ["identity", "gzip", "deflate", "raw-deflate", "GZIP", "br", "zstd", "none"])
     func everyEncoding(_ encoding: String) async throws {
         let project = try await makeProject()
         func encoded(_ plain: [UInt8]) throws -> [UInt8] {
@@ -147,6 +148,8 @@ import Testing
             case "gzip", "GZIP": return try Deflater.compress(plain, format: .gzip)
             case "deflate": return try Deflater.compress(plain, format: .deflate)
             case "raw-deflate": return Array(try Deflater.compress(plain, format: .deflate).dropFirst(2).dropLast(4))
+            case "br": return try TestEncoders.brotli(plain)
+            case "zstd": return try TestEncoders.zstd(plain)
             default: return plain
             }
         }

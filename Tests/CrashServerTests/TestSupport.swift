@@ -1,4 +1,5 @@
 @testable import CrashServer
+import CodecTestSupport
 import CrashCompression
 import CrashWire
 import Foundation
@@ -109,7 +110,14 @@ extension TestClientProtocol {
         if let key { headers[HTTPField.Name("X-Crash-Key")!] = key }
         if let contentType { headers[.contentType] = contentType }
         if let encoding { headers[.contentEncoding] = encoding }
-        let payload = encoding?.lowercased() == "gzip" ? gzip(body) : encoding?.lowercased() == "deflate" ? try! Deflater.compress(body, format: .deflate) : body
+        let payload: [UInt8]
+        switch encoding?.lowercased() {
+        case "gzip": payload = gzip(body)
+        case "deflate": payload = try Deflater.compress(body, format: .deflate)
+        case "br": payload = try TestEncoders.brotli(body)
+        case "zstd": payload = try TestEncoders.zstd(body)
+        default: payload = body
+        }
         return try await execute(uri: "/v1/reports", method: .post, headers: headers, body: ByteBuffer(bytes: payload))
     }
 }
