@@ -37,6 +37,7 @@ final class ZstdDecoder: StreamDecoder {
         fedAny = true
         var inBuffer = ZSTD_inBuffer(src: base, size: input.count, pos: 0)
         while true {
+            let consumedBefore = inBuffer.pos
             let (hint, count) = chunk.withUnsafeMutableBytes { buf -> (Int, Int) in
                 var outBuffer = ZSTD_outBuffer(dst: buf.baseAddress, size: buf.count, pos: 0)
                 let hint = ZSTD_decompressStream(stream, &outBuffer, &inBuffer)
@@ -52,8 +53,10 @@ final class ZstdDecoder: StreamDecoder {
                 produced += count
                 try chunk.withUnsafeBufferPointer { try output(UnsafeBufferPointer(rebasing: $0[0..<count])) }
             }
-            // 0: a frame ended and everything it decoded was flushed.
-            atFrameBoundary = hint == 0
+            // 0: a frame ended and everything it decoded was flushed. A call that neither read
+            // nor wrote anything (after output that exactly filled the buffer at a frame's end)
+            // changes nothing: zstd then only hints at the next frame's header.
+            if count > 0 || inBuffer.pos > consumedBefore { atFrameBoundary = hint == 0 }
             // A full output buffer may hold back more output; otherwise all input is consumed.
             if inBuffer.pos == inBuffer.size && count < chunk.count { return }
         }
