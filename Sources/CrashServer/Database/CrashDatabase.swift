@@ -8,10 +8,6 @@ public struct CrashDatabase: Sendable {
     /// The connection pool; run it as a service.
     public let client: PostgresClient
     let logger: Logger
-    /// PostgreSQL's `lock_timeout` and `statement_timeout` for the ingest transaction, in
-    /// milliseconds: half of `CRASHGUARD_DB_TIMEOUT`, so the database aborts (and rolls back)
-    /// a transaction stuck behind a lock before the server's own deadline gives up on it.
-    let transactionTimeoutMilliseconds: Int
 
     /// Creates the pool for `configuration.databaseURL`; sessions run in UTC, without JIT
     /// (its compile time, 15 ms and more, exceeded the run time of the query API's reads).
@@ -25,16 +21,6 @@ public struct CrashDatabase: Sendable {
         backgroundLogger[metadataKey: "db"] = "postgres"
         client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
         self.logger = logger
-        transactionTimeoutMilliseconds = max(1, Int(configuration.databaseTimeout * 500))
-    }
-
-    /// Sets this transaction's `lock_timeout` and `statement_timeout` (`SET LOCAL`: they end
-    /// with it, so pooled connections keep their defaults for everything else).
-    func setTransactionTimeouts(_ connection: PostgresConnection) async throws {
-        let ms = "\(transactionTimeoutMilliseconds)ms"
-        try await connection.query(
-            "SELECT set_config('lock_timeout', \(ms), true), set_config('statement_timeout', \(ms), true)",
-            logger: logger)
     }
 }
 
@@ -74,13 +60,6 @@ func isConnectionError(_ error: any Error) -> Bool {
         }
     }
     return false
-}
-
-/// `true` for a lock or statement timeout (SQLSTATE 55P03, 57014): the database is up but
-/// busy; the transaction was rolled back, and only this request is refused.
-func isTimeoutError(_ error: any Error) -> Bool {
-    guard let state = sqlState(error) else { return false }
-    return state == "55P03" || state == "57014"
 }
 
 /// The SQLSTATE of a server error, looking inside transaction errors.

@@ -27,8 +27,7 @@ extension CrashDatabase {
         while true {
             do {
                 return try await client.withTransaction(logger: logger) { connection in
-                    try await setTransactionTimeouts(connection)
-                    return try await storeInTransaction(items, connection)
+                    try await storeInTransaction(items, connection)
                 }
             } catch where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 attempt += 1

@@ -140,12 +140,6 @@ final class IngestBatcher: Service, Sendable {
     }
 
     private func commit(_ jobs: [Job]) async {
-        // Marked down while these waited (an earlier batch found it unreachable): fail
-        // them at once rather than each batch waiting out the deadline in turn.
-        if state.withLock({ $0.databaseDown }) {
-            for job in jobs { job.continuation.resume(throwing: APIError.unavailable("database unreachable", retryAfter: 5)) }
-            return
-        }
         // One item per key across the batch: the first occurrence is the one stored.
         var seen = Set<ReportKey>()
         var unique: [IngestItem] = []
@@ -153,10 +147,9 @@ final class IngestBatcher: Service, Sendable {
             for item in job.items where seen.insert(item.key).inserted { unique.append(item) }
         }
         let started = ContinuousClock.now
-        let batch = unique
-        let result = await settledStore(batch)
-        switch result {
-        case .success(let fresh):
+        do {
+            let batch = unique
+            let fresh = try await withDeadline(timeout) { try await self.store(batch) }
             metrics.recordCommit(reports: batch.count, duration: ContinuousClock.now - started)
             var claimed = Set<ReportKey>()
             for job in jobs {
@@ -167,13 +160,9 @@ final class IngestBatcher: Service, Sendable {
                 state.withLock { $0.databaseDown = false }
                 logger.notice("database reachable again")
             }
-        case .failure(let error):
+        } catch {
             let refusal: APIError
-            if isTimeoutError(error) {
-                // Lock or statement timeout: rolled back by the database, which is up.
-                logger.warning("ingest transaction timed out in the database", metadata: ["error.message": "\(error)"])
-                refusal = .unavailable("database busy; retry later", retryAfter: 1)
-            } else if isConnectionError(error) {
+            if isConnectionError(error) {
                 refusal = .unavailable("database unreachable", retryAfter: 5)
                 markDown(error)
             } else {
@@ -181,24 +170,6 @@ final class IngestBatcher: Service, Sendable {
                 refusal = .unavailable("could not store reports; retry later", retryAfter: 5)
             }
             for job in jobs { job.continuation.resume(throwing: refusal) }
-        }
-    }
-
-    /// Stores `batch`, and returns only once its transaction has ended one way or the other.
-    ///
-    /// Past the deadline the database is marked down (new requests get 503 at once) and the
-    /// transaction is cancelled, but the outcome is still awaited: until it has rolled back
-    /// or its connection closed it may commit, and a 503 must mean nothing was stored.
-    private func settledStore(_ batch: [IngestItem]) async -> Result<Set<ReportKey>, any Error> {
-        let work = Task { try await self.store(batch) }
-        do {
-            return .success(try await withDeadline(timeout) { try await work.value })
-        } catch is DeadlineExceeded {
-            markDown(DeadlineExceeded())
-            work.cancel()
-            return await work.result
-        } catch {
-            return .failure(error)
         }
     }
 
