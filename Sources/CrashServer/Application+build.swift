@@ -75,7 +75,7 @@ func buildRouter(
         body: IngestBody(maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes),
         databaseTimeout: timeout
     ).addRoutes(to: router)
-    QueryController(database: database).addRoutes(to: router)
+    QueryController(store: database).addRoutes(to: router)
     try addDashboard(to: router, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
     WebhookController(database: database).addRoutes(to: router)
     return router

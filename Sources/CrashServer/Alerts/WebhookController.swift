@@ -9,31 +9,29 @@ struct WebhookController: Sendable {
     let database: CrashDatabase
 
     func addRoutes(to router: Router<CrashRequestContext>) {
-        let webhooks = router.group("/v1/projects/:project/webhooks")
+        let webhooks = router.group("/v1/projects/:project/webhooks").add(middleware: ReadAuthenticationMiddleware(store: database))
         webhooks.post(use: create)
         webhooks.get(use: list)
         webhooks.delete(":id", use: delete)
     }
 
-    @Sendable func create(request: Request, context: CrashRequestContext) async throws -> Response {
-        let project = try await authorize(request, context)
+    @Sendable func create(request: Request, context: CrashRequestContext) async throws -> EditedResponse<CreatedWebhookBody> {
+        let project = try context.requireReadProject()
         let bytes = Array(buffer: try await request.body.collect(upTo: 16 * 1024))
         let hook = try WebhookRequest.parse(bytes)
         let created = try await database.createWebhook(
             project: project.id, hook, secret: ProjectKeys.generate(prefix: "whsec_"))
         context.logger.info("webhook created", metadata: ["project.slug": "\(project.slug)", "webhook.id": "\(created.id)"])
-        var response = try QueryController.json(created)
-        response.status = .created
-        return response
+        return EditedResponse(status: .created, response: created)
     }
 
-    @Sendable func list(request: Request, context: CrashRequestContext) async throws -> Response {
-        let project = try await authorize(request, context)
-        return try QueryController.json(WebhookListBody(webhooks: try await database.webhooks(project: project.id)))
+    @Sendable func list(request: Request, context: CrashRequestContext) async throws -> WebhookListBody {
+        let project = try context.requireReadProject()
+        return WebhookListBody(webhooks: try await database.webhooks(project: project.id))
     }
 
     @Sendable func delete(request: Request, context: CrashRequestContext) async throws -> Response {
-        let project = try await authorize(request, context)
+        let project = try context.requireReadProject()
         let text = context.parameters.get("id") ?? ""
         guard let id = Int64(text), id > 0, try await database.deleteWebhook(project: project.id, id: id) else {
             throw APIError.notFound("no webhook '\(text)' in project '\(project.slug)'")
@@ -41,8 +39,7 @@ struct WebhookController: Sendable {
         context.logger.info("webhook deleted", metadata: ["project.slug": "\(project.slug)", "webhook.id": "\(id)"])
         return Response(status: .noContent)
     }
-
-    private func authorize(_ request: Request, _ context: CrashRequestContext) async throws -> ProjectRef {
-        try await database.authorizeRead(request, slug: context.parameters.get("project") ?? "")
-    }
 }
+
+extension CreatedWebhookBody: ResponseEncodable {}
+extension WebhookListBody: ResponseEncodable {}

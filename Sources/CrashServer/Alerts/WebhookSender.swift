@@ -111,13 +111,8 @@ struct WebhookSender: Service {
     /// The body for the webhook's format, or nil when the group no longer exists.
     func render(_ delivery: ClaimedDelivery) async throws -> [UInt8]? {
         let window = TimeWindow.lastSevenDays()
-        let query = QueryController(database: database)
-        let group = try await database.withReadSnapshot { connection -> GroupBody? in
-            let histogram = try await database.groupHistogram(group: delivery.groupID, window: window, on: connection)
-            return try await query.groupBodies(
-                project: delivery.projectID, counts: [(delivery.groupID, histogram.values.reduce(0, +))], window: window,
-                filters: GroupFilters(), connection
-            ).first
+        let group = try await database.read { reader in
+            try await reader.groupBody(project: delivery.projectID, group: delivery.groupID, window: window)
         }
         guard let group else { return nil }
         return try WebhookPayload.render(

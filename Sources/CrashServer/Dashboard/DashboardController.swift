@@ -206,23 +206,23 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         let id = try Self.groupID(context)
         let form = try await Self.form(request, as: TriageForm.self)
         guard DashboardSessions.equal(sessions.csrfToken(for: session), form.csrf ?? "") else { throw DashboardError.forbidden }
-        let status: String
+        let status: GroupStatus
         var resolvedIn: String?
         switch form.action {
         case "resolve":
-            status = "resolved"
+            status = .resolved
             let version = (form.resolvedIn ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
             guard version.utf8.count <= 128 else { throw APIError.badRequest("resolvedIn: at most 128 bytes") }
             resolvedIn = version.isEmpty ? nil : version
-        case "ignore": status = "ignored"
-        case "reopen": status = "open"
+        case "ignore": status = .ignored
+        case "reopen": status = .open
         default: throw APIError.badRequest("action: must be resolve, ignore or reopen")
         }
         guard try await store.triage(project, id: id, status: status, resolvedIn: resolvedIn) else {
             throw APIError.notFound("no crash group \(id) in this project")
         }
-        logger.info("dashboard triage", metadata: ["project.slug": "\(project.slug)", "group.id": "\(id)", "group.status": "\(status)"])
-        return DashboardResponse.redirect("/projects/\(project.slug)/crashes/\(id)?triaged=\(status)")
+        logger.info("dashboard triage", metadata: ["project.slug": "\(project.slug)", "group.id": "\(id)", "group.status": "\(status.rawValue)"])
+        return DashboardResponse.redirect("/projects/\(project.slug)/crashes/\(id)?triaged=\(status.rawValue)")
     }
 
     // MARK: - Helpers

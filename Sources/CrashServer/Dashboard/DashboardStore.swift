@@ -20,13 +20,13 @@ protocol DashboardStore: Sendable {
     /// Project-wide counts: `GET /v1/projects/{p}/stats` with these parameters.
     func stats(_ project: ProjectRef, _ parameters: [String: String]) async throws -> StatsBody
     /// Sets a group's status; false when the project has no such group.
-    func triage(_ project: ProjectRef, id: Int64, status: String, resolvedIn: String?) async throws -> Bool
+    func triage(_ project: ProjectRef, id: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool
 }
 
 /// The dashboard on the server's PostgreSQL, through the query API's functions.
 struct PostgresDashboardStore: DashboardStore {
     let database: CrashDatabase
-    var queries: QueryController { QueryController(database: database) }
+    var queries: QueryController<CrashDatabase> { QueryController(store: database) }
 
     func project(readToken: String) async throws -> ProjectRef? {
         try await database.project(readToken: readToken)
@@ -55,7 +55,7 @@ struct PostgresDashboardStore: DashboardStore {
         try await queries.statsBody(project: project, QueryParameters(parameters))
     }
 
-    func triage(_ project: ProjectRef, id: Int64, status: String, resolvedIn: String?) async throws -> Bool {
+    func triage(_ project: ProjectRef, id: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool {
         try await database.triage(project: project.id, group: id, status: status, resolvedIn: resolvedIn)
     }
 }

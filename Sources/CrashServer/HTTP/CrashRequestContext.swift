@@ -7,6 +7,10 @@ public struct CrashRequestContext: RequestContext {
     /// Hummingbird's per-request storage.
     public var coreContext: CoreRequestContextStorage
 
+    /// The project whose read token authenticated the request (set by
+    /// `ReadAuthenticationMiddleware` on the `/v1/projects/{project}/...` routes).
+    public var readProject: ProjectRef?
+
     /// Creates the context for one request.
     public init(source: Source) {
         coreContext = .init(source: source)

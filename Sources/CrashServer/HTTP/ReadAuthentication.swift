@@ -1,9 +1,23 @@
 import Hummingbird
 
-extension CrashDatabase {
-    /// Authenticates a query request for `slug`: 401 without a valid read token, 404 when
-    /// the token belongs to another project (which so cannot learn what exists).
-    func authorizeRead(_ request: Request, slug: String) async throws -> ProjectRef {
+/// Authenticates the read routes of `/v1/projects/{project}/...`: resolves the read token
+/// and puts the project into ``CrashRequestContext/readProject`` before the handler runs.
+///
+/// 401 without a valid read token, 404 when the token belongs to another project (which so
+/// cannot learn what exists). Only a connection failure is the database being
+/// "unavailable" (503 with `Retry-After`); any other storage error stays an error (500).
+struct ReadAuthenticationMiddleware<Store: CrashStore>: RouterMiddleware {
+    typealias Context = CrashRequestContext
+
+    let store: Store
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        context.readProject = try await authenticate(request, slug: context.parameters.get("project") ?? "")
+        return try await next(request, context)
+    }
+
+    func authenticate(_ request: Request, slug: String) async throws -> ProjectRef {
         guard let header = request.headers[.authorization] else {
             throw APIError.unauthorized("missing Authorization: Bearer <read token>")
         }
@@ -14,12 +28,21 @@ extension CrashDatabase {
         let token = parts[1].trimmingWhitespace()
         let project: ProjectRef?
         do {
-            project = try await self.project(readToken: token)
-        } catch {
+            project = try await store.project(readToken: token)
+        } catch where isConnectionError(error) {
             throw APIError.unavailable("database unreachable", retryAfter: 5)
         }
         guard let project else { throw APIError.unauthorized("unknown read token") }
         guard project.slug == slug else { throw APIError.notFound("no project '\(slug)'") }
         return project
+    }
+}
+
+extension CrashRequestContext {
+    /// The project ``ReadAuthenticationMiddleware`` authenticated; a route without the
+    /// middleware is a programming error, answered 401 rather than served unauthenticated.
+    func requireReadProject() throws -> ProjectRef {
+        guard let readProject else { throw APIError.unauthorized("missing Authorization: Bearer <read token>") }
+        return readProject
     }
 }

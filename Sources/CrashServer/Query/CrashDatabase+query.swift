@@ -420,7 +420,7 @@ extension CrashDatabase {
     }
 
     /// Sets a group's status; returns false when the project has no such group.
-    func triage(project: Int64, group: Int64, status: String, resolvedIn: String?) async throws -> Bool {
+    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool {
         let rows = try await client.query(
             """
             UPDATE crash_groups SET status = \(status), resolved_in = \(resolvedIn)
@@ -432,7 +432,7 @@ extension CrashDatabase {
 
     /// Project-wide counts per bucket (`hour` or `day`) and key (`kind`, `version` or none).
     func stats(
-        project: Int64, window: TimeWindow, unit: String, groupBy: String, on connection: PostgresConnection
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, on connection: PostgresConnection
     ) async throws -> [(t: Date, key: String?, n: Int64)] {
         let plan = window.hourPlan
         let (h0, h1) = plan.hours[0]

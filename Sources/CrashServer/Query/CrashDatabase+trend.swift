@@ -7,7 +7,7 @@ extension CrashDatabase {
     /// rollups (`group_version_hourly` without app/os filters, `group_hourly` with them),
     /// sub-hour edges from raw reports. Only non-zero buckets are returned.
     func groupTrends(
-        project: Int64, ids: [Int64], window: TimeWindow, unit: String, filters f: GroupFilters,
+        project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters f: GroupFilters,
         on connection: PostgresConnection
     ) async throws -> [Int64: [Date: Int64]] {
         guard !ids.isEmpty else { return [:] }
@@ -42,7 +42,7 @@ extension CrashDatabase {
     /// Project-wide counts per bucket split into fatal and non-fatal reports (`stats`
     /// with `groupBy=fatal`), from `group_hourly` and raw reports at sub-hour edges.
     func fatalStats(
-        project: Int64, window: TimeWindow, unit: String, on connection: PostgresConnection
+        project: Int64, window: TimeWindow, unit: StatsInterval, on connection: PostgresConnection
     ) async throws -> [(t: Date, key: String?, n: Int64)] {
         let plan = window.hourPlan
         let (h0, h1) = plan.hours[0]

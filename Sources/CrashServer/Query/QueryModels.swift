@@ -152,26 +152,27 @@ struct StatsBody: Codable, Sendable {
     var series: [Series]
 }
 
-/// `PATCH` body.
-struct TriageRequest: Sendable {
-    var status: String
+/// `PATCH` body: `{"status": "resolved", "resolvedIn": "1.4.0"}`; each mistake is a 400
+/// naming the field, as the contract words it.
+struct TriageRequest: Decodable, Sendable {
+    var status: GroupStatus
+    /// Only kept with `resolved`.
     var resolvedIn: String?
 
-    static func parse(_ bytes: [UInt8]) throws -> TriageRequest {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
-            throw APIError.badRequest("status: body must be a JSON object like {\"status\": \"resolved\", \"resolvedIn\": \"1.4.0\"}")
-        }
-        guard let status = object["status"] as? String else { throw APIError.badRequest("status: required, a string") }
-        guard ["resolved", "ignored", "open"].contains(status) else {
+    private enum CodingKeys: String, CodingKey { case status, resolvedIn }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        guard let text = try? c.decode(String.self, forKey: .status) else { throw APIError.badRequest("status: required, a string") }
+        guard let status = GroupStatus(rawValue: text), status != .regressed else {
             throw APIError.badRequest("status: must be resolved, ignored or open")
         }
-        var resolvedIn: String?
-        if let value = object["resolvedIn"], !(value is NSNull) {
-            guard let text = value as? String, (1...128).contains(text.utf8.count) else {
+        self.status = status
+        if c.contains(.resolvedIn), try !c.decodeNil(forKey: .resolvedIn) {
+            guard let version = try? c.decode(String.self, forKey: .resolvedIn), (1...128).contains(version.utf8.count) else {
                 throw APIError.badRequest("resolvedIn: must be a version string of 1 to 128 bytes")
             }
-            resolvedIn = text
+            resolvedIn = status == .resolved ? version : nil
         }
-        return TriageRequest(status: status, resolvedIn: status == "resolved" ? resolvedIn : nil)
     }
 }

@@ -108,13 +108,27 @@ struct GroupFilters: Sendable, Hashable {
     var app: String?
     var version: String?
     var os: String?
-    var kind: String?
+    var kind: ReportKind?
     /// nil: every status but `ignored`.
-    var status: String?
+    var status: GroupStatus?
 }
 
-enum GroupSort: String, Sendable {
+/// The crash list's `sort`.
+enum GroupSort: String, Sendable, CaseIterable {
     case count, lastSeen, firstSeen
+}
+
+/// The bucket of a time series: `interval` of stats, `trend` of the list.
+enum StatsInterval: String, Sendable, CaseIterable {
+    case hour, day
+
+    /// The bucket's length in seconds.
+    var seconds: Double { self == .hour ? TimeWindow.hour : TimeWindow.day }
+}
+
+/// The stats' `groupBy`.
+enum StatsGrouping: String, Sendable, CaseIterable {
+    case none, kind, version, fatal
 }
 
 /// The query string of a request, parsed with 400s that name the bad parameter.
@@ -167,25 +181,20 @@ struct QueryParameters {
 
     func filters() throws -> GroupFilters {
         var filters = GroupFilters(app: try string("app"), version: try string("version"), os: try string("os"))
-        if let kind = try string("kind") {
-            guard ReportKind(rawValue: kind) != nil else {
-                throw APIError.badRequest("kind: not one of \(ReportKind.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            filters.kind = kind
-        }
-        if let status = try string("status") {
-            guard GroupStatus.all.contains(status) else {
-                throw APIError.badRequest("status: not one of \(GroupStatus.all.joined(separator: ", "))")
-            }
-            filters.status = status
-        }
+        filters.kind = try value("kind")
+        filters.status = try value("status")
         return filters
     }
 
-    func sort() throws -> GroupSort {
-        guard let text = try string("sort") else { return .count }
-        guard let sort = GroupSort(rawValue: text) else { throw APIError.badRequest("sort: not one of count, lastSeen, firstSeen") }
-        return sort
+    func sort() throws -> GroupSort { try value("sort") ?? .count }
+
+    /// `name` as one of `T`'s cases; a 400 listing them otherwise.
+    func value<T: RawRepresentable & CaseIterable>(_ name: String) throws -> T? where T.RawValue == String {
+        guard let text = try string(name) else { return nil }
+        guard let value = T(rawValue: text) else {
+            throw APIError.badRequest("\(name): not one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return value
     }
 
     /// Rejects parameters the endpoint does not know, naming the first.
@@ -196,8 +205,9 @@ struct QueryParameters {
     }
 }
 
-enum GroupStatus {
-    static let all = ["open", "resolved", "ignored", "regressed"]
+/// A crash group's triage status (`regressed`: resolved, then seen again in a later version).
+enum GroupStatus: String, Codable, Sendable, CaseIterable {
+    case open, resolved, ignored, regressed
 }
 
 /// The opaque `cursor` of a list: where the previous page ended, plus what keeps the walk
