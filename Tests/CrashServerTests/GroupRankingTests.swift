@@ -1,0 +1,133 @@
+@testable import CrashServer
+import Testing
+
+/// ``GroupRanking`` alone: candidates and counts are arrays, no storage.
+@Suite struct GroupRankingTests {
+    /// Candidates by (bound desc, id asc) after a position, as the stores yield them.
+    static func countCandidates(_ bounds: [Int64: Int64]) -> ((bound: Int64, id: Int64)?, Int) -> [(id: Int64, bound: Int64)] {
+        let sorted: [(id: Int64, bound: Int64)] = bounds.map { (id: $0.key, bound: $0.value) }.sorted(by: descending)
+        return { after, limit in
+            var out: [(id: Int64, bound: Int64)] = []
+            for c in sorted where out.count < limit {
+                if let after, !(c.bound < after.bound || (c.bound == after.bound && c.id > after.id)) { continue }
+                out.append(c)
+            }
+            return out
+        }
+    }
+
+    static func descending(_ a: (id: Int64, bound: Int64), _ b: (id: Int64, bound: Int64)) -> Bool {
+        a.bound != b.bound ? a.bound > b.bound : a.id < b.id
+    }
+
+    static func timeCandidates(_ keys: [Int64: Int64]) -> ((Int64, Int64)?, Int) -> [(id: Int64, key: Int64)] {
+        let sorted: [(id: Int64, bound: Int64)] = keys.map { (id: $0.key, bound: $0.value) }.sorted(by: descending)
+        return { after, limit in
+            var out: [(id: Int64, key: Int64)] = []
+            for c in sorted where out.count < limit {
+                if let after, !(c.bound < after.0 || (c.bound == after.0 && c.id > after.1)) { continue }
+                out.append((id: c.id, key: c.bound))
+            }
+            return out
+        }
+    }
+
+    /// Walks every page of a count ranking the way the controller does.
+    static func walkByCount(limit: Int, counts: [Int64: Int64], bounds: [Int64: Int64]) async throws -> [[Int64]] {
+        var pages: [[Int64]] = []
+        var after: (key: Int64, id: Int64)?
+        while true {
+            let page = try await GroupRanking(limit: limit, after: after).byCount(
+                candidates: countCandidates(bounds),
+                counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+            pages.append(page.prefix(limit).map(\.id))
+            guard page.count > limit else { return pages }
+            let last = page[limit - 1]
+            after = (last.key, last.id)
+        }
+    }
+
+    @Test func countOrderBreaksTiesByID() async throws {
+        let counts: [Int64: Int64] = [5: 3, 2: 3, 9: 7, 1: 1, 4: 3]
+        let page = try await GroupRanking(limit: 10, after: nil).byCount(
+            candidates: Self.countCandidates(counts), counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+        #expect(page.map(\.id) == [9, 2, 4, 5, 1])
+        #expect(page.map(\.count) == [7, 3, 3, 3, 1])
+        #expect(page.map(\.key) == page.map(\.count))
+    }
+
+    @Test func pagesCoverEveryGroupOnceInOrder() async throws {
+        // Bounds are all-time counts, above the window counts and in another order.
+        var counts: [Int64: Int64] = [:], bounds: [Int64: Int64] = [:]
+        for id in Int64(1)...1_500 {
+            counts[id] = (id * 7919) % 13
+            bounds[id] = counts[id]! + (id % 5)
+        }
+        counts = counts.filter { $0.value > 0 }  // groups without reports in the window are not counted
+        let pages = try await Self.walkByCount(limit: 40, counts: counts, bounds: bounds)
+        let expected = counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map(\.key)
+        #expect(pages.flatMap { $0 } == expected)
+        #expect(pages.dropLast().allSatisfy { $0.count == 40 })
+        #expect(pages.last!.count == (expected.count % 40 == 0 ? 40 : expected.count % 40))
+    }
+
+    @Test func cursorExcludesThePreviousPageEvenOnTies() async throws {
+        let counts: [Int64: Int64] = [1: 5, 2: 5, 3: 5, 4: 5]
+        let page = try await GroupRanking(limit: 2, after: (key: 5, id: 2)).byCount(
+            candidates: Self.countCandidates(counts), counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+        #expect(page.map(\.id) == [3, 4])
+    }
+
+    @Test func anEmptyPageAfterTheLastGroup() async throws {
+        let counts: [Int64: Int64] = [1: 5]
+        let page = try await GroupRanking(limit: 2, after: (key: 5, id: 1)).byCount(
+            candidates: Self.countCandidates(counts), counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+        #expect(page.isEmpty)
+    }
+
+    @Test func looseBoundsFallBackToCountingEveryGroup() async throws {
+        // Every bound is the same: the walk cannot stop early, and past the scan limit it
+        // counts all groups at once (ids nil) instead of going on in batches.
+        var counts: [Int64: Int64] = [:], bounds: [Int64: Int64] = [:]
+        for id in Int64(1)...8_000 {
+            bounds[id] = 1_000
+            counts[id] = id == 7_777 ? 999 : 1
+        }
+        let calls = Calls()
+        let page = try await GroupRanking(limit: 3, after: nil).byCount(
+            candidates: Self.countCandidates(bounds),
+            counts: { ids in
+                if ids == nil { calls.all = true }
+                return counts.filter { ids?.contains($0.key) ?? true }
+            })
+        #expect(page.map(\.id) == [7_777, 1, 2, 3])
+        #expect(calls.all)
+    }
+
+    @Test func timeOrderSkipsGroupsWithoutWindowCounts() async throws {
+        let keys: [Int64: Int64] = [1: 100, 2: 300, 3: 200, 4: 300]
+        let counts: [Int64: Int64] = [1: 1, 2: 4, 4: 2]  // 3 has no report in the window
+        let page = try await GroupRanking(limit: 2, after: nil).byTime(
+            candidates: Self.timeCandidates(keys), counts: { ids in counts.filter { ids.contains($0.key) } })
+        #expect(page.map(\.id) == [2, 4, 1])
+        #expect(page.map(\.key) == [300, 300, 100])
+        #expect(page.map(\.count) == [4, 2, 1])
+        let next = try await GroupRanking(limit: 2, after: (key: 300, id: 4)).byTime(
+            candidates: Self.timeCandidates(keys), counts: { ids in counts.filter { ids.contains($0.key) } })
+        #expect(next.map(\.id) == [1])
+    }
+
+    @Test func groupsThatMovedSinceTheSnapshotKeepTheirPlace() async throws {
+        // Group 5 got a report after the first page (current key 900); as of the snapshot
+        // its key was 150, so under the cursor it ranks there. Group 6 had no report then.
+        let keys: [Int64: Int64] = [1: 300, 2: 200, 5: 900, 6: 950, 3: 100]
+        let counts: [Int64: Int64] = [1: 1, 2: 1, 3: 1, 5: 1, 6: 1]
+        let page = try await GroupRanking(limit: 10, after: (key: 300, id: 1)).byTime(
+            placed: [5: 150, 6: nil], candidates: Self.timeCandidates(keys), counts: { ids in counts.filter { ids.contains($0.key) } })
+        #expect(page.map(\.id) == [2, 5, 3])
+    }
+}
+
+private final class Calls: @unchecked Sendable {
+    var all = false
+}
