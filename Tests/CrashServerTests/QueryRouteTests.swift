@@ -213,4 +213,30 @@ import Testing
             #expect(body.series.map { $0.points.map(\.count).reduce(0, +) } == [1, 1])
         }
     }
+
+    @Test func onlyAConnectionFailureIs503() async throws {
+        for (error, status) in [(DeadlineExceeded() as any Error & Sendable, HTTPResponse.Status.serviceUnavailable),
+            (CancellationError(), .internalServerError)]
+        {
+            let router = Router(context: CrashRequestContext.self)
+            router.add(middleware: ErrorMiddleware())
+            QueryController(store: FailingStore(error: error)).addRoutes(to: router)
+            try await Application(router: router).test(.router) { client in
+                let response = try await client.execute(
+                    uri: "/v1/projects/demo/crashes", method: .get, headers: [.authorization: "Bearer crt_demo"], body: nil)
+                #expect(response.status == status, "\(error)")
+                #expect((response.headers[.retryAfter] != nil) == (status == .serviceUnavailable))
+            }
+        }
+    }
+}
+
+/// A store whose every call fails with `error`.
+private struct FailingStore: CrashStore {
+    let error: any Error & Sendable
+
+    func project(readToken: String) async throws -> ProjectRef? { throw error }
+    func read<T: Sendable>(_ body: (InMemoryCrashStore.Reader) async throws -> T) async throws -> T { throw error }
+    func saveListSnapshot(_ snapshot: String) async throws -> Int64 { throw error }
+    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool { throw error }
 }
