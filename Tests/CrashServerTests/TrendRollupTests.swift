@@ -1,6 +1,7 @@
 @testable import CrashServer
 import CrashWire
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import Testing
 
