@@ -113,15 +113,26 @@ public enum Grouping {
         kind: ReportKind, reason: String, stack: [String]?, fingerprint: [String]?, version: GroupingVersion
     ) -> Signature {
         var hasher = SHA256()
+        func add(bytes: UnsafeBufferPointer<UInt8>) {
+            var count = UInt32(bytes.count).bigEndian
+            withUnsafeBytes(of: &count) { hasher.update(bufferPointer: $0) }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(bytes))
+        }
         func add(_ text: String) {
             var text = text
-            var count = UInt32(text.utf8.count).bigEndian
-            withUnsafeBytes(of: &count) { hasher.update(bufferPointer: $0) }
-            text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+            text.withUTF8 { add(bytes: $0) }
         }
+        // A frame's normalized bytes go into the hash as they are: no `String` per frame.
+        func add(frame: String, length: Int) {
+            var frame = frame
+            frame.withUTF8 { all in
+                let src = UnsafeBufferPointer(rebasing: all[..<min(length, all.count)])
+                Normalizer.normalizedBytes(src, frameMode: true, rules: rules).withUnsafeBufferPointer { add(bytes: $0) }
+            }
+        }
+        let rules = version.normalizerRules
         add(version.rawValue)
         add(kind.rawValue)
-        let rules = version.normalizerRules
         let normalized = Normalizer.normalize(reason, frameMode: false, rules: rules)
         if let fingerprint, !fingerprint.isEmpty {
             add("fingerprint")
@@ -133,16 +144,10 @@ public enum Grouping {
                 switch version {
                 case .v1:
                     if kind == .signal || kind == .exception {
-                        for frame in stack.prefix(signatureFrameCount) {
-                            add(Normalizer.normalize(frame, frameMode: true, rules: rules))
-                        }
+                        for frame in stack.prefix(signatureFrameCount) { add(frame: frame, length: .max) }
                     }
                 case .v2:
-                    for (index, length) in signatureFrames(stack) {
-                        let frame = stack[index]
-                        let text = length == frame.utf8.count ? frame : String(Substring(frame.utf8.prefix(length)))
-                        add(Normalizer.normalize(text, frameMode: true, rules: rules))
-                    }
+                    for (index, length) in signatureFrames(stack) { add(frame: stack[index], length: length) }
                 }
             }
         }

@@ -70,13 +70,21 @@ struct Normalizer {
     static func normalize(_ text: String, frameMode: Bool, rules: NormalizerRules) -> String {
         if text.isEmpty { return "" }
         var text = text
-        var current = text.withUTF8 { pass($0, frameMode: frameMode, rules: rules) }
+        let bytes = text.withUTF8 { normalizedBytes($0, frameMode: frameMode, rules: rules) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The normalized bytes of `src` (see ``normalize(_:frameMode:rules:)``): the signature
+    /// hashes a frame's bytes straight from here, without making a `String`.
+    static func normalizedBytes(_ src: UnsafeBufferPointer<UInt8>, frameMode: Bool, rules: NormalizerRules) -> [UInt8] {
+        if src.isEmpty { return [] }
+        var current = pass(src, frameMode: frameMode, rules: rules)
         // Run to a fixed point: a drop can expose a new match (`++ 1 2`, a URL fragment cut
         // before another one), so one pass is not idempotent for every input. Typical input
         // converges in one pass and pays one more to confirm it.
         for _ in 1..<maximumPasses {
             let next = current.withUnsafeBufferPointer { pass($0, frameMode: frameMode, rules: rules) }
-            if next == current { return String(decoding: current, as: UTF8.self) }
+            if next == current { return current }
             current = next
         }
         // Still changing after 32 passes: fuzzer-made chains that each pass shortens by one
@@ -92,7 +100,7 @@ struct Normalizer {
         }
         while letters.last == Bytes.space { letters.removeLast() }
         let fixed = letters.withUnsafeBufferPointer { pass($0, frameMode: frameMode, rules: rules) } == letters
-        return fixed ? String(decoding: letters, as: UTF8.self) : unnormalizable
+        return fixed ? letters : Array(unnormalizable.utf8)
     }
 
     /// One pass over `buffer`: its normalized bytes.

@@ -7,16 +7,17 @@ import NIOPosix
 
 /// `crash-bench query`: latency of the query API over HTTP against a running server.
 ///
-/// Six requests, each run `runs` times one after another on one connection after a few
+/// Nine requests, each run `runs` times one after another on one connection after a few
 /// warm-up calls: top-50 over the default 7 days; the same filtered by an app version (the
-/// top group's newest, or `--version`); one group's detail (the top group); stats, hourly
-/// over 7 days; and the dashboard's pages, signed in with the read token: top crashes
-/// (7 days, 25 rows with hourly sparklines) and the top group's crash page. Prints
+/// top group's newest, or `--version`); top-25 with the per-row trend (hourly over 7 days,
+/// daily over 30 days); one group's detail (the top group); stats, hourly over 7 days; and
+/// the dashboard's pages, signed in with the read token: top crashes (7 days, 25 rows with
+/// hourly sparklines; 30 days with daily ones) and the top group's crash page. Prints
 /// p50/p95/max per request and a ROW line each.
 struct QueryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query",
-        abstract: "Query API and dashboard latency: top-50, filtered top-50, crash detail, stats, dashboard pages (p50/p95/max)."
+        abstract: "Query API and dashboard latency: top-50, filtered top-50, per-row trends, crash detail, stats, dashboard pages (p50/p95/max)."
     )
 
     @Option(help: "Server base URL.") var url = "http://127.0.0.1:8080"
@@ -51,12 +52,17 @@ struct QueryCommand: AsyncParsableCommand {
         let filterVersion = version ?? (first["versions"] as? [String])?.first ?? "1.0.0"
         let versionQuery = filterVersion.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? filterVersion
         let session = try await signIn(client)
+        let monthAgo = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-30 * 86_400))
+            .replacingOccurrences(of: ":", with: "%3A")
         let cases: [(String, String, String?)] = [
             ("top-50 (7 days)", base + "/crashes?limit=50", nil),
             ("top-50 version=\(filterVersion)", base + "/crashes?limit=50&version=\(versionQuery)", nil),
+            ("top-25 trend=hour (7 days)", base + "/crashes?limit=25&trend=hour", nil),
+            ("top-25 trend=day (30 days)", base + "/crashes?limit=25&trend=day&from=\(monthAgo)", nil),
             ("crash detail (7 days)", base + "/crashes/\(id)", nil),
             ("stats hourly (7 days)", base + "/stats?interval=hour", nil),
             ("dashboard top crashes (7 days)", url + "/projects/\(project)/crashes", session),
+            ("dashboard top crashes (30 days)", url + "/projects/\(project)/crashes?window=30d", session),
             ("dashboard crash page (7 days)", url + "/projects/\(project)/crashes/\(id)", session),
         ]
         print("query: \(project), \(groups.count) groups on the first page, top group \(id) with \(first["count"] ?? "?") reports")
