@@ -45,12 +45,13 @@ struct QueryController: Sendable {
             // The first page's snapshot: current on the first page; after it, the stored one
             // (nil once pruned: the walk goes on over current data).
             var snapshot: String?
+            var asOf: String?
             if cursor == nil {
-                snapshot = try await database.currentSnapshot(on: connection)
+                (snapshot, asOf) = try await database.firstPageSnapshot(on: connection)
             } else if let id = cursor?.snapshot {
                 snapshot = try await database.listSnapshot(id, on: connection)
+                asOf = snapshot
             }
-            let asOf = cursor == nil ? nil : snapshot
             let page: [(id: Int64, count: Int64, key: Int64)]
             switch sort {
             case .count:
