@@ -1,6 +1,7 @@
 @testable import CrashServer
 import Foundation
 import HTTPTypes
+import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
@@ -54,6 +55,40 @@ import Testing
         // A read URL on a server that is not in recovery (a promoted standby): no lag.
         r.record(primary: p300, inRecovery: false, replay: nil, lastReplayAge: nil)
         #expect(r.reasonToAvoid(mustSee: p300) == nil)
+    }
+
+    /// The middleware's plumbing: the position a read must see comes from the header or the
+    /// cookie (the later of both; garbage ignored), and a write's position goes out in the
+    /// header, plus the cookie outside the REST API.
+    @Test func readAfterTravelsInTheHeaderAndTheDashboardCookie() async throws {
+        let router = Router(context: CrashRequestContext.self)
+        router.add(middleware: ReadAfterMiddleware(enabled: true))
+        for path in ["/v1/write", "/dash/write"] {
+            router.post(RouterPath(path)) { _, _ in
+                ReadAfter.written?.record(WALPosition(value: 0x2_0000_0010))
+                ReadAfter.written?.record(WALPosition(value: 0x1_0000_0000))  // an older one does not win
+                return "ok"
+            }
+        }
+        router.get("/read") { _, _ in ReadAfter.position?.description ?? "none" }
+        let app = Application(router: router, logger: TestEnvironment.logger)
+        let name = HTTPField.Name("CrashGuard-Read-After")!
+        try await app.test(.router) { client in
+            let api = try await client.execute(uri: "/v1/write", method: .post)
+            #expect(api.headers[name] == "2/10")
+            #expect(api.headers[.setCookie] == nil)
+            let dashboard = try await client.execute(uri: "/dash/write", method: .post)
+            #expect(dashboard.headers[name] == "2/10")
+            #expect(dashboard.headers[.setCookie]?.hasPrefix("crashguard_read_after=2/10;") == true)
+            #expect(String(buffer: try await client.execute(uri: "/read", method: .get).body) == "none")
+            let byHeader = try await client.execute(uri: "/read", method: .get, headers: [name: "3/0"])
+            #expect(String(buffer: byHeader.body) == "3/0")
+            let both = try await client.execute(
+                uri: "/read", method: .get, headers: [name: "3/0", .cookie: "crashguard_read_after=4/1"])
+            #expect(String(buffer: both.body) == "4/1")
+            let garbage = try await client.execute(uri: "/read", method: .get, headers: [name: "DROP TABLE"])
+            #expect(String(buffer: garbage.body) == "none")
+        }
     }
 
     @Test func configurationReadsTheReadURLAndRefusesABadOne() throws {
