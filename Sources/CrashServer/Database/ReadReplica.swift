@@ -87,6 +87,12 @@ final class ReadReplica: Sendable {
         var primaryReads = 0
         var fallbacks: [FallbackReason: Int] = [:]
         var lastWarning: ContinuousClock.Instant?
+
+        /// Keeps the primary's position at `now`; ten minutes of polls at most.
+        mutating func sample(_ position: WALPosition, at now: ContinuousClock.Instant) {
+            samples.append((now, position))
+            if samples.count > 2400 { samples.removeFirst(samples.count - 2400) }
+        }
     }
 
     init(url: String, poolSize: Int, maxLag: Duration, interval: Duration = .milliseconds(250), logger: Logger) throws {
@@ -166,8 +172,7 @@ final class ReadReplica: Sendable {
             s.up = true
             s.inRecovery = inRecovery
             s.replay = replay
-            if let primary { s.samples.append((now, primary)) }
-            if s.samples.count > 2400 { s.samples.removeFirst(s.samples.count - 2400) }
+            if let primary { s.sample(primary, at: now) }
             guard inRecovery, let replay, let primary, replay < primary else {
                 s.lagSeconds = 0
                 s.lagBytes = 0
@@ -186,9 +191,12 @@ final class ReadReplica: Sendable {
         if !wasUp { logger.info("reads go to the standby", metadata: ["read.lag_seconds": "\(current.lagSeconds)"]) }
     }
 
-    /// The standby did not answer a poll.
-    func recordDown(_ error: any Error) {
+    /// The standby did not answer a poll; `primary` is where the primary was meanwhile (kept,
+    /// so the lag after the standby's return counts from the positions it missed).
+    func recordDown(_ error: any Error, primary: WALPosition? = nil) {
+        let now = ContinuousClock.now
         let wasUp = state.withLock { s -> Bool in
+            if let primary { s.sample(primary, at: now) }
             defer { s.up = false }
             return s.up
         }
@@ -230,7 +238,7 @@ struct ReadReplicaMonitor: Service {
                 primary: primary.flatMap { $0 }.flatMap { WALPosition($0) }, inRecovery: inRecovery,
                 replay: replay.flatMap { WALPosition($0) }, lastReplayAge: age)
         } catch {
-            reader.recordDown(error)
+            reader.recordDown(error, primary: primary.flatMap { $0 }.flatMap { WALPosition($0) })
         }
     }
 }
