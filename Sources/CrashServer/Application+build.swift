@@ -11,6 +11,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     try configuration.validate()
     let database = try CrashDatabase(configuration: configuration, logger: logger)
     let metrics = ServerMetrics()
+    if let reader = database.reader { metrics.observeReads(of: reader) }
     let timeout = Duration.milliseconds(Int64(configuration.databaseTimeout * 1000))
     let batcher = IngestBatcher(
         maxQueuedReports: configuration.maxQueuedReports,
@@ -39,7 +40,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
                 additionalChannelHandlers: [ConnectionGuardHandler(limits: connectionLimits, counter: connections)],
                 idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
-        services: [database.client, batcher, partitions, webhooks, spikes],
+        services: database.services + [batcher, partitions, webhooks, spikes],
         logger: logger
     )
     app.beforeServerStarts {
@@ -57,6 +58,7 @@ func buildRouter(
     router.add(middleware: MetricsMiddleware(metrics: metrics))
     router.add(middleware: ConcurrencyLimitMiddleware(limit: configuration.maxConcurrentRequests))
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: ReadAfterMiddleware(enabled: database.reader != nil))
     OperationsController(database: database, metrics: metrics).addRoutes(to: router)
     // One limiter for every ingest door: a project's rate counts all its requests.
     let limiter = RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst)

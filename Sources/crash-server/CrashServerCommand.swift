@@ -49,6 +49,8 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Apply the schema and serve HTTP (the default).")
 
     @OptionGroup var common: CommonOptions
+    @Option(help: "PostgreSQL URL of a hot standby for queries and dashboard reads (env DATABASE_READ_URL).")
+    var databaseReadURL: String?
     @Option(help: "Address to bind (env CRASHGUARD_HOST).") var host: String?
     @Option(help: "Port to bind (env CRASHGUARD_PORT).") var port: Int?
     @Option(help: "Largest compressed body in bytes (env CRASHGUARD_MAX_BODY_BYTES).") var maxBodyBytes: Int?
@@ -63,6 +65,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         var config = try common.configuration()
+        if let databaseReadURL { config.databaseReadURL = databaseReadURL }
         if let host { config.host = host }
         if let port { config.port = port }
         if let maxBodyBytes { config.maxBodyBytes = maxBodyBytes }

@@ -121,7 +121,7 @@ final class InMemoryCrashStore: CrashStore {
             }.map(\.row)
         }
 
-        func currentSnapshot() async throws -> String { "memory" }
+        func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?) { ("memory", nil) }
         func listSnapshot(_ id: Int64) async throws -> String? { state.snapshots[id] }
 
         func windowCounts(project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?) async throws

@@ -9,6 +9,11 @@ import Logging
 public struct ServerConfiguration: Sendable {
     /// PostgreSQL URL (`DATABASE_URL`).
     public var databaseURL = "postgres://crashguard@127.0.0.1:54329/crashguard?sslmode=disable"
+    /// PostgreSQL URL of a streaming hot standby for queries and dashboard reads
+    /// (`DATABASE_READ_URL`); empty: everything on ``databaseURL``. See docs/scaling.md.
+    public var databaseReadURL = ""
+    /// Seconds the standby may lag before reads go to the primary (`CRASHGUARD_READ_MAX_LAG`).
+    public var readMaxLag: Double = 5
     /// Address to bind (`CRASHGUARD_HOST`).
     public var host = "127.0.0.1"
     /// Port to bind (`CRASHGUARD_PORT`); 0 picks a free one.
@@ -67,6 +72,8 @@ public struct ServerConfiguration: Sendable {
             return parsed
         }
         if let v = try value("DATABASE_URL", { $0 }) { databaseURL = v }
+        if let v = try value("DATABASE_READ_URL", { $0 }) { databaseReadURL = v }
+        if let v = try value("CRASHGUARD_READ_MAX_LAG", Double.init) { readMaxLag = v }
         if let v = try value("CRASHGUARD_HOST", { $0 }) { host = v }
         if let v = try value("CRASHGUARD_PORT", Int.init) { port = v }
         if let v = try value("CRASHGUARD_PUBLIC_URL", { $0 }) { publicURL = v }
@@ -112,6 +119,7 @@ public struct ServerConfiguration: Sendable {
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
         guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
         guard maxConnections >= 1 else { throw ConfigurationError("max connections: at least 1") }
+        guard readMaxLag > 0, readMaxLag <= 3600 else { throw ConfigurationError("read max lag: 0 < seconds <= 3600") }
         if !sessionSecret.isEmpty, sessionSecret.utf8.count < 32 {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }

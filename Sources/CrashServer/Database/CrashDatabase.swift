@@ -7,6 +7,9 @@ import ServiceLifecycle
 public struct CrashDatabase: Sendable {
     /// The connection pool; run it as a service.
     public let client: PostgresClient
+    /// The hot standby for queries and dashboard reads (`DATABASE_READ_URL`), if any;
+    /// see `withReadSnapshot` and docs/scaling.md.
+    let reader: ReadReplica?
     let logger: Logger
 
     /// Creates the pool for `configuration.databaseURL`; sessions run in UTC, without JIT
@@ -20,7 +23,18 @@ public struct CrashDatabase: Sendable {
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "db"] = "postgres"
         client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
+        reader = try (configuration.databaseReadURL.isEmpty ? nil : configuration.databaseReadURL).map {
+            try ReadReplica(
+                url: $0, poolSize: configuration.databasePoolSize,
+                maxLag: .milliseconds(Int64(configuration.readMaxLag * 1000)), logger: logger)
+        }
         self.logger = logger
+    }
+
+    /// The pools and the standby's monitor, to run as services (the primary's first).
+    public var services: [any Service] {
+        guard let reader else { return [client] }
+        return [client, reader.client, ReadReplicaMonitor(database: self, reader: reader)]
     }
 }
 

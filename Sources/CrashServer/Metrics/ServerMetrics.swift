@@ -26,6 +26,8 @@ struct ServerMetrics: Sendable {
     let queueDepth: Metrics.Gauge
     /// Reads the current queue depth when `/metrics` is rendered (see `observeQueue(of:)`).
     private let queueDepthSource = QueueDepthSource()
+    /// Run at every render, before the registry is emitted (see `addRenderHook(_:)`).
+    private let renderHooks = RenderHooks()
 
     init() {
         registry = PrometheusCollectorRegistry()
@@ -73,6 +75,11 @@ struct ServerMetrics: Sendable {
         queueDepthSource.read.withLock { $0 = { [weak batcher] in batcher?.queuedReports ?? 0 } }
     }
 
+    /// Runs `hook` at every render: for gauges sampled from another component.
+    func addRenderHook(_ hook: @escaping @Sendable () -> Void) {
+        renderHooks.hooks.withLock { $0.append(hook) }
+    }
+
     /// Counts one HTTP request by route pattern, method and status.
     func countRequest(method: String, route: String, status: Int) {
         Metrics.Counter(
@@ -85,6 +92,7 @@ struct ServerMetrics: Sendable {
     /// The Prometheus text exposition of every metric.
     func render() -> [UInt8] {
         if let read = queueDepthSource.read.withLock({ $0 }) { queueDepth.record(read()) }
+        for hook in renderHooks.hooks.withLock({ $0 }) { hook() }
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         return buffer
@@ -111,6 +119,10 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// Where the queue depth is read from; a reference so every copy of `ServerMetrics` shares it.
+private final class RenderHooks: Sendable {
+    let hooks = Mutex<[@Sendable () -> Void]>([])
+}
+
 private final class QueueDepthSource: Sendable {
     let read = Mutex<(@Sendable () -> Int)?>(nil)
 }

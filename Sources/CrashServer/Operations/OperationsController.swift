@@ -8,7 +8,15 @@ struct OperationsController: Sendable {
     let metrics: ServerMetrics
 
     func addRoutes(to router: Router<CrashRequestContext>) {
-        router.get("/healthz") { _, _ in Self.json(.ok, #"{"status":"ok"}"#) }
+        router.get("/healthz") { _, _ in
+            guard let reader = database.reader else { return Self.json(.ok, #"{"status":"ok"}"#) }
+            // The standby's state as last polled: reads fall back to the primary while it is
+            // down or lagging, so the process stays healthy either way.
+            let state = reader.current
+            let lag = (state.lagSeconds * 1000).rounded() / 1000
+            return Self.json(
+                .ok, #"{"status":"ok","readReplica":{"up":\#(state.up),"lagSeconds":\#(lag),"lagBytes":\#(state.lagBytes)}}"#)
+        }
         router.get("/readyz") { _, _ in
             do {
                 try await withDeadline(.seconds(2)) { try await database.ping() }

@@ -20,8 +20,9 @@ struct GroupRow: Sendable {
 extension CrashDatabase {
     /// Runs `body` in one read-only REPEATABLE READ transaction: every statement sees the
     /// same snapshot, so counts from several rollups and `pg_current_snapshot()` agree.
+    /// On the standby when one is configured and usable, else on the primary (`withReader`).
     func withReadSnapshot<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
+        try await withReader { client in try await client.withConnection { connection in
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
             do {
                 let result = try await body(connection)
@@ -31,7 +32,7 @@ extension CrashDatabase {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error
             }
-        }
+        } }
     }
 
     /// Reports per group in `window` under `filters`, read from the rollups (whole days
@@ -204,9 +205,22 @@ extension CrashDatabase {
     }
 
     /// A saved list snapshot as text; nil when unknown or pruned (see ``pruneListSnapshots(before:)``).
+    ///
+    /// Snapshots are saved on the primary. On a standby that has not replayed the row yet, or
+    /// whose own snapshot does not yet see everything the saved one holds as finished, this
+    /// throws ``ReaderBehind`` and the page is read on the primary instead.
     func listSnapshot(_ id: Int64, on connection: PostgresConnection) async throws -> String? {
-        let rows = try await connection.query("SELECT snapshot::text FROM list_snapshots WHERE id = \(id)", logger: logger)
-        for try await text in rows.decode(String.self) { return text }
+        let rows = try await connection.query(
+            """
+            SELECT s.snapshot::text, r.standby,
+                   NOT r.standby OR pg_snapshot_xmax(s.snapshot) <= pg_snapshot_xmin(pg_current_snapshot())
+            FROM (SELECT pg_is_in_recovery() AS standby) r LEFT JOIN list_snapshots s ON s.id = \(id)
+            """, logger: logger)
+        for try await (text, standby, covered) in rows.decode((String?, Bool, Bool?).self) {
+            if text == nil, standby { throw ReaderBehind() }
+            if covered == false { throw ReaderBehind() }
+            return text
+        }
         return nil
     }
 
@@ -217,13 +231,6 @@ extension CrashDatabase {
             logger: logger)
         for try await n in rows.decode(Int64.self) { return Int(n) }
         return 0
-    }
-
-    /// The current `pg_current_snapshot()` as text.
-    func currentSnapshot(on connection: PostgresConnection) async throws -> String {
-        let rows = try await connection.query("SELECT pg_current_snapshot()::text", logger: logger)
-        for try await text in rows.decode(String.self) { return text }
-        throw IngestStoreError(description: "no snapshot")
     }
 
     /// Group rows by id.
@@ -426,8 +433,10 @@ extension CrashDatabase {
             UPDATE crash_groups SET status = \(status), resolved_in = \(resolvedIn)
             WHERE id = \(group) AND project_id = \(project) RETURNING id
             """, logger: logger)
-        for try await _ in rows.decode(Int64.self) { return true }
-        return false
+        var found = false
+        for try await _ in rows.decode(Int64.self) { found = true }
+        if found { try await noteWrite() }
+        return found
     }
 
     /// Project-wide counts per bucket (`hour` or `day`) and key (`kind`, `version` or none).

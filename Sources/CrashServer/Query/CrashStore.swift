@@ -23,7 +23,8 @@ protocol CrashStore: Sendable {
 /// The reads of one snapshot (see ``CrashStore/read(_:)``); the documentation of each is on
 /// its PostgreSQL implementation in `CrashDatabase+query.swift` / `+trend.swift`.
 protocol CrashStoreReader: Sendable {
-    func currentSnapshot() async throws -> String
+    /// The first page's snapshot, and the one to read counts as of (nil: current data).
+    func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?)
     func listSnapshot(_ id: Int64) async throws -> String?
     func windowCounts(project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?) async throws
         -> [Int64: Int64]
@@ -59,7 +60,7 @@ struct PostgresReader: CrashStoreReader {
     let database: CrashDatabase
     let connection: PostgresConnection
 
-    func currentSnapshot() async throws -> String { try await database.currentSnapshot(on: connection) }
+    func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?) { try await database.firstPageSnapshot(on: connection) }
     func listSnapshot(_ id: Int64) async throws -> String? { try await database.listSnapshot(id, on: connection) }
     func windowCounts(project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?) async throws
         -> [Int64: Int64]

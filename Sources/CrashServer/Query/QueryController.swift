@@ -49,12 +49,13 @@ struct QueryController<Store: CrashStore>: Sendable {
             // The first page's snapshot: current on the first page; after it, the stored one
             // (nil once pruned: the walk goes on over current data).
             var snapshot: String?
+            var asOf: String?
             if cursor == nil {
-                snapshot = try await reader.currentSnapshot()
+                (snapshot, asOf) = try await reader.firstPageSnapshot()
             } else if let id = cursor?.snapshot {
                 snapshot = try await reader.listSnapshot(id)
+                asOf = snapshot
             }
-            let asOf = cursor == nil ? nil : snapshot
             let ranking = GroupRanking(limit: limit, after: cursor.map { ($0.key, $0.groupID) })
             let page: [GroupRanking.Entry]
             switch sort {
