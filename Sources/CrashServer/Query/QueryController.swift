@@ -9,6 +9,8 @@ import PostgresNIO
 /// behind a project's read token; plus `GET /openapi.json`.
 struct QueryController: Sendable {
     let database: CrashDatabase
+    /// Adds `symbolicated` frames to the reports and the detail's latest reports.
+    var symbolicator: ReportSymbolicator? = nil
 
     func addRoutes(to router: Router<CrashRequestContext>) {
         router.get("/openapi.json") { _, _ in
@@ -95,7 +97,11 @@ struct QueryController: Sendable {
     @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try await authorize(request, context)
         let window = try QueryParameters(request).window()
-        return try Self.json(try await detailBody(project: project, group: try groupID(context), window: window))
+        var body = try await detailBody(project: project, group: try groupID(context), window: window)
+        if let symbolicator, !body.latest.isEmpty {
+            body.latest = await symbolicator.symbolicateLatest(project: project.id, group: try groupID(context), body.latest)
+        }
+        return try Self.json(body)
     }
 
     /// A group's detail over `window` (the REST detail and the dashboard's crash page).
@@ -129,7 +135,7 @@ struct QueryController: Sendable {
             }
             after = (cursor.key, id)
         }
-        let body = try await database.withReadSnapshot { connection -> ReportListBody in
+        var body = try await database.withReadSnapshot { connection -> ReportListBody in
             guard try await !database.groupRows(project: project.id, ids: [group], on: connection).isEmpty else {
                 throw APIError.notFound("no crash group \(group) in project '\(project.slug)'")
             }
@@ -142,6 +148,7 @@ struct QueryController: Sendable {
             }
             return ReportListBody(reports: rows.prefix(limit).map(\.report), nextCursor: next)
         }
+        if let symbolicator { body.reports = await symbolicator.symbolicate(project: project.id, body.reports) }
         return try Self.json(body)
     }
 
