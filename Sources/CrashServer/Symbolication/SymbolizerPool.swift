@@ -66,6 +66,9 @@ public actor SymbolizerPool: Service {
     /// Processes started and not yet ended (for tests and metrics).
     public var processCount: Int { running }
 
+    /// The idle processes' ids (for tests).
+    var idleProcessIDs: [Int32] { idle.map(\.pid) }
+
     /// Resolves each address of `file` (addresses as the file's DWARF uses them), in order:
     /// the innermost inlined location first, the real function last; empty when unknown.
     public func symbolize(file: String, addresses: [UInt64]) async throws -> [[SymbolizedLocation]] {
