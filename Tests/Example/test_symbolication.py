@@ -7,8 +7,8 @@ device cannot name a single frame of the app. It crashes (abort in `crashAbortIn
 index out of range in `crashIndexOutOfRange`) and the next run reports. Then:
 - `GET .../reports` has no `symbolicated` frames while no debug file is uploaded;
 - `POST /v1/projects/{p}/debug-files` refuses a non-ELF file (400), wants the read token
-  (401 with the ingest key), stores the stripped binary (201) and takes it again (200,
-  unchanged);
+  (401 with the ingest key), a file over the size limit (413) and a bad name (400), stores
+  the stripped binary (201) and takes it again (200, unchanged);
 - `crash-server debug-files upload` stores the debug file, replacing the stripped one
   (its DWARF makes it richer);
 - `GET .../reports` and the group's detail then show the crashing functions with
@@ -96,7 +96,10 @@ created = json.loads(subprocess.run([server_bin, "project", "create", slug], env
 key, token = created["ingestKey"], created["readToken"]
 port = free_port()
 log = open(f"/tmp/crashguard-symbolication-server-{port}.log", "w")
-server = subprocess.Popen([server_bin, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env,
+# The server's upload limit between the stripped binary and the debug file (the CLI keeps the default).
+upload_limit = (os.path.getsize(example) + os.path.getsize(debug_file)) // 2
+server = subprocess.Popen([server_bin, "serve", "--host", "127.0.0.1", "--port", str(port)],
+                          env=dict(env, CRASHGUARD_MAX_DEBUG_FILE_BYTES=str(upload_limit)),
                           stdout=log, stderr=subprocess.STDOUT)
 try:
     for _ in range(600):
@@ -139,6 +142,10 @@ try:
     build_id = body["file"]["buildId"] if isinstance(body, dict) and "file" in body else ""
     status, body = request(port, "POST", f"{base}/debug-files?name=crashguard-example", token, open(example, "rb").read())
     check(status == 200 and body["outcome"] == "unchanged", f"re-uploading it changes nothing (200): {status} {body}")
+    status, body = request(port, "POST", f"{base}/debug-files?name=big", token, open(debug_file, "rb").read())
+    check(status == 413, f"a file over CRASHGUARD_MAX_DEBUG_FILE_BYTES is 413 ({status} {body!r:.200})")
+    status, body = request(port, "POST", f"{base}/debug-files?name=a/b", token, open(example, "rb").read())
+    check(status == 400 and "name" in body.get("error", ""), f"a name with '/' is 400 ({status} {body})")
     readelf = subprocess.run(["readelf", "-n", example], capture_output=True, text=True).stdout
     check(build_id != "" and build_id in readelf, f"stored under the binary's GNU build id ({build_id})")
 
