@@ -158,6 +158,11 @@ try:
     check(p.returncode != 0 and "not an ELF" in p.stderr, f"the CLI refuses a non-ELF file ({p.returncode} {p.stderr.strip()[-200:]})")
 
     abort_line = line_of("if Opaque.value == nil { abort() }")
+    # Not asserted (benchmarks measure, tests check): the first read symbolicates, the next is cached.
+    for label in ["first read (symbolizer started, debug file written out)", "second read (cache)"]:
+        started = time.monotonic()
+        get(port, f"{base}/crashes/{groups[0]['id']}/reports", token)
+        print(f"     {label}: {(time.monotonic() - started) * 1000:.1f} ms")
     for g in groups:
         r = get(port, f"{base}/crashes/{g['id']}/reports", token)["reports"][0]
         check(r["stack"] == before[g["id"]]["stack"], f"{g['title'][:60]}: the stack is as it was sent")
