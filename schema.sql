@@ -335,3 +335,22 @@ CREATE TABLE IF NOT EXISTS group_spikes (
     group_id bigint PRIMARY KEY REFERENCES crash_groups (id) ON DELETE CASCADE,
     fired_at timestamptz NOT NULL
 );
+
+-- Debug files for server-side symbolication (docs/symbolication.md): ELF files keyed by their
+-- GNU build id, per project. Kept in the database so every replica can symbolicate; each
+-- server writes a file to its local cache directory on first use.
+CREATE TABLE IF NOT EXISTS debug_files (
+    project_id     bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    build_id       text NOT NULL CHECK (build_id ~ '^[0-9a-f]{4,128}$'),
+    kind           text NOT NULL DEFAULT 'elf' CHECK (kind IN ('elf')),
+    name           text NOT NULL,
+    size           bigint NOT NULL,
+    sha256         text NOT NULL,
+    -- Lowest PT_LOAD address, as a signed 64-bit bit pattern.
+    load_address   bigint NOT NULL,
+    has_debug_info boolean NOT NULL,
+    has_symbols    boolean NOT NULL,
+    uploaded_at    timestamptz NOT NULL DEFAULT now(),
+    content        bytea NOT NULL,
+    PRIMARY KEY (project_id, build_id)
+);

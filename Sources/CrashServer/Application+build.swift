@@ -24,9 +24,11 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     )
     metrics.observeQueue(of: batcher)
     let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
+    let symbolizers = SymbolizerPool(
+        executable: configuration.llvmSymbolizer, size: configuration.symbolizers, logger: logger)
     let router = try buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
-        logger: logger)
+        symbolizers: symbolizers, logger: logger)
     let webhooks = WebhookSender(
         database: database, settings: configuration.webhooks, publicURL: configuration.publicURL, metrics: metrics,
         logger: logger)
@@ -40,7 +42,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
                 additionalChannelHandlers: [ConnectionGuardHandler(limits: connectionLimits, counter: connections)],
                 idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
-        services: database.services + [batcher, partitions, webhooks, spikes],
+        services: database.services + [batcher, partitions, webhooks, spikes, symbolizers],
         logger: logger
     )
     app.beforeServerStarts {
@@ -52,7 +54,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
 /// The routes and middleware, over already-built components.
 func buildRouter(
     database: CrashDatabase, batcher: IngestBatcher, metrics: ServerMetrics,
-    configuration: ServerConfiguration, timeout: Duration, logger: Logger
+    configuration: ServerConfiguration, timeout: Duration, symbolizers: SymbolizerPool? = nil, logger: Logger
 ) throws -> Router<CrashRequestContext> {
     let router = Router(context: CrashRequestContext.self)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
@@ -77,7 +79,10 @@ func buildRouter(
         body: IngestBody(maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes),
         databaseTimeout: timeout
     ).addRoutes(to: router)
-    QueryController(store: database).addRoutes(to: router)
+    QueryController(
+        store: database, symbolicator: symbolizers.map { ReportSymbolicator(database: database, pool: $0, logger: logger) }
+    ).addRoutes(to: router)
+    DebugFileController(database: database, maxBytes: configuration.maxDebugFileBytes).addRoutes(to: router)
     try addDashboard(to: router, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
     WebhookController(database: database).addRoutes(to: router)
     return router

@@ -11,7 +11,7 @@ struct CrashServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crash-server",
         abstract: "CrashGuard crash-report server.",
-        subcommands: [Serve.self, Migrate.self, ProjectCommand.self, Top.self],
+        subcommands: [Serve.self, Migrate.self, ProjectCommand.self, Top.self, DebugFilesCommand.self],
         defaultSubcommand: Serve.self
     )
 }

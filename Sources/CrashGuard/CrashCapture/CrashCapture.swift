@@ -98,6 +98,15 @@ enum CrashCapture {
         }
         if record.truncated { context.add("crash.truncated", "the crash handler faulted; the record ends early") }
         if skipped > 0 { context.add("crash.machineryFrames", String(skipped)) }
+        // The images the crashing thread's frames fall in, for symbolication on the server
+        // (docs/symbolication.md): before the scope, so a full scope never crowds them out.
+        var used: [LoadedImage] = []
+        for frame in recorded {
+            if let image = crashedImages.first(where: { $0.contains(frame) }), !used.contains(image) { used.append(image) }
+        }
+        for (i, image) in used.prefix(16).enumerated() {
+            context.add("image.\(i)", "0x\(String(image.base, radix: 16)) \(image.size) \(image.buildID.isEmpty ? "-" : image.buildID) \(image.path)")
+        }
         // The scope at the crash: user, tags, context, breadcrumbs (at most 32 entries).
         for entry in record.scope.prefix(32) { context.add(entry.key, entry.value) }
         if let crashing = record.threads.first(where: \.crashing) {
@@ -110,13 +119,6 @@ enum CrashCapture {
                 symbolicator.place(address, isReturnAddress: j > 0)
             }
             context.add("thread.\(i)", "\(thread.id) \(thread.name): " + names.joined(separator: " < "))
-        }
-        var used: [LoadedImage] = []
-        for frame in recorded {
-            if let image = crashedImages.first(where: { $0.contains(frame) }), !used.contains(image) { used.append(image) }
-        }
-        for (i, image) in used.enumerated() {
-            context.add("image.\(i)", "0x\(String(image.base, radix: 16)) \(image.size) \(image.buildID.isEmpty ? "-" : image.buildID) \(image.path)")
         }
 
         var timestamp = record.time ?? now

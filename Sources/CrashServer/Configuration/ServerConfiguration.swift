@@ -55,6 +55,12 @@ public struct ServerConfiguration: Sendable {
     public var maxConcurrentRequests = 1024
     /// Connections served at once; one more is answered 503 and closed (`CRASHGUARD_MAX_CONNECTIONS`).
     public var maxConnections = 10_000
+    /// Symbolication (docs/symbolication.md): largest debug file upload
+    /// (`CRASHGUARD_MAX_DEBUG_FILE_BYTES`), llvm-symbolizer (`CRASHGUARD_LLVM_SYMBOLIZER`)
+    /// and how many run at once (`CRASHGUARD_SYMBOLIZERS`).
+    public var maxDebugFileBytes = 256 << 20
+    public var llvmSymbolizer = "/usr/bin/llvm-symbolizer"
+    public var symbolizers = 2
     /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
     /// bytes); empty: a random one per start, so dashboard sessions end when the server restarts.
     public var sessionSecret = ""
@@ -93,6 +99,9 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
         if let v = try value("CRASHGUARD_MAX_CONNECTIONS", Int.init) { maxConnections = v }
+        if let v = try value("CRASHGUARD_MAX_DEBUG_FILE_BYTES", Int.init) { maxDebugFileBytes = v }
+        if let v = try value("CRASHGUARD_LLVM_SYMBOLIZER", { $0 }) { llvmSymbolizer = v }
+        if let v = try value("CRASHGUARD_SYMBOLIZERS", Int.init) { symbolizers = v }
         if let v = try value("CRASHGUARD_SESSION_SECRET", { $0 }) { sessionSecret = v }
         try webhooks.read(environment: env)
     }
@@ -120,6 +129,8 @@ public struct ServerConfiguration: Sendable {
         guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
         guard maxConnections >= 1 else { throw ConfigurationError("max connections: at least 1") }
         guard readMaxLag > 0, readMaxLag <= 3600 else { throw ConfigurationError("read max lag: 0 < seconds <= 3600") }
+        guard maxDebugFileBytes >= 1024 else { throw ConfigurationError("max debug file bytes: at least 1024") }
+        guard (1...64).contains(symbolizers) else { throw ConfigurationError("symbolizers: 1 to 64") }
         if !sessionSecret.isEmpty, sessionSecret.utf8.count < 32 {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }

@@ -12,6 +12,8 @@ import PostgresNIO
 /// fast route tests.
 struct QueryController<Store: CrashStore>: Sendable {
     let store: Store
+    /// Adds `symbolicated` frames to the reports and the detail's latest reports.
+    var symbolicator: ReportSymbolicator? = nil
 
     func addRoutes(to router: Router<CrashRequestContext>) {
         router.get("/openapi.json") { _, _ in
@@ -112,7 +114,11 @@ struct QueryController<Store: CrashStore>: Sendable {
     @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> GroupDetailBody {
         let project = try context.requireReadProject()
         let window = try QueryParameters(request).window()
-        return try await detailBody(project: project, group: try groupID(context), window: window)
+        var body = try await detailBody(project: project, group: try groupID(context), window: window)
+        if let symbolicator, !body.latest.isEmpty {
+            body.latest = await symbolicator.symbolicateLatest(project: project.id, group: try groupID(context), body.latest)
+        }
+        return body
     }
 
     /// A group's detail over `window` (the REST detail and the dashboard's crash page).
@@ -145,7 +151,7 @@ struct QueryController<Store: CrashStore>: Sendable {
             }
             after = (cursor.key, id)
         }
-        return try await store.read { reader -> ReportListBody in
+        var body = try await store.read { reader -> ReportListBody in
             guard try await !reader.groupRows(project: project.id, ids: [group]).isEmpty else {
                 throw APIError.notFound("no crash group \(group) in project '\(project.slug)'")
             }
@@ -157,6 +163,8 @@ struct QueryController<Store: CrashStore>: Sendable {
             }
             return ReportListBody(reports: rows.prefix(limit).map(\.report), nextCursor: next)
         }
+        if let symbolicator { body.reports = await symbolicator.symbolicate(project: project.id, body.reports) }
+        return body
     }
 
     @Sendable func triage(request: Request, context: CrashRequestContext) async throws -> GroupBody {

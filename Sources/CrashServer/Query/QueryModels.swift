@@ -90,6 +90,9 @@ struct StoredReport: Codable, Sendable, Equatable {
     var fingerprint: [String]?
     var context: [String: String]?
     var receivedAt: Date
+    /// Frames of `stack` resolved with uploaded debug files (docs/symbolication.md); absent
+    /// when none could be. Computed at read time, never stored.
+    var symbolicated: [SymbolicatedFrame]? = nil
 }
 
 struct GroupDetailBody: Codable, Sendable {

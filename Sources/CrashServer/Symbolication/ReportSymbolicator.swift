@@ -1,0 +1,229 @@
+import DequeModule
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// One frame of a report's `stack`, resolved with the debug file of its image.
+public struct SymbolicatedFrame: Codable, Sendable, Equatable {
+    /// Index into the report's `stack`.
+    public var frame: Int
+    /// The image's file name, as in the frame.
+    public var image: String
+    public var buildId: String
+    /// The function the address is in (for an inlined call: the function it was inlined into).
+    public var function: String?
+    public var file: String?
+    public var line: Int?
+    public var column: Int?
+    /// Functions inlined at this address, innermost first: each called the next one, the
+    /// last called from `function`'s `file:line`.
+    public var inlined: [SymbolizedLocation]?
+}
+
+/// Resolves the frames of stored reports against the project's uploaded debug files:
+/// at read time (the first read after an upload already shows it), with a cache by
+/// (build id, address), through a ``SymbolizerPool``. Failures are logged and leave the
+/// frames unresolved; a read never fails because of symbolication.
+///
+/// The SDK sends, per crash report, the images its frames fall in (`context["image.N"]`:
+/// `0x<base> <size> <build id or -> <path>`) and, when it skipped crash machinery,
+/// `context["crash.machineryFrames"]`; each frame is `"<i> <image> 0x<address> ..."`.
+public final class ReportSymbolicator: Sendable {
+    let database: CrashDatabase
+    let pool: SymbolizerPool
+    let directory: URL
+    let logger: Logger
+    private let cache: SymbolCache
+
+    public init(database: CrashDatabase, pool: SymbolizerPool, directory: URL? = nil, cacheEntries: Int = 100_000, logger: Logger) {
+        self.database = database
+        self.pool = pool
+        self.directory =
+            directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-debug-files", isDirectory: true)
+        self.cache = SymbolCache(capacity: cacheEntries)
+        self.logger = logger
+    }
+
+    /// An image a report's frames fall in.
+    struct Image: Equatable {
+        var base: UInt64
+        var size: UInt64
+        var buildID: String
+        var name: String
+    }
+
+    /// One frame to resolve: where it is in the stack, its image, its image offset.
+    struct Site: Equatable {
+        var frame: Int
+        var image: Image
+        /// Bytes from the image base to the instruction (a return address is moved back
+        /// into its call).
+        var offset: UInt64
+    }
+
+    /// The images of `context` (`image.N` entries).
+    static func images(context: [String: String]) -> [Image] {
+        context.keys.filter { $0.hasPrefix("image.") }.sorted().compactMap { key in
+            let parts = context[key]!.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: true)
+            guard parts.count == 4, parts[0].hasPrefix("0x"), let base = UInt64(parts[0].dropFirst(2), radix: 16),
+                let size = UInt64(parts[1]), ELFDebugFile.isBuildID(parts[2])
+            else { return nil }
+            let path = String(parts[3])
+            return Image(base: base, size: size, buildID: String(parts[2]), name: path.split(separator: "/").last.map(String.init) ?? path)
+        }
+    }
+
+    /// The frames of `stack` that fall in one of `images`.
+    static func sites(stack: [String], context: [String: String]) -> [Site] {
+        let images = images(context: context)
+        guard !images.isEmpty else { return [] }
+        let skipped = context["crash.machineryFrames"].flatMap { Int($0) } ?? 0
+        var sites: [Site] = []
+        for (i, frame) in stack.enumerated() {
+            let parts = frame.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: true)
+            guard parts.count >= 3, parts[2].hasPrefix("0x"), let address = UInt64(parts[2].dropFirst(2), radix: 16) else {
+                continue
+            }
+            let index = Int(parts[0]) ?? i
+            guard
+                let image = images.first(where: {
+                    $0.name == parts[1] && address >= $0.base && address - $0.base < $0.size
+                })
+            else { continue }
+            var offset = address - image.base
+            // Every frame but the crashing instruction is a return address: look up its call.
+            if index + skipped > 0, offset > 0 { offset -= 1 }
+            sites.append(Site(frame: i, image: image, offset: offset))
+        }
+        return sites
+    }
+
+    /// `reports` with `symbolicated` set where a frame could be resolved.
+    func symbolicate(project: Int64, _ reports: [StoredReport]) async -> [StoredReport] {
+        let perReport = reports.map { report in
+            report.stack.map { Self.sites(stack: $0, context: report.context ?? [:]) } ?? []
+        }
+        let buildIDs = Set(perReport.joined().map(\.image.buildID))
+        guard !buildIDs.isEmpty else { return reports }
+        let files: [(info: DebugFileInfo, loadAddress: UInt64)]
+        do {
+            files = try await database.debugFiles(project: project, buildIDs: buildIDs.sorted())
+        } catch {
+            logger.warning("debug files not readable", metadata: ["error.message": "\(error)"])
+            return reports
+        }
+        var resolved: [String: [UInt64: [SymbolizedLocation]]] = [:]
+        for file in files {
+            let addresses = Set(perReport.joined().filter { $0.image.buildID == file.info.buildId }.map { file.loadAddress &+ $0.offset })
+            resolved[file.info.buildId] = await resolve(project: project, file: file.info, addresses: addresses.sorted())
+        }
+        var result = reports
+        for (r, sites) in perReport.enumerated() {
+            var frames: [SymbolicatedFrame] = []
+            for site in sites {
+                guard let load = files.first(where: { $0.info.buildId == site.image.buildID })?.loadAddress,
+                    let locations = resolved[site.image.buildID]?[load &+ site.offset], let outer = locations.last
+                else { continue }
+                frames.append(
+                    SymbolicatedFrame(
+                        frame: site.frame, image: site.image.name, buildId: site.image.buildID, function: outer.function,
+                        file: outer.file, line: outer.line, column: outer.column,
+                        inlined: locations.count > 1 ? Array(locations.dropLast()) : nil))
+            }
+            if !frames.isEmpty { result[r].symbolicated = frames }
+        }
+        return result
+    }
+
+    /// The detail's `latest` reports (sent without their stacks) with `symbolicated` frames:
+    /// their stacks are read again here, resolved, and dropped.
+    func symbolicateLatest(project: Int64, group: Int64, _ latest: [StoredReport]) async -> [StoredReport] {
+        let full: [StoredReport]
+        do {
+            full = try await database.client.withConnection { connection in
+                try await database.reports(
+                    project: project, group: group, after: nil, limit: latest.count, includeStack: true, on: connection
+                ).map(\.report)
+            }
+        } catch {
+            logger.warning("latest reports not readable for symbolication", metadata: ["error.message": "\(error)"])
+            return latest
+        }
+        let resolved = await symbolicate(project: project, full)
+        var frames: [String: [SymbolicatedFrame]] = [:]
+        for report in resolved { frames[report.id] = report.symbolicated }
+        return latest.map { report in
+            var report = report
+            report.symbolicated = frames[report.id]
+            return report
+        }
+    }
+
+    /// Locations of `addresses` in one debug file: cached ones at once, the rest from the pool.
+    private func resolve(project: Int64, file: DebugFileInfo, addresses: [UInt64]) async -> [UInt64: [SymbolizedLocation]] {
+        var found: [UInt64: [SymbolizedLocation]] = [:]
+        var missing: [UInt64] = []
+        for address in addresses {
+            if let hit = await cache.get(SymbolCache.Key(sha256: file.sha256, address: address)) {
+                found[address] = hit
+            } else {
+                missing.append(address)
+            }
+        }
+        guard !missing.isEmpty else { return found }
+        do {
+            let path = try await localFile(project: project, file: file)
+            let answers = try await pool.symbolize(file: path.path, addresses: missing)
+            for (address, locations) in zip(missing, answers) {
+                found[address] = locations
+                await cache.set(SymbolCache.Key(sha256: file.sha256, address: address), locations)
+            }
+        } catch {
+            logger.warning(
+                "symbolication failed", metadata: ["build.id": "\(file.buildId)", "error.message": "\(error)"])
+        }
+        return found
+    }
+
+    /// The debug file on local disk (`<build id>-<sha256>.debug` in `directory`), written from
+    /// the database on first use: atomically, so concurrent readers and replicas sharing
+    /// the directory never see half a file.
+    func localFile(project: Int64, file: DebugFileInfo) async throws -> URL {
+        let url = directory.appendingPathComponent("\(file.buildId)-\(file.sha256.prefix(16)).debug")
+        if FileManager.default.fileExists(atPath: url.path) { return url }
+        guard let contents = try await database.debugFileContents(project: project, buildID: file.buildId, sha256: file.sha256)
+        else { throw SymbolizerError.unavailable("debug file \(file.buildId) was replaced while reading") }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let temporary = directory.appendingPathComponent(".\(UUID().uuidString).tmp")
+        try Data(contents.readableBytesView).write(to: temporary)
+        if rename(temporary.path, url.path) != 0 {
+            try? FileManager.default.removeItem(at: temporary)
+            throw SymbolizerError.unavailable("cannot write \(url.path): errno \(errno)")
+        }
+        return url
+    }
+}
+
+/// Resolved addresses by (file digest, address), the oldest forgotten past `capacity`.
+actor SymbolCache {
+    struct Key: Hashable {
+        var sha256: String
+        var address: UInt64
+    }
+
+    private let capacity: Int
+    private var entries: [Key: [SymbolizedLocation]] = [:]
+    private var order: Deque<Key> = []
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    func get(_ key: Key) -> [SymbolizedLocation]? { entries[key] }
+
+    func set(_ key: Key, _ value: [SymbolizedLocation]) {
+        if entries.updateValue(value, forKey: key) == nil { order.append(key) }
+        while order.count > capacity, let oldest = order.popFirst() { entries[oldest] = nil }
+    }
+
+    var count: Int { entries.count }
+}
