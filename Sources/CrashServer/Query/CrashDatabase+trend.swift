@@ -15,7 +15,7 @@ extension CrashDatabase {
         guard !ids.isEmpty else { return [:] }
         // Daily buckets: whole UTC days from the daily rollups, edge hours from the hourly
         // ones. Hourly buckets: hours only (the plan's day range is then empty).
-        let plan = unit == "day" ? window.plan : window.hourPlan
+        let plan = unit == .day ? window.plan : window.hourPlan
         let (h0, h1) = plan.hours[0], (h2, h3) = plan.hours[1]
         let (d0, d1) = plan.days
         let (r0, r1) = plan.raw[0], (r2, r3) = plan.raw[1]
