@@ -354,3 +354,56 @@ CREATE TABLE IF NOT EXISTS debug_files (
     content        bytea NOT NULL,
     PRIMARY KEY (project_id, build_id)
 );
+
+-- Each rollup defined once (issue 14): the rows of a rollup table for one project,
+-- recomputed from its stored reports. Ingest adds the same rows batch by batch in its
+-- transaction (Ingest/CrashDatabase+*ollups.swift); `crash-bench seed` fills the tables
+-- with `INSERT INTO t SELECT * FROM crashguard_rollup_t(project)`; RollupEquivalenceTests
+-- ingests through the real route and compares every table with its function. Buckets are
+-- UTC hours and days (`date_trunc(unit, ts, 'UTC')`, whatever the session's TimeZone),
+-- like TimeWindow.floor in Swift. The per-version tables use crashguard_version_rollups.
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_hourly(p_project bigint)
+RETURNS TABLE (project_id bigint, group_id bigint, hour timestamptz, app_id text, app_version text, os text,
+               count bigint, fatal_count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, r.group_id, date_trunc('hour', r.ts, 'UTC'), r.app_id, r.app_version, coalesce(r.os, ''),
+           count(*), count(*) FILTER (WHERE r.fatal)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6
+$$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_daily(p_project bigint)
+RETURNS TABLE (project_id bigint, group_id bigint, day timestamptz, app_id text, app_version text, os text,
+               count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, r.group_id, date_trunc('day', r.ts, 'UTC'), r.app_id, r.app_version, coalesce(r.os, ''),
+           count(*)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6
+$$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_facets(p_project bigint)
+RETURNS TABLE (project_id bigint, group_id bigint, facet text, value text, count bigint,
+               first_seen timestamptz, last_seen timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, r.group_id, f.facet, f.value, count(*), min(r.ts), max(r.ts)
+    FROM reports r,
+         LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, '')), ('model', r.model))
+             AS f(facet, value)
+    WHERE r.project_id = p_project AND f.value IS NOT NULL GROUP BY 1, 2, 3, 4
+$$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_model_hourly(p_project bigint)
+RETURNS TABLE (group_id bigint, hour timestamptz, model text, count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.group_id, date_trunc('hour', r.ts, 'UTC'), coalesce(r.model, ''), count(*)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3
+$$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_project_hourly(p_project bigint)
+RETURNS TABLE (project_id bigint, hour timestamptz, kind text, app_version text, count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, date_trunc('hour', r.ts, 'UTC'), r.kind, r.app_version, count(*)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4
+$$;
+-- The groups' own totals (crash_groups.report_count, first_seen, last_seen, fatal).
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_totals(p_project bigint)
+RETURNS TABLE (group_id bigint, report_count bigint, first_seen timestamptz, last_seen timestamptz, fatal boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT r.group_id, count(*), min(r.ts), max(r.ts), bool_or(coalesce(r.fatal, false))
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1
+$$;

@@ -11,9 +11,10 @@ import Synchronization
 /// device models; timestamps are uniform over the last `days` days. Reports go into the
 /// partitioned table day by day from `generate_series`; then the idempotency ledger,
 /// the groups' counts and first/last seen, and every rollup are derived from the stored
-/// reports by one `INSERT ... SELECT ... GROUP BY` each (``SeedCommand/derived``): the
-/// same rows ingest would have written. A rollup added to schema.sql is one more line
-/// there; tables that no line fills are reported at the end.
+/// reports by schema.sql's rollup functions, one statement each (``SeedCommand/derived``):
+/// the same rows ingest would have written (RollupEquivalenceTests). A rollup added to
+/// schema.sql is one more function and line there; tables that no line fills are reported
+/// at the end.
 struct SeedCommand: AsyncParsableCommand {
     /// A value the parallel workers share.
     final class Shared<T: Sendable>: Sendable {
@@ -47,18 +48,23 @@ struct SeedCommand: AsyncParsableCommand {
     ]
 
     /// Everything derived from the seeded reports, one statement each; `$1` is the project id.
-    /// Each must reproduce what the ingest transaction writes for the same reports.
-    static let derived: [(table: String, sql: String)] = [
-        ("report_ids", "INSERT INTO report_ids (project_id, id, ts) SELECT project_id, id, ts FROM reports WHERE project_id = $1"),
-        ("crash_groups", "UPDATE crash_groups g SET report_count = a.n, first_seen = a.f, last_seen = a.l, fatal = a.fatal FROM (SELECT group_id, count(*) AS n, min(ts) AS f, max(ts) AS l, bool_or(coalesce(fatal, false)) AS fatal FROM reports WHERE project_id = $1 GROUP BY group_id) a WHERE g.id = a.group_id"),
-        ("group_hourly", "INSERT INTO group_hourly (project_id, group_id, hour, app_id, app_version, os, count, fatal_count) SELECT project_id, group_id, date_trunc('hour', ts), app_id, app_version, coalesce(os, ''), count(*), count(*) FILTER (WHERE fatal) FROM reports WHERE project_id = $1 GROUP BY 1, 2, 3, 4, 5, 6"),
-        ("group_daily", "INSERT INTO group_daily (project_id, group_id, day, app_id, app_version, os, count) SELECT project_id, group_id, date_trunc('day', ts), app_id, app_version, coalesce(os, ''), count(*) FROM reports WHERE project_id = $1 GROUP BY 1, 2, 3, 4, 5, 6"),
-        ("group_facets", "INSERT INTO group_facets (project_id, group_id, facet, value, count, first_seen, last_seen) SELECT r.project_id, r.group_id, f.facet, f.value, count(*), min(r.ts), max(r.ts) FROM reports r, LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, '')), ('model', r.model)) AS f(facet, value) WHERE r.project_id = $1 AND f.value IS NOT NULL GROUP BY 1, 2, 3, 4"),
-        ("group_model_hourly", "INSERT INTO group_model_hourly (group_id, hour, model, count) SELECT group_id, date_trunc('hour', ts), coalesce(model, ''), count(*) FROM reports WHERE project_id = $1 GROUP BY 1, 2, 3"),
-        ("group_version_hourly", Self.versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
-        ("group_version_daily", Self.versionRollupSQL(table: "group_version_daily", bucket: "day")),
-        ("project_hourly", "INSERT INTO project_hourly (project_id, hour, kind, app_version, count) SELECT project_id, date_trunc('hour', ts), kind, app_version, count(*) FROM reports WHERE project_id = $1 GROUP BY 1, 2, 3, 4"),
-    ]
+    /// Every rollup comes from its schema.sql function (`crashguard_rollup_<table>`,
+    /// `crashguard_version_rollups`): the one definition that RollupEquivalenceTests checks
+    /// against what ingest writes for the same reports.
+    static let derived: [(table: String, sql: String)] =
+        [("report_ids", "INSERT INTO report_ids (project_id, id, ts) SELECT project_id, id, ts FROM reports WHERE project_id = $1")]
+        + ["group_hourly", "group_daily", "group_facets", "group_model_hourly", "project_hourly"].map { table in
+            (table, "INSERT INTO \(table) SELECT * FROM crashguard_rollup_\(table)($1)")
+        }
+        + [
+            ("crash_groups", """
+                UPDATE crash_groups g SET report_count = t.report_count, first_seen = t.first_seen, last_seen = t.last_seen,
+                    fatal = t.fatal
+                FROM crashguard_rollup_group_totals($1) t WHERE g.id = t.group_id
+                """),
+            ("group_version_hourly", Self.versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
+            ("group_version_daily", Self.versionRollupSQL(table: "group_version_daily", bucket: "day")),
+        ]
 
     /// Per group, version ('' and each) and hour or day: the report count and the device
     /// sketch, as schema.sql's `crashguard_version_rollups` derives them from the reports.

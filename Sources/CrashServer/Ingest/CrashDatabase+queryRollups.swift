@@ -20,9 +20,8 @@ extension CrashDatabase {
         for item in stored {
             let r = item.report
             let g = groups[item.groupKey]!
-            let seconds = Int64((r.timestamp.timeIntervalSince1970).rounded(.down))
-            let hour = seconds - ((seconds % 3600) + 3600) % 3600
-            let day = seconds - ((seconds % 86_400) + 86_400) % 86_400
+            let hour = Int64(TimeWindow.floor(r.timestamp, TimeWindow.hour).timeIntervalSince1970)
+            let day = Int64(TimeWindow.floor(r.timestamp, TimeWindow.day).timeIntervalSince1970)
             let os = r.device?.os ?? ""
             days[DayKey(p: item.projectID, g: g, d: day, a: r.app.id, v: r.app.version, o: os), default: 0] += 1
             var dims = [("app", r.app.id), ("version", r.app.version), ("os", os)]

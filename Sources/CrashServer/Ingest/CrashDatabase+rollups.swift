@@ -15,7 +15,7 @@ extension CrashDatabase {
         }
         var counts: [Key: (n: Int64, fatal: Int64)] = [:]
         for item in stored {
-            let hour = Int64((item.report.timestamp.timeIntervalSince1970 / 3600).rounded(.down)) * 3600
+            let hour = Int64(TimeWindow.floor(item.report.timestamp, TimeWindow.hour).timeIntervalSince1970)
             let key = Key(
                 project: item.projectID, hour: hour, group: groups[item.groupKey]!,
                 app: item.report.app.id, version: item.report.app.version, os: item.report.device?.os ?? "")

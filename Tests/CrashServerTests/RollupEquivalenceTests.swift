@@ -1,0 +1,162 @@
+@testable import CrashServer
+import Foundation
+import HummingbirdTesting
+import PostgresNIO
+import Testing
+
+/// Each rollup is defined once, in SQL (schema.sql's `crashguard_rollup_*` and
+/// `crashguard_version_rollups`, which `crash-bench seed` fills the tables with); ingest
+/// adds the same rows batch by batch in Swift. These tests ingest through the real route and
+/// check, table by table, that what ingest wrote is exactly what the definition derives
+/// from the stored reports.
+@Suite struct RollupEquivalenceTests {
+    /// A rollup table, the rows ingest wrote for project `$1`, and the rows its definition
+    /// derives for that project, in the same column order.
+    struct Rollup: Sendable, CustomTestStringConvertible {
+        var table: String
+        var written: String
+        var derived: String
+        var testDescription: String { table }
+    }
+
+    static let rollups: [Rollup] = [
+        Rollup(
+            table: "group_hourly",
+            written: "SELECT project_id, group_id, hour, app_id, app_version, os, count, fatal_count FROM group_hourly WHERE project_id = $1",
+            derived: "SELECT * FROM crashguard_rollup_group_hourly($1)"),
+        Rollup(
+            table: "group_daily",
+            written: "SELECT project_id, group_id, day, app_id, app_version, os, count FROM group_daily WHERE project_id = $1",
+            derived: "SELECT * FROM crashguard_rollup_group_daily($1)"),
+        Rollup(
+            table: "group_facets",
+            written: "SELECT project_id, group_id, facet, value, count, first_seen, last_seen FROM group_facets WHERE project_id = $1",
+            derived: "SELECT * FROM crashguard_rollup_group_facets($1)"),
+        Rollup(
+            table: "group_model_hourly",
+            written: """
+                SELECT m.group_id, m.hour, m.model, m.count FROM group_model_hourly m
+                JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1
+                """,
+            derived: "SELECT * FROM crashguard_rollup_group_model_hourly($1)"),
+        Rollup(
+            table: "project_hourly",
+            written: "SELECT project_id, hour, kind, app_version, count FROM project_hourly WHERE project_id = $1",
+            derived: "SELECT * FROM crashguard_rollup_project_hourly($1)"),
+        Rollup(
+            table: "group_version_hourly",
+            written: """
+                SELECT v.group_id, v.app_version, v.hour, v.count, v.sketch FROM group_version_hourly v
+                JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = $1
+                """,
+            derived: "SELECT * FROM crashguard_version_rollups($1, 'hour')"),
+        Rollup(
+            table: "group_version_daily",
+            written: """
+                SELECT v.group_id, v.app_version, v.day, v.count, v.sketch FROM group_version_daily v
+                JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = $1
+                """,
+            derived: "SELECT * FROM crashguard_version_rollups($1, 'day')"),
+        Rollup(
+            table: "crash_groups",
+            written: "SELECT id, report_count, first_seen, last_seen, fatal FROM crash_groups WHERE project_id = $1",
+            derived: "SELECT * FROM crashguard_rollup_group_totals($1)"),
+    ]
+
+    struct Comparison: Sendable, CustomStringConvertible {
+        var table: String, derived: Int64, written: Int64, different: Int64
+        var description: String { "\(table): \(derived) rows derived, \(written) written, \(different) differ" }
+    }
+
+    /// Tables that are not derived from reports (or are the reports themselves).
+    static let notRollups: Set<String> = [
+        "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes",
+    ]
+
+    /// Reports that cross hour and UTC-day edges (fractions of a second either side), with
+    /// and without os, model, device and fatal, over kinds, apps and versions, sent in
+    /// batches of different sizes with a retried batch in between, for two projects (the
+    /// other one must not leak into the first one's rows).
+    static func reports(seed: Int) -> [TestReport] {
+        let midnight = utcMidnight(daysAgo: 1)
+        let edges: [Double] = [-3600.5, -0.25, 0, 0.000_5, 59.75, 3599.999, 3600, 7200.5, -86_400 + 1]
+        let kinds = ["custom", "container", "signal", "exception"]
+        let versions = ["1.0.0", "1.1.0", "2.0.0"]
+        let oses: [String?] = ["iOS", "iPadOS", nil, ""]
+        let models: [String?] = ["iPhone14,2", nil, "iPad13,4", ""]
+        let devices: [String?] = ["device-1", "device-2", nil, "", "device-\(seed)"]
+        let fatals: [Bool?] = [true, false, nil]
+        return (0..<180).map { i in
+            queryReport(
+                "rollup \(i % 7) seed \(seed)", at: midnight.addingTimeInterval(edges[i % edges.count] + Double(i / 37) * 1800),
+                kind: kinds[i % kinds.count], version: versions[i % versions.count],
+                app: i % 11 == 0 ? "com.example.other" : "com.example.demo",
+                os: oses[i % oses.count], model: models[(i / 2) % models.count], device: devices[i % devices.count],
+                fatal: fatals[(i / 3) % fatals.count])
+        }
+    }
+
+    @Test func everyRollupTableIsCheckedHere() async throws {
+        let tables = try await withTestDatabase { db in
+            try await db.client.withConnection { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+                    """, logger: TestEnvironment.logger)
+                var names: Set<String> = []
+                for try await name in rows.decode(String.self) { names.insert(name) }
+                return names
+            }
+        }
+        let rollups = tables.filter { !Self.notRollups.contains($0) && !$0.hasPrefix("schema") }
+        #expect(rollups == Set(Self.rollups.map(\.table)), "a table derived from reports without a definition and a check here")
+    }
+
+    @Test func ingestWritesWhatEachRollupDefinitionDerives() async throws {
+        let p = try await makeProject(), other = try await makeProject()
+        let mine = Self.reports(seed: 1), theirs = Self.reports(seed: 2)
+        try await withApp { client in
+            // Batches of 1, 7, 50 and the rest; one batch retried (duplicates count nowhere).
+            var offset = 0
+            for size in [1, 7, 50, mine.count] {
+                let batch = Array(mine[offset..<min(mine.count, offset + size)])
+                try await client.send(batch, key: p.ingestKey)
+                if size == 7 { try await client.send(batch, key: p.ingestKey) }
+                offset += batch.count
+            }
+            try await client.send(theirs, key: other.ingestKey)
+        }
+        let project = p.project
+        let results = try await withTestDatabase { db in
+            try await db.client.withConnection { connection in
+                // Another session time zone must not move the buckets.
+                try await connection.query("SET TimeZone = 'Pacific/Chatham'", logger: TestEnvironment.logger)
+                var id: Int64 = 0
+                let rows = try await connection.query("SELECT id FROM projects WHERE slug = \(project)", logger: TestEnvironment.logger)
+                for try await value in rows.decode(Int64.self) { id = value }
+                var out: [Comparison] = []
+                for rollup in Self.rollups {
+                    var binds = PostgresBindings()
+                    binds.append(id)
+                    let sql = """
+                        WITH written AS (\(rollup.written)), derived AS (\(rollup.derived))
+                        SELECT (SELECT count(*) FROM derived), (SELECT count(*) FROM written),
+                               (SELECT count(*) FROM (SELECT * FROM derived EXCEPT ALL SELECT * FROM written) a)
+                             + (SELECT count(*) FROM (SELECT * FROM written EXCEPT ALL SELECT * FROM derived) b)
+                        """
+                    let rows = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: TestEnvironment.logger)
+                    for try await (derived, written, different) in rows.decode((Int64, Int64, Int64).self) {
+                        out.append(Comparison(table: rollup.table, derived: derived, written: written, different: different))
+                    }
+                }
+                return out
+            }
+        }
+        #expect(results.map { $0.table } == Self.rollups.map(\.table))
+        for result in results {
+            // Every table has rows (the check is not vacuous) and no row differs.
+            #expect(result.derived > 0 && result.written == result.derived && result.different == 0, "\(result)")
+        }
+    }
+}
