@@ -53,7 +53,10 @@ public final class Inflater {
             // (RFC 1950: method 8, window <= 32K, check bits) mean raw deflate.
             let earlier = held.count
             held.append(contentsOf: input.prefix(2 - held.count))
-            guard held.count == 2 else { head = held; return }
+            guard held.count == 2 else {
+                head = held
+                return
+            }
             head = nil
             let isZlib = held[0] & 0x0F == 8 && held[0] >> 4 <= 7 && (UInt16(held[0]) << 8 | UInt16(held[1])) % 31 == 0
             if !isZlib {

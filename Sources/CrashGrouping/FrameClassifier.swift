@@ -51,7 +51,9 @@ public enum FrameClassifier {
 
     /// `machineryInSystem: false` skips the machinery lookup of a frame whose image is the
     /// system's (it is skipped either way, unless the stack has no app frame).
-    static func classify(bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true) -> (
+    static func classify(
+        bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true
+    ) -> (
         role: FrameRole, length: Int
     ) {
         var end = src.count
@@ -184,8 +186,9 @@ struct FrameParts {
             if at(tick) == UInt8(ascii: "`") {
                 image = k..<tick
                 var s = tick + 1
-                while s + 3 < end && !(src[s] == Bytes.space && src[s + 1] == UInt8(ascii: "a") && src[s + 2] == UInt8(ascii: "t")
-                    && src[s + 3] == Bytes.space)
+                while s + 3 < end
+                    && !(src[s] == Bytes.space && src[s + 1] == UInt8(ascii: "a") && src[s + 2] == UInt8(ascii: "t")
+                        && src[s + 3] == Bytes.space)
                 {
                     s += 1
                 }

@@ -60,17 +60,18 @@ public enum Grouping {
     public static func title(normalizedReason: String) -> String {
         // ASCII without a carriage return (normalized text never has one): every byte is a
         // character, so the first line and the cut are found on the bytes.
-        let fast: String? = normalizedReason.utf8.withContiguousStorageIfAvailable { bytes in
-            var end = 0
-            while end < bytes.count && end < titleLimit {
-                let b = bytes[end]
-                if b >= 0x80 || b == Bytes.carriageReturn { return nil }
-                if b == Bytes.newline { break }
-                end += 1
-            }
-            if end == titleLimit && end < bytes.count && bytes[end] >= 0x80 { return nil }
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<end]), as: UTF8.self)
-        } ?? nil
+        let fast: String? =
+            normalizedReason.utf8.withContiguousStorageIfAvailable { bytes in
+                var end = 0
+                while end < bytes.count && end < titleLimit {
+                    let b = bytes[end]
+                    if b >= 0x80 || b == Bytes.carriageReturn { return nil }
+                    if b == Bytes.newline { break }
+                    end += 1
+                }
+                if end == titleLimit && end < bytes.count && bytes[end] >= 0x80 { return nil }
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<end]), as: UTF8.self)
+            } ?? nil
         if let fast { return fast }
         let firstLine = normalizedReason.prefix { $0 != "\n" && $0 != "\r" && $0 != "\r\n" }
         return String(firstLine.prefix(titleLimit))

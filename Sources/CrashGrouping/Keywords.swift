@@ -28,7 +28,9 @@ enum Keywords {
         "TB", "KiB", "MiB", "GiB", "TiB",
     ]
 
-    @inline(__always) static func equals(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int, _ s: StaticString)
+    @inline(__always) static func equals(
+        _ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int, _ s: StaticString
+    )
         -> Bool
     {
         let n = s.utf8CodeUnitCount
@@ -39,7 +41,9 @@ enum Keywords {
     }
 
     /// Case-insensitive (ASCII) comparison with a lowercase word.
-    @inline(__always) static func equalsLower(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int, _ s: StaticString)
+    @inline(__always) static func equalsLower(
+        _ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int, _ s: StaticString
+    )
         -> Bool
     {
         let n = s.utf8CodeUnitCount

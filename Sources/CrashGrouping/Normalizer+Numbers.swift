@@ -25,16 +25,17 @@ extension Normalizer {
             k += 2
             while Bytes.isDigit(at(k)) { k += 1 }
         }
-        let keep = (line.keepNumbers && !line.lineArmed) || line.armed
+        let keep =
+            (line.keepNumbers && !line.lineArmed) || line.armed
             || (!line.pendingSpace && out.count > line.outStart && out.last == UInt8(ascii: "#"))
         if isWordAt(k) {
             if let u = Keywords.unitEnd(src, k, line.end), !isWordAt(u) {
                 if keep {
-                emitRaw(j, k)
-            } else {
-                dropSign()
-                emit("<n>")
-            }
+                    emitRaw(j, k)
+                } else {
+                    dropSign()
+                    emit("<n>")
+                }
                 emitRaw(k, u)
                 clearFlags()
                 return u

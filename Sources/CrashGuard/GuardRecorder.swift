@@ -137,8 +137,9 @@ public enum GuardRecorder {
         line: Int = #line,
         function: String = #function
     ) {
-        record(kind, site: CallSite(fileID: fileID, line: line, function: function), in: nil,
-               reason: reason(), context: context())
+        record(
+            kind, site: CallSite(fileID: fileID, line: line, function: function), in: nil,
+            reason: reason(), context: context())
     }
 
     // MARK: - Internals shared with the guards
@@ -344,7 +345,7 @@ enum Limits {
         // for symbolication off the device.
         var rest = frames[...]
         while let first = rest.first,
-              first.contains("callStackSymbols") || first.contains("0B8RecorderO") || first.contains("GuardRecorder")
+            first.contains("callStackSymbols") || first.contains("0B8RecorderO") || first.contains("GuardRecorder")
         {
             rest = rest.dropFirst()
         }
@@ -354,7 +355,8 @@ enum Limits {
     static func context(_ ctx: [String: String]) -> [String: String] {
         var out: [String: String] = [:]
         // Call-site keys first so they survive the entry cap.
-        let keys = ["file", "line", "function", "action", "suppressed"].filter { ctx[$0] != nil }
+        let keys =
+            ["file", "line", "function", "action", "suppressed"].filter { ctx[$0] != nil }
             + ctx.keys.filter { !["file", "line", "function", "action", "suppressed"].contains($0) }.sorted()
         for key in keys.prefix(ReportLimits.maxContextEntries) {
             out[truncate(key, bytes: ReportLimits.contextKeyBytes)] = truncate(ctx[key]!, bytes: ReportLimits.contextValueBytes)

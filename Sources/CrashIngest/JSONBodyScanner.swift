@@ -84,12 +84,20 @@ struct JSONBodyScanner {
             if b >= 0x80 {
                 switch b {
                 case 0xC2...0xDF: utf8Due = 1
-                case 0xE0: utf8Due = 2; utf8Low = 0xA0
+                case 0xE0:
+                    utf8Due = 2
+                    utf8Low = 0xA0
                 case 0xE1...0xEC, 0xEE...0xEF: utf8Due = 2
-                case 0xED: utf8Due = 2; utf8High = 0x9F
-                case 0xF0: utf8Due = 3; utf8Low = 0x90
+                case 0xED:
+                    utf8Due = 2
+                    utf8High = 0x9F
+                case 0xF0:
+                    utf8Due = 3
+                    utf8Low = 0x90
                 case 0xF1...0xF3: utf8Due = 3
-                case 0xF4: utf8Due = 3; utf8High = 0x8F
+                case 0xF4:
+                    utf8Due = 3
+                    utf8High = 0x8F
                 default: throw Self.invalidUTF8
                 }
                 // Outside a string, any non-ASCII byte is a grammar error.

@@ -41,7 +41,9 @@ enum JSONText {
             let unit = hex4(bytes, i + 2)
             i += 6
             switch unit {
-            case 0: hasNUL = true; count += 1
+            case 0:
+                hasNUL = true
+                count += 1
             case 0x01..<0x80: count += 1
             case 0x80..<0x800: count += 2
             case 0xD800..<0xDC00:

@@ -131,7 +131,9 @@ struct ReportReader {
         guard case .value(let kindString) = kindText, let kind = ReportKind(rawValue: kindString) else {
             throw Rejection("kind: not one of \(ReportKind.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        let reason = try string(requiredString(at[Field.reason.rawValue], "reason", limit: ReportLimits.reasonBytes.upperBound), "reason", ReportLimits.reasonBytes.upperBound, &oversize)
+        let reason = try string(
+            requiredString(at[Field.reason.rawValue], "reason", limit: ReportLimits.reasonBytes.upperBound), "reason",
+            ReportLimits.reasonBytes.upperBound, &oversize)
         let stack = try stringArray(
             at[Field.stack.rawValue], "stack", limit: ReportLimits.frameBytes, keep: ReportLimits.maxFrames + 1,
             unit: "frames", &oversize)

@@ -39,7 +39,9 @@ struct BombCommand: AsyncParsableCommand {
             body += rest
             inflated += 16
         }
-        print("bomb: \(body.count) B gzip inflating to \(inflated) MiB (\(body.count == member.count ? 1 : (body.count - member.count) / rest.count + 1) gzip members)")
+        print(
+            "bomb: \(body.count) B gzip inflating to \(inflated) MiB (\(body.count == member.count ? 1 : (body.count - member.count) / rest.count + 1) gzip members)"
+        )
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var config = HTTPClient.Configuration()
@@ -85,7 +87,8 @@ struct BombCommand: AsyncParsableCommand {
         let statuses = Dictionary(grouping: results, by: \.0).mapValues(\.count)
             .sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "closed" : String($0.key)) x\($0.value)" }.joined(separator: ", ")
         let rss = usage.map { String(format: "%.0f", Double($0.peakRSS) / 1_048_576) } ?? "-"
-        print(String(format: "bomb: refused in p50 %.1f ms, max %.1f ms; ", latency.p50, latency.max) + "status \(statuses); server peak RSS \(rss) MB")
+        print(
+            String(format: "bomb: refused in p50 %.1f ms, max %.1f ms; ", latency.p50, latency.max) + "status \(statuses); server peak RSS \(rss) MB")
         print("ROW|zip bomb (\(inflated) MiB)|" + String(format: "%.1f|%.1f", latency.p50, latency.max) + "|\(statuses)|\(rss)")
         if results.contains(where: { $0.0 != 413 && $0.0 != 0 }) { throw ExitCode(1) }
     }

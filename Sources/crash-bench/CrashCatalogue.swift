@@ -83,17 +83,38 @@ struct CrashCatalogue {
         (.container, "*** -[__NSDictionaryM setObject:forKey:]: object cannot be nil (key: identifier)"),
         (.null, "-[NSNull length]: unrecognized selector sent to instance {a}"),
         (.unrecognizedSelector, "-[NSNull objectForKeyedSubscript:]: unrecognized selector sent to instance {a}"),
-        (.kvo, "Cannot remove an observer <NSKeyValueObservance {a}> for the key path \"contentSize\" from <UIScrollView {a}> because it is not registered as an observer."),
-        (.mainThread, "Modifications to the layout engine must not be performed from a background thread after it has been accessed from the main thread."),
+        (
+            .kvo,
+            "Cannot remove an observer <NSKeyValueObservance {a}> for the key path \"contentSize\" from <UIScrollView {a}> because it is not registered as an observer."
+        ),
+        (
+            .mainThread,
+            "Modifications to the layout engine must not be performed from a background thread after it has been accessed from the main thread."
+        ),
         (.string, "*** -[__NSCFString substringToIndex:]: Index {n} out of bounds; string length {n}"),
         (.arithmetic, "Fatal error: Division by zero"),
         (.cast, "Could not cast value of type '__NSCFNumber' ({a}) to 'NSString' ({a})."),
         (.timer, "Timer fired on a deallocated target after {ms}ms"),
-        (.exception, "*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: 'Invalid update: invalid number of rows in section {n}. The number of rows contained in an existing section after the update ({i}) must be equal to the number of rows contained in that section before the update ({n}), plus or minus the number of rows inserted or deleted from that section ({n} inserted, {n} deleted).'"),
-        (.exception, "*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: 'attempt to delete item {n} from section {n} which only contains {n} items before the update'"),
-        (.exception, "*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: 'UICollectionView received layout attributes for a cell with an index path that does not exist: <NSIndexPath: {a}> {length = {n}, path = {n} - {n}}'"),
-        (.exception, "*** Terminating app due to uncaught exception 'NSRangeException', reason: '*** -[__NSArrayM objectAtIndex:]: index {n} beyond bounds [0 .. {n}]'"),
-        (.exception, "*** Terminating app due to uncaught exception 'NSInvalidArgumentException', reason: '*** -[__NSPlaceholderDictionary initWithObjects:forKeys:count:]: attempt to insert nil object from objects[{n}]'"),
+        (
+            .exception,
+            "*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: 'Invalid update: invalid number of rows in section {n}. The number of rows contained in an existing section after the update ({i}) must be equal to the number of rows contained in that section before the update ({n}), plus or minus the number of rows inserted or deleted from that section ({n} inserted, {n} deleted).'"
+        ),
+        (
+            .exception,
+            "*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: 'attempt to delete item {n} from section {n} which only contains {n} items before the update'"
+        ),
+        (
+            .exception,
+            "*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: 'UICollectionView received layout attributes for a cell with an index path that does not exist: <NSIndexPath: {a}> {length = {n}, path = {n} - {n}}'"
+        ),
+        (
+            .exception,
+            "*** Terminating app due to uncaught exception 'NSRangeException', reason: '*** -[__NSArrayM objectAtIndex:]: index {n} beyond bounds [0 .. {n}]'"
+        ),
+        (
+            .exception,
+            "*** Terminating app due to uncaught exception 'NSInvalidArgumentException', reason: '*** -[__NSPlaceholderDictionary initWithObjects:forKeys:count:]: attempt to insert nil object from objects[{n}]'"
+        ),
     ]
 
     // MARK: - Sites
@@ -110,7 +131,8 @@ struct CrashCatalogue {
         switch platform {
         case .iOSException:
             let shared = sharedReasons.filter { $0.0 == .exception }
-            let reason = ownReason
+            let reason =
+                ownReason
                 ? "*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: '\(type) \(method(0)) expected {n} items, got {i} (state {n})'"
                 : shared[id % shared.count].1
             let assertion = id % 2 == 0
@@ -143,10 +165,17 @@ struct CrashCatalogue {
                 ]
             } else if reason.hasPrefix("Fatal error") {
                 top = [
-                    Frame(image: "libswiftCore.dylib", symbol: "Swift._assertionFailure(_: Swift.StaticString, _: Swift.String, file: Swift.StaticString, line: Swift.UInt, flags: Swift.UInt32) -> Swift.Never"),
+                    Frame(
+                        image: "libswiftCore.dylib",
+                        symbol:
+                            "Swift._assertionFailure(_: Swift.StaticString, _: Swift.String, file: Swift.StaticString, line: Swift.UInt, flags: Swift.UInt32) -> Swift.Never"
+                    )
                 ]
                 if reason.contains("Index out of range") {
-                    top.append(Frame(image: "libswiftCore.dylib", symbol: "Swift._ArrayBuffer._checkInoutAndNativeTypeCheckedBounds(_: Swift.Int, wasNativeTypeChecked: Swift.Bool) -> ()"))
+                    top.append(
+                        Frame(
+                            image: "libswiftCore.dylib",
+                            symbol: "Swift._ArrayBuffer._checkInoutAndNativeTypeCheckedBounds(_: Swift.Int, wasNativeTypeChecked: Swift.Bool) -> ()"))
                 }
             } else {
                 top = [Frame(image: "libobjc.A.dylib", symbol: "objc_msgSend")]
@@ -169,7 +198,8 @@ struct CrashCatalogue {
             }
             return Site(id: id, platform: platform, kind: kind, reason: reason, top: top, app: app)
         case .linuxSwift:
-            let reason = ownReason
+            let reason =
+                ownReason
                 ? "Fatal error: \(type).\(method(0)): unexpected balance {i} for \(noun.lowercased()) {n}"
                 : "Fatal error: Index out of range"
             let top = [
@@ -181,7 +211,8 @@ struct CrashCatalogue {
                 app: (0..<5).map { Frame(image: "shop-server", symbol: "\(type)\($0 == 0 ? "" : String($0)).\(method($0))(_:)") })
         case .python:
             let errors = ["KeyError: 'user_id'", "IndexError: list index out of range", "AttributeError: 'NoneType' object has no attribute 'id'"]
-            let reason = ownReason
+            let reason =
+                ownReason
                 ? "ValueError: \(noun.lowercased()) {n} has {i} \(objects[id % objects.count].lowercased()) left, expected at least {n}"
                 : errors[id % errors.count]
             let top = [
@@ -193,7 +224,10 @@ struct CrashCatalogue {
                 id: id, platform: platform, kind: .exception, reason: reason, top: top,
                 app: (0..<5).map { Frame(image: module + ($0 == 0 ? "" : ".part\($0)"), symbol: "\(method($0).lowercased())") })
         case .javascript:
-            let errors = ["TypeError: Cannot read properties of undefined (reading 'id')", "TypeError: e.map is not a function", "RangeError: Maximum call stack size exceeded"]
+            let errors = [
+                "TypeError: Cannot read properties of undefined (reading 'id')", "TypeError: e.map is not a function",
+                "RangeError: Maximum call stack size exceeded",
+            ]
             let reason = ownReason ? "Error: \(type) \(method(0)) failed after {ms}ms and {n} retries" : errors[id % errors.count]
             let top = [
                 Frame(image: "node_modules/react-dom/cjs/react-dom.production.min.js", symbol: "commitHookEffectListMount"),

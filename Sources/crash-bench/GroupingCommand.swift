@@ -51,7 +51,10 @@ struct GroupingCommand: AsyncParsableCommand {
         let occurrences = picks.map { catalogue.occurrence(of: catalogue.sites[$0], &rng) }
         let frames = occurrences.reduce(0) { $0 + $1.stack.count }
         print("catalogue: \(sites) sites, \(occurrences.count) reports, \(frames / occurrences.count) frames per stack on average (seed \(seed))")
-        print("platforms: " + CrashCatalogue.Platform.allCases.map { p in "\(p.rawValue) \(catalogue.sites.filter { $0.platform == p }.count)" }.joined(separator: ", "))
+        print(
+            "platforms: "
+                + CrashCatalogue.Platform.allCases.map { p in "\(p.rawValue) \(catalogue.sites.filter { $0.platform == p }.count)" }.joined(
+                    separator: ", "))
         for version in GroupingVersion.allCases {
             var groupsOfSite: [Int: Set<String>] = [:]
             var sitesOfGroup: [String: Set<Int>] = [:]
@@ -69,11 +72,13 @@ struct GroupingCommand: AsyncParsableCommand {
             let share = 100 * Double(mixed.count) / Double(sitesOfGroup.count)
             print(
                 String(
-                    format: "%@: %d groups for %d sites; sites split: %d; groups holding more than one site: %d (%.1f %%, largest %d sites); sites merged: %d",
+                    format:
+                        "%@: %d groups for %d sites; sites split: %d; groups holding more than one site: %d (%.1f %%, largest %d sites); sites merged: %d",
                     version.rawValue, sitesOfGroup.count, sites, split.count, mixed.count, share,
                     mixed.values.map(\.count).max() ?? 1, merged.count))
             for (hash, members) in mixed.sorted(by: { $0.value.count > $1.value.count }).prefix(show) {
-                print("  merged \(members.count) sites (\(members.sorted().prefix(8).map(String.init).joined(separator: ","))): \(titles[hash] ?? "")")
+                print(
+                    "  merged \(members.count) sites (\(members.sorted().prefix(8).map(String.init).joined(separator: ","))): \(titles[hash] ?? "")")
             }
             for (site, groups) in split.sorted(by: { $0.value.count > $1.value.count }).prefix(show) {
                 print("  split site \(site) (\(catalogue.sites[site].platform)) into \(groups.count) groups: \(catalogue.sites[site].reason)")

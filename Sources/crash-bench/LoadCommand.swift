@@ -103,7 +103,10 @@ struct LoadCommand: AsyncParsableCommand {
                             scheduled = start + .nanoseconds(Int64(Double(index) * interval * 1e9))
                             if scheduled > clock.now { try? await Task.sleep(until: scheduled, clock: clock) }
                         }
-                        if clock.now >= deadline { run.stop(); return }
+                        if clock.now >= deadline {
+                            run.stop()
+                            return
+                        }
                         var request = HTTPClientRequest(url: endpoint)
                         request.method = .POST
                         request.headers.add(name: WireProtocol.ingestKeyHeader, value: ingestKey)
@@ -157,9 +160,15 @@ struct LoadCommand: AsyncParsableCommand {
                 result.answered, elapsed, Double(result.answered) / elapsed, storedPerSecond, result.accepted,
                 result.duplicates, result.rejected))
         print(String(format: "latency ms: p50 %.1f  p99 %.1f  max %.1f  (mean %.1f)", latency.p50, latency.p99, latency.max, latency.mean))
-        print("status: " + result.statuses.sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "no answer" : String($0.key)) x\($0.value)" }.joined(separator: ", "))
+        print(
+            "status: "
+                + result.statuses.sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "no answer" : String($0.key)) x\($0.value)" }.joined(
+                    separator: ", "))
         let top = hottestCount.values.max() ?? 0
-        print(String(format: "distinct signatures acknowledged: %d (hottest %.1f%% of reports)", distinct.count, Double(top) / Double(max(1, result.accepted + result.duplicates)) * 100))
+        print(
+            String(
+                format: "distinct signatures acknowledged: %d (hottest %.1f%% of reports)", distinct.count,
+                Double(top) / Double(max(1, result.accepted + result.duplicates)) * 100))
         let stored = Double(max(1, result.accepted))
         if let usage {
             print(
@@ -168,7 +177,9 @@ struct LoadCommand: AsyncParsableCommand {
                     Double(usage.peakRSS) / 1_048_576, usage.cpuPercent, usage.cpuPercent / 100 * elapsed / stored * 1e6, usage.machineBusy))
         }
         if let postgresCPU {
-            print(String(format: "postgres: CPU %.0f%% of one core (%.0f µs per stored report)", postgresCPU / elapsed * 100, postgresCPU / stored * 1e6))
+            print(
+                String(
+                    format: "postgres: CPU %.0f%% of one core (%.0f µs per stored report)", postgresCPU / elapsed * 100, postgresCPU / stored * 1e6))
         }
         var verified = "skipped"
         if !noVerify {

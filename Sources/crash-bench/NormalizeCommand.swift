@@ -157,7 +157,8 @@ struct NormalizeCommand: AsyncParsableCommand {
             let stack = (0..<20).map { f in
                 let image = images[(i + f) % images.count]
                 let symbol = symbols[(i * 7 + f) % symbols.count]
-                return "\(f)   \(image.padding(toLength: 30, withPad: " ", startingAt: 0)) 0x0000000\(hex(9)) \(symbol) + \(Int.random(in: 4...4000, using: &rng))"
+                return
+                    "\(f)   \(image.padding(toLength: 30, withPad: " ", startingAt: 0)) 0x0000000\(hex(9)) \(symbol) + \(Int.random(in: 4...4000, using: &rng))"
             }
             // Guards append where they caught it; brings reasons to about 200 bytes.
             let suffix = " [guard: \(cls) on \(i % 3 == 0 ? "main" : "background") queue]"

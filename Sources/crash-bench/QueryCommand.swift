@@ -76,7 +76,9 @@ struct QueryCommand: AsyncParsableCommand {
                 samples.append(Bench.seconds(ContinuousClock.now - start))
             }
             let l = Bench.Latency(samples)
-            print(name.padding(toLength: 32, withPad: " ", startingAt: 0) + String(format: " p50 %7.1f ms  p95 %7.1f ms  max %7.1f ms  (%d runs)", l.p50, l.p95, l.max, runs))
+            print(
+                name.padding(toLength: 32, withPad: " ", startingAt: 0)
+                    + String(format: " p50 %7.1f ms  p95 %7.1f ms  max %7.1f ms  (%d runs)", l.p50, l.p95, l.max, runs))
             print("ROW|\(name)|" + String(format: "%.1f|%.1f|%.1f", l.p50, l.p95, l.max) + "|\(runs)")
         }
         if let usage = sampler?.finish() {

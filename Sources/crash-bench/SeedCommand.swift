@@ -57,11 +57,14 @@ struct SeedCommand: AsyncParsableCommand {
             (table, "INSERT INTO \(table) SELECT * FROM crashguard_rollup_\(table)($1)")
         }
         + [
-            ("crash_groups", """
+            (
+                "crash_groups",
+                """
                 UPDATE crash_groups g SET report_count = t.report_count, first_seen = t.first_seen, last_seen = t.last_seen,
                     fatal = t.fatal
                 FROM crashguard_rollup_group_totals($1) t WHERE g.id = t.group_id
-                """),
+                """
+            ),
             ("group_version_hourly", Self.versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
             ("group_version_daily", Self.versionRollupSQL(table: "group_version_daily", bucket: "day")),
         ]
@@ -94,9 +97,10 @@ struct SeedCommand: AsyncParsableCommand {
         try await Self.session(connection)
         guard let projectID = try await Bench.values(connection, "SELECT id FROM projects WHERE slug = \(project)", as: Int64.self).first
         else { throw BenchError("no project \(project): create it with `crash-server project create \(project)`") }
-        let existing = try await Bench.values(
-            connection, "SELECT count(*) FROM crash_groups WHERE project_id = \(projectID)", as: Int64.self
-        ).first ?? 0
+        let existing =
+            try await Bench.values(
+                connection, "SELECT count(*) FROM crash_groups WHERE project_id = \(projectID)", as: Int64.self
+            ).first ?? 0
         guard existing == 0 else { throw BenchError("project \(project) already has \(existing) groups: seed a fresh project") }
 
         try await connection.query(
@@ -168,7 +172,8 @@ struct SeedCommand: AsyncParsableCommand {
                             ) s
                             JOIN seed_groups g ON g.rank = least(s.rank, \(unescaped: String(groups)))
                             """, logger: logger)
-                        print(String(format: "seed: chunk %d/%d (%d reports) at %.0f s", chunk + 1, chunks, count, Bench.seconds(clock.now - started)))
+                        print(
+                            String(format: "seed: chunk %d/%d (%d reports) at %.0f s", chunk + 1, chunks, count, Bench.seconds(clock.now - started)))
                     }
                     try await c.close()
                 }
@@ -201,7 +206,10 @@ struct SeedCommand: AsyncParsableCommand {
         for table in ["reports"] + Self.derived.map(\.table) {
             try await connection.query(PostgresQuery(unsafeSQL: "ANALYZE \(table)"), logger: logger)
         }
-        print(String(format: "seed: derived tables in %.0f s, ANALYZE in %.0f s", Bench.seconds(analyzeStart - derivedStart), Bench.seconds(clock.now - analyzeStart)))
+        print(
+            String(
+                format: "seed: derived tables in %.0f s, ANALYZE in %.0f s", Bench.seconds(analyzeStart - derivedStart),
+                Bench.seconds(clock.now - analyzeStart)))
 
         // Tables in the schema that nothing above fills: a rollup added since.
         let tables = try await Bench.values(

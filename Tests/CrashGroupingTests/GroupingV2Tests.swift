@@ -58,7 +58,10 @@ struct GroupingV2Tests {
             ("1   Shop                      0x0000000100a1b2c3 Shop.Cart.total() -> Swift.Int + 16", .app),
             // Swift backtracer (Linux), LLDB, glibc.
             ("0 0x0000aaaab8e0f0d0 level3() + 16 in bt at /src/bt.swift:6:5", .app),
-            ("1 [ra] 0x00007f0011223344 $ss17_assertionFailure_4file4line5flagss5NeverOs12StaticStringV_SSAHSus6UInt32VtF + 300 in libswiftCore.so", .machinery),
+            (
+                "1 [ra] 0x00007f0011223344 $ss17_assertionFailure_4file4line5flagss5NeverOs12StaticStringV_SSAHSus6UInt32VtF + 300 in libswiftCore.so",
+                .machinery
+            ),
             ("5 [ra] 0x00007f0011223344 start_thread + 100 in libc.so.6", .system),
             ("frame #1: 0x0000000100003f2c Demo`Demo.foo() -> () at main.swift:12:5", .app),
             ("frame #0: 0x00000001a0b2c3d4 libsystem_kernel.dylib`__pthread_kill + 8", .machinery),
@@ -104,7 +107,9 @@ struct GroupingV2Tests {
     // MARK: - Frame selection
 
     static func darwin(_ frames: [(String, String)]) -> [String] {
-        frames.enumerated().map { "\($0.offset)   \($0.element.0)   0x00000001\(String($0.offset * 4099 + 0x1000, radix: 16)) \($0.element.1) + \($0.offset * 7)" }
+        frames.enumerated().map {
+            "\($0.offset)   \($0.element.0)   0x00000001\(String($0.offset * 4099 + 0x1000, radix: 16)) \($0.element.1) + \($0.offset * 7)"
+        }
     }
 
     @Test("the first three app frames past the machinery and the system")

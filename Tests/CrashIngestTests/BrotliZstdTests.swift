@@ -79,13 +79,19 @@ import Testing
         for index in stride(from: 0, to: body.count, by: 3) { body[index] ^= 0x5A }
         let garbage = Self.read(Array("{\"reports\":[]}".utf8), coding: coding, chunk: 1 << 20)
         for result in [Self.read(body, coding: coding, chunk: 1), garbage] {
-            guard case .failure(let error) = result else { Issue.record("corrupt body decoded"); continue }
+            guard case .failure(let error) = result else {
+                Issue.record("corrupt body decoded")
+                continue
+            }
             #expect(error.status == 400)
             #expect(error.message.hasPrefix("body is not JSON: "))
         }
         // Bytes after a complete stream are refused, not ignored.
         let trailing = Self.read(try Self.encode(Self.plain, coding) + [0x00, 0x01], coding: coding, chunk: 1 << 20)
-        guard case .failure(let error) = trailing else { Issue.record("trailing garbage passed"); return }
+        guard case .failure(let error) = trailing else {
+            Issue.record("trailing garbage passed")
+            return
+        }
         #expect(error.status == 400)
     }
 
@@ -108,7 +114,10 @@ import Testing
         let exact = try Self.encode([UInt8](repeating: 0x20, count: limit), coding)
         #expect(try Self.read(exact, coding: coding, chunk: 1 << 20, maxDecoded: limit).get().count == limit)
         let over = Self.read(try Self.encode([UInt8](repeating: 0x20, count: limit + 1), coding), coding: coding, chunk: 1, maxDecoded: limit)
-        guard case .failure(let overError) = over else { Issue.record("over the cap passed"); return }
+        guard case .failure(let overError) = over else {
+            Issue.record("over the cap passed")
+            return
+        }
         #expect(overError.status == 413)
     }
 
@@ -116,7 +125,10 @@ import Testing
     func compressedCapApplies(_ coding: String) throws {
         let body = try Self.encode(Self.plain, coding)
         let result = Self.read(body, coding: coding, chunk: 1 << 20, maxBody: body.count - 1)
-        guard case .failure(let error) = result else { Issue.record("over the body cap passed"); return }
+        guard case .failure(let error) = result else {
+            Issue.record("over the body cap passed")
+            return
+        }
         #expect(error.status == 413)
         #expect(try Self.read(body, coding: coding, chunk: 1 << 20, maxBody: body.count).get() == Self.plain)
     }

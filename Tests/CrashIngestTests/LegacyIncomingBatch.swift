@@ -38,7 +38,9 @@ struct IncomingBatch: Decodable {
             // only when it decodes that string (in key order, random per process), so check
             // here and give every such body the same answer.
             let code = String(byte, radix: 16, uppercase: true)
-            throw IngestError.badRequest("body is not JSON: unescaped control character U+\(String(repeating: "0", count: 4 - code.count))\(code) in a string at byte \(offset)")
+            throw IngestError.badRequest(
+                "body is not JSON: unescaped control character U+\(String(repeating: "0", count: 4 - code.count))\(code) in a string at byte \(offset)"
+            )
         }
         do {
             return try JSONDecoder.crashWire().decode(IncomingBatch.self, from: Data(bytes))

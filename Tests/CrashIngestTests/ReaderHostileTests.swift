@@ -1,5 +1,5 @@
-import CrashGrouping
 import CrashCompression
+import CrashGrouping
 import CrashWire
 import Foundation
 import Testing
@@ -147,7 +147,8 @@ import Testing
             try IngestBodyReader.read(body, contentEncoding: nil, maxDecompressedBytes: 10, now: now)
         }
         // Exactly at the limits passes.
-        #expect(try IngestBodyReader.read(body, contentEncoding: nil, maxBodyBytes: body.count, maxDecompressedBytes: body.count, now: now).count == 1)
+        #expect(
+            try IngestBodyReader.read(body, contentEncoding: nil, maxBodyBytes: body.count, maxDecompressedBytes: body.count, now: now).count == 1)
         #expect(throws: IngestError.self) { try ContentCoding(header: "compress") }
         #expect(try ContentCoding(header: " Deflate ") == .deflate)
     }

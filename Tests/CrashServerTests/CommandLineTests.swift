@@ -1,6 +1,7 @@
-@testable import CrashServer
 import Foundation
 import Testing
+
+@testable import CrashServer
 
 /// The `crash-server` executable's argument handling, run as a child process.
 @Suite struct CommandLineTests {

@@ -1,4 +1,3 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
@@ -6,6 +5,8 @@ import HummingbirdTesting
 import Logging
 import PostgresNIO
 import Testing
+
+@testable import CrashServer
 
 /// Cursors (contract, "Precise readings: Cursors"): small and accepted back whatever the
 /// cluster's load, 400 for every forged one, and no way around the window checks.
@@ -95,8 +96,10 @@ import Testing
                 #expect(page.status == .badRequest, "\(cursor): \(page.status) \(page.json)")
             }
             // The genuine cursor still works.
-            #expect(try await client.query(
-                "/v1/projects/\(p.project)/crashes?limit=1&sort=lastSeen&cursor=\(genuine)", token: p.readToken).status == .ok)
+            #expect(
+                try await client.query(
+                    "/v1/projects/\(p.project)/crashes?limit=1&sort=lastSeen&cursor=\(genuine)", token: p.readToken
+                ).status == .ok)
         }
     }
 

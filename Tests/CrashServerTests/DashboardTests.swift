@@ -1,10 +1,11 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// The web dashboard through Hummingbird's test client, on the real database: headers,
 /// sessions, CSRF, escaping of attacker-controlled text, triage.
@@ -222,9 +223,10 @@ import Testing
         let words: [String] = (0..<30).map { i in "module" + String(letters[i % 26]) + String(letters[i / 26]) }
         for i in 0..<30 {
             for j in 0...(i % 3) {
-                reports.append(queryReport(
-                    "crash in \(words[i])", at: now.addingTimeInterval(-Double(60 * (i + j + 1))), version: i < 10 ? "1.0.0" : "2.0.0",
-                    fatal: i % 2 == 0))
+                reports.append(
+                    queryReport(
+                        "crash in \(words[i])", at: now.addingTimeInterval(-Double(60 * (i + j + 1))), version: i < 10 ? "1.0.0" : "2.0.0",
+                        fatal: i % 2 == 0))
             }
         }
         let seeded = reports

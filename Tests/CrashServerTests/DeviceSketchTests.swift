@@ -1,10 +1,11 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HummingbirdTesting
 import NIOCore
 import PostgresNIO
 import Testing
+
+@testable import CrashServer
 
 /// The device sketches behind `devices` of large groups: the estimator, the stored form, the
 /// SQL twin of the register function, and the query path against the real database.
@@ -40,7 +41,14 @@ import Testing
         let register = DeviceSketch.register(for: "a1")
         #expect(DeviceSketch.merging(stored: a.encoded, updates: [register]) == nil)
         let fresh = DeviceSketch.merging(stored: [], updates: [register, DeviceSketch.register(for: "zz")])
-        #expect(fresh.map { DeviceSketch(encoded: $0) } == { var s = DeviceSketch(); s.insert("a1"); s.insert("zz"); return s }())
+        #expect(
+            fresh.map { DeviceSketch(encoded: $0) }
+                == {
+                    var s = DeviceSketch()
+                    s.insert("a1")
+                    s.insert("zz")
+                    return s
+                }())
     }
 
     @Test func sqlRegisterFunctionMatchesSwift() async throws {

@@ -1,5 +1,6 @@
-@testable import CrashServer
 import Testing
+
+@testable import CrashServer
 
 /// ``GroupRanking`` alone: candidates and counts are arrays, no storage.
 @Suite struct GroupRankingTests {

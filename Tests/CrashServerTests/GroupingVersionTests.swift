@@ -1,4 +1,3 @@
-@testable import CrashServer
 import CrashGrouping
 import CrashWire
 import Foundation
@@ -6,6 +5,8 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
+
+@testable import CrashServer
 
 /// Per-project grouping versions against the real PostgreSQL: new projects group with v2,
 /// a project keeps the version it was given, a switch changes how new reports group but
@@ -28,7 +29,8 @@ struct GroupingVersionTests {
         ]
     }
 
-    static let reason = "Invalid update: invalid number of rows in section 0. The number of rows after the update (3) must be equal to the number before the update (4)"
+    static let reason =
+        "Invalid update: invalid number of rows in section 0. The number of rows after the update (3) must be equal to the number before the update (4)"
 
     static func reports(now: Date) -> [TestReport] {
         [
@@ -113,7 +115,9 @@ struct GroupingVersionTests {
             #expect(counts["v2"] == [1, 2])
         }
         await #expect(throws: ProjectError.self) {
-            try await withTestDatabase { try await $0.setGroupingVersion(slug: "no-such-project-\(UUID().uuidString.prefix(6).lowercased())", to: .v2) }
+            try await withTestDatabase {
+                try await $0.setGroupingVersion(slug: "no-such-project-\(UUID().uuidString.prefix(6).lowercased())", to: .v2)
+            }
         }
     }
 

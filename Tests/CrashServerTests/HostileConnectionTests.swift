@@ -1,10 +1,11 @@
-@testable import CrashServer
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// Misbehaving connections against a live server on 127.0.0.1: huge headers, slow
 /// bodies, too many requests at once. Each gets its status and a JSON body naming the
@@ -95,7 +96,10 @@ import Testing
     }
 
     @Test func idleKeepAliveConnectionIsClosedAtTheIdleTimeout() async throws {
-        let config = TestEnvironment.configuration { $0.idleTimeout = 1; $0.readTimeout = 30 }
+        let config = TestEnvironment.configuration {
+            $0.idleTimeout = 1
+            $0.readTimeout = 30
+        }
         try await hostileLiveApp(config) { _, port in
             let socket = try HostileSocket(port: port)
             #expect(socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
@@ -109,7 +113,10 @@ import Testing
 
     @Test func requestsOverTheConcurrencyLimitGet503WithRetryAfter() async throws {
         let project = try await makeProject()
-        let config = TestEnvironment.configuration { $0.maxConcurrentRequests = 2; $0.readTimeout = 5 }
+        let config = TestEnvironment.configuration {
+            $0.maxConcurrentRequests = 2
+            $0.readTimeout = 5
+        }
         try await hostileLiveApp(config) { client, port in
             // Two requests in flight: heads sent, bodies held back.
             let holders = try (0..<2).map { _ in try HostileSocket(port: port) }

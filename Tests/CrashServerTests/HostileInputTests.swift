@@ -1,4 +1,3 @@
-@testable import CrashServer
 import CrashCompression
 import CrashWire
 import Foundation
@@ -7,6 +6,8 @@ import HummingbirdTesting
 import NIOCore
 import PostgresNIO
 import Testing
+
+@testable import CrashServer
 
 /// Hostile input against the real server and database: every case gets the contract's
 /// status and a body naming the problem, stores nothing it should not, and the server
@@ -107,12 +108,15 @@ import Testing
     @Test func deeplyNestedJSONIsRefusedWithoutCrashing() async throws {
         let project = try await makeProject()
         let depth = 100_000
-        let nestedBody = Array(#"{"reports":"#.utf8) + [UInt8](repeating: UInt8(ascii: "["), count: depth)
+        let nestedBody =
+            Array(#"{"reports":"#.utf8) + [UInt8](repeating: UInt8(ascii: "["), count: depth)
             + [UInt8](repeating: UInt8(ascii: "]"), count: depth) + Array("}".utf8)
-        let nestedObjects = Array(String(repeating: #"{"a":"#, count: depth).utf8) + Array("1".utf8)
+        let nestedObjects =
+            Array(String(repeating: #"{"a":"#, count: depth).utf8) + Array("1".utf8)
             + [UInt8](repeating: UInt8(ascii: "}"), count: depth)
         // Inside one report's context: the whole body is still not acceptable JSON.
-        let inReport = Array(#"{"reports":[{"context":"#.utf8) + [UInt8](repeating: UInt8(ascii: "["), count: depth)
+        let inReport =
+            Array(#"{"reports":[{"context":"#.utf8) + [UInt8](repeating: UInt8(ascii: "["), count: depth)
             + [UInt8](repeating: UInt8(ascii: "]"), count: depth) + Array("}]}".utf8)
         try await withApp { client in
             for (name, body) in [("nested arrays", nestedBody), ("nested objects", nestedObjects), ("in a report", inReport)] {
@@ -149,7 +153,9 @@ import Testing
             #expect(reports.status == .badRequest)
             // Refused at the 1001st element (the contract), without counting the rest.
             #expect(reports.errorMessage?.contains("more than 1000 reports") == true)
-            for (name, body, field) in [("frames", manyFrames, "stack:"), ("context", manyContext, "context:"), ("fingerprint", manyParts, "fingerprint:")] {
+            for (name, body, field) in [
+                ("frames", manyFrames, "stack:"), ("context", manyContext, "context:"), ("fingerprint", manyParts, "fingerprint:"),
+            ] {
                 let started = ContinuousClock.now
                 let response = try await client.ingest(key: project.ingestKey, body: body)
                 #expect(response.status == .accepted, "\(name)")

@@ -1,9 +1,10 @@
-@testable import CrashServer
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+
+@testable import CrashServer
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,8 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import Synchronization
+
+@testable import CrashServer
 
 /// A ``CrashStore`` in memory, for route tests that need no PostgreSQL: statuses, headers,
 /// validation, pagination shapes, authentication. Counts are exact (straight from the
@@ -124,7 +125,9 @@ final class InMemoryCrashStore: CrashStore {
         func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?) { ("memory", nil) }
         func listSnapshot(_ id: Int64) async throws -> String? { state.snapshots[id] }
 
-        func windowCounts(project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?) async throws
+        func windowCounts(
+            project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?
+        ) async throws
             -> [Int64: Int64]
         {
             var counts: [Int64: Int64] = [:]
@@ -135,7 +138,9 @@ final class InMemoryCrashStore: CrashStore {
             return counts
         }
 
-        func countCandidates(project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int)
+        func countCandidates(
+            project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int
+        )
             async throws -> [(id: Int64, bound: Int64)]
         {
             // Bound: the group's all-time count (under the report filters): never below a window count.
@@ -152,7 +157,9 @@ final class InMemoryCrashStore: CrashStore {
             return Array(out.prefix(limit))
         }
 
-        func timeCandidates(project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int)
+        func timeCandidates(
+            project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int
+        )
             async throws -> [(id: Int64, key: Int64)]
         {
             var out: [(id: Int64, key: Int64)] = []
@@ -211,7 +218,9 @@ final class InMemoryCrashStore: CrashStore {
             return Breakdown(versions: top { $0.stored.app.version }, os: top(\.os), models: top(\.model))
         }
 
-        func reports(project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool) async throws
+        func reports(
+            project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+        ) async throws
             -> [(report: StoredReport, micros: Int64)]
         {
             // Newest first, then id descending (PostgreSQL's uuid order is that of the lowercase text).
@@ -228,7 +237,9 @@ final class InMemoryCrashStore: CrashStore {
                 }
         }
 
-        func stats(project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping) async throws
+        func stats(
+            project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping
+        ) async throws
             -> [(t: Date, key: String?, n: Int64)]
         {
             var out: [Date: [String?: Int64]] = [:]
@@ -254,7 +265,9 @@ final class InMemoryCrashStore: CrashStore {
             return out.flatMap { t, n in [(t: t, key: "fatal", n: n.fatal), (t: t, key: "nonFatal", n: n.all - n.fatal)] }
         }
 
-        func groupTrends(project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters) async throws
+        func groupTrends(
+            project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters
+        ) async throws
             -> [Int64: [Date: Int64]]
         {
             var out: [Int64: [Date: Int64]] = [:]

@@ -1,9 +1,10 @@
-@testable import CrashServer
 import CrashGrouping
 import CrashWire
 import Foundation
 import Synchronization
 import Testing
+
+@testable import CrashServer
 
 /// The batcher's queue rules, with an injected store (no database: these test the
 /// queueing logic; the database path is covered by IngestTests).
@@ -24,7 +25,8 @@ import Testing
 
     func item(_ id: UUID = UUID()) -> IngestItem {
         let report = Report(id: id, kind: .custom, reason: "r", app: AppInfo(id: "a", version: "1"))
-        return IngestItem(projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil, version: .v1))
+        return IngestItem(
+            projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil, version: .v1))
     }
 
     @Test func fullQueueRefusesWith503AndGroupsWaitingRequests() async throws {

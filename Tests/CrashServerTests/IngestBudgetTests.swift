@@ -1,9 +1,10 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
+
+@testable import CrashServer
 
 /// The server-wide budget of body bytes in flight (issue 13): past it, 503 with
 /// `Retry-After` and nothing stored; what a request held is given back when it ends.

@@ -1,7 +1,8 @@
-@testable import CrashServer
 import Foundation
 import Synchronization
 import Testing
+
+@testable import CrashServer
 
 extension IngestBatcherTests {
     /// The value of `crashguard_ingest_queue_reports` in the `/metrics` text.

@@ -1,4 +1,3 @@
-@testable import CrashServer
 import CrashCompression
 import CrashWire
 import Foundation
@@ -6,6 +5,8 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// `POST /v1/reports` against the real database: every status of the contract, with what
 /// the database holds afterwards.
@@ -211,7 +212,10 @@ import Testing
         // Pad with trailing white space (still valid JSON) to exact sizes.
         let limit = body.count + 100
         let exact = body + [UInt8](repeating: 0x20, count: 100)
-        let config = TestEnvironment.configuration { $0.maxDecompressedBytes = limit; $0.maxBodyBytes = 1 << 20 }
+        let config = TestEnvironment.configuration {
+            $0.maxDecompressedBytes = limit
+            $0.maxBodyBytes = 1 << 20
+        }
         try await withApp(config) { client in
             #expect(try await client.ingest(key: project.ingestKey, body: exact, encoding: "identity").status == .accepted)
             let over = try await client.ingest(key: project.ingestKey, body: exact + [0x20], encoding: "identity")
@@ -258,7 +262,10 @@ import Testing
 
     @Test func rateLimitIs429WithRetryAfter() async throws {
         let project = try await makeProject()
-        let config = TestEnvironment.configuration { $0.rateLimit = 0.5; $0.rateBurst = 2 }
+        let config = TestEnvironment.configuration {
+            $0.rateLimit = 0.5
+            $0.rateBurst = 2
+        }
         try await withApp(config) { client in
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)

@@ -1,18 +1,32 @@
-@testable import CrashServer
 import Foundation
 import Testing
+
+@testable import CrashServer
 
 @Suite struct JSONWriterTests {
     @Test func writesTextFoundationReadsBack() throws {
         let tricky = "quote \" backslash \\ newline \n tab \t cr \r bell \u{7} nul-free ü 漢字 🚀 </script>"
         let text = JSONWriter.rows([1, 2], capacity: 64) { w, n in
-            w.key("n"); w.number(Int64(n)); w.raw(",")
-            w.key("s"); w.string(tricky); w.raw(",")
-            w.key("none"); w.string(nil as String?); w.raw(",")
-            w.key("b"); w.bool(n == 1 ? true : nil); w.raw(",")
-            w.key("a"); w.strings(["x", "\"y\""]); w.raw(",")
-            w.key("o"); w.object(["k\"": "v\n"]); w.raw(",")
-            w.key("d"); w.date(Date(timeIntervalSince1970: 1_795_255_200.25))
+            w.key("n")
+            w.number(Int64(n))
+            w.raw(",")
+            w.key("s")
+            w.string(tricky)
+            w.raw(",")
+            w.key("none")
+            w.string(nil as String?)
+            w.raw(",")
+            w.key("b")
+            w.bool(n == 1 ? true : nil)
+            w.raw(",")
+            w.key("a")
+            w.strings(["x", "\"y\""])
+            w.raw(",")
+            w.key("o")
+            w.object(["k\"": "v\n"])
+            w.raw(",")
+            w.key("d")
+            w.date(Date(timeIntervalSince1970: 1_795_255_200.25))
         }
         let parsed = try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]])
         #expect(parsed.count == 2)

@@ -1,9 +1,10 @@
-@testable import CrashServer
 import CrashGuard
 import CrashGuardObjC
 import CrashWire
 import Foundation
 import Testing
+
+@testable import CrashServer
 
 #if canImport(Glibc)
 import Glibc
@@ -35,8 +36,9 @@ struct ObjCGuardsEndToEndTests {
                 appID: "com.example.objc", appVersion: "3.0.0", directory: directory, batchSize: 25,
                 flushInterval: .milliseconds(200), captureCrashes: false, log: { _ in }))
 
-        let installed = library.install(ObjCRuntimeGuards.Families([.container, .unrecognizedSelector]).rawValue,
-                                        ObjCRuntimeGuards.reportCallback)
+        let installed = library.install(
+            ObjCRuntimeGuards.Families([.container, .unrecognizedSelector]).rawValue,
+            ObjCRuntimeGuards.reportCallback)
         #expect(installed & ObjCRuntimeGuards.Families.container.rawValue != 0)
         // Four out-of-bounds reads (indices 3...6) and three unrecognized selectors on three
         // objects: every call answered nil instead of raising.
@@ -84,8 +86,8 @@ struct ObjCDemoLibrary {
 
     static func load() -> ObjCDemoLibrary? {
         guard let path, let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL),
-              let install = dlsym(handle, "crashguard_objc_install"),
-              let trip = dlsym(handle, "crashguard_objc_demo_trip")
+            let install = dlsym(handle, "crashguard_objc_install"),
+            let trip = dlsym(handle, "crashguard_objc_demo_trip")
         else { return nil }
         return ObjCDemoLibrary(
             install: unsafeBitCast(install, to: Install.self), trip: unsafeBitCast(trip, to: Trip.self))

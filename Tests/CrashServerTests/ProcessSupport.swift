@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,10 +1,11 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// `GET /openapi.json` is the document in docs/, and real responses match its schemas.
 @Suite struct QueryOpenAPITests {

@@ -1,4 +1,3 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
@@ -6,6 +5,8 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// The query routes over ``InMemoryCrashStore``: no PostgreSQL, so every run checks the
 /// HTTP shape (statuses, headers, error bodies, validation, pagination). The same routes run
@@ -215,9 +216,10 @@ import Testing
     }
 
     @Test func onlyAConnectionFailureIs503() async throws {
-        for (error, status) in [(DeadlineExceeded() as any Error & Sendable, HTTPResponse.Status.serviceUnavailable),
-            (CancellationError(), .internalServerError)]
-        {
+        for (error, status) in [
+            (DeadlineExceeded() as any Error & Sendable, HTTPResponse.Status.serviceUnavailable),
+            (CancellationError(), .internalServerError),
+        ] {
             let router = Router(context: CrashRequestContext.self)
             router.add(middleware: ErrorMiddleware())
             QueryController(store: FailingStore(error: error)).addRoutes(to: router)

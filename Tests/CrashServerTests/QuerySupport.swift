@@ -1,10 +1,11 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// Helpers of the query tests: authenticated requests, JSON bodies, report builders.
 extension TestClientProtocol {

@@ -1,10 +1,11 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// The Query section of the contract against the real database, with hand-computed
 /// expectations.
@@ -163,7 +164,9 @@ import Testing
         let base = Date().addingTimeInterval(-86_400)
         var initial: [TestReport] = []
         for g in 0..<40 {
-            for r in 0..<(g % 7 + 1) { initial.append(queryReport("group \(Character(UnicodeScalar(65 + g)!))x", at: base.addingTimeInterval(Double(r)))) }
+            for r in 0..<(g % 7 + 1) {
+                initial.append(queryReport("group \(Character(UnicodeScalar(65 + g)!))x", at: base.addingTimeInterval(Double(r))))
+            }
         }
         let reports = initial
         try await withApp { client in
@@ -171,9 +174,10 @@ import Testing
             for sort in ["count", "lastSeen", "firstSeen"] {
                 let writer = Task {
                     for round in 0..<8 {
-                        let more = (0..<40).map { g in
-                            queryReport("group \(Character(UnicodeScalar(65 + g)!))x", at: Date().addingTimeInterval(-Double(round)))
-                        } + [queryReport("new group \(sort) \(round)", at: Date())]
+                        let more =
+                            (0..<40).map { g in
+                                queryReport("group \(Character(UnicodeScalar(65 + g)!))x", at: Date().addingTimeInterval(-Double(round)))
+                            } + [queryReport("new group \(sort) \(round)", at: Date())]
                         try await client.send(more.shuffled(), key: p.ingestKey)
                     }
                 }

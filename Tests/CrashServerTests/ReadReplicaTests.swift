@@ -1,10 +1,11 @@
-@testable import CrashServer
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+
+@testable import CrashServer
 
 /// `DATABASE_READ_URL` (issue 21): routing reads to a standby, falling back to the primary.
 /// Real streaming replication is exercised by `scripts/fault-suite --replicas 2 --standby`

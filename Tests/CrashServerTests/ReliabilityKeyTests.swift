@@ -1,4 +1,3 @@
-@testable import CrashServer
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -7,6 +6,8 @@ import NIOCore
 import PostgresNIO
 import Synchronization
 import Testing
+
+@testable import CrashServer
 
 /// Keys: stored only as SHA-256, never logged, looked up by hash, rotated at once, and
 /// the two kinds never cross.
@@ -29,8 +30,9 @@ import Testing
             #expect(found == 1)
         }
         // The hash is SHA-256 (FIPS 180-2 test vector).
-        #expect(ProjectKeys.hash("abc").map { String(format: "%02x", $0) }.joined()
-            == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            ProjectKeys.hash("abc").map { String(format: "%02x", $0) }.joined()
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         // 256 random bits each, base64url: 43 characters after the prefix.
         #expect(project.ingestKey.hasPrefix("cgi_") && project.ingestKey.count == 47)
         #expect(project.readToken.hasPrefix("cgr_") && project.readToken.count == 47)

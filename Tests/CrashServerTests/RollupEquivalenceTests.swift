@@ -1,8 +1,9 @@
-@testable import CrashServer
 import Foundation
 import HummingbirdTesting
 import PostgresNIO
 import Testing
+
+@testable import CrashServer
 
 /// Each rollup is defined once, in SQL (schema.sql's `crashguard_rollup_*` and
 /// `crashguard_version_rollups`, which `crash-bench seed` fills the tables with); ingest

@@ -1,8 +1,9 @@
-@testable import CrashServer
 import CrashGuard
 import CrashWire
 import Foundation
 import Testing
+
+@testable import CrashServer
 
 /// The SDK's reporter against the real server and PostgreSQL: reports recorded while the
 /// server is down wait on disk, and reach the database exactly once when it is back.

@@ -1,7 +1,8 @@
-@testable import CrashServer
 import Foundation
 import PostgresNIO
 import Testing
+
+@testable import CrashServer
 
 @Suite struct SchemaTests {
     @Test func splitsOnSemicolonsOutsideQuotesAndDollarQuotes() {

@@ -1,5 +1,4 @@
 import CodecTestSupport
-@testable import CrashServer
 import CrashCompression
 import CrashGrouping
 import CrashWire
@@ -11,6 +10,8 @@ import NIOCore
 import PostgresNIO
 import Synchronization
 import Testing
+
+@testable import CrashServer
 
 /// `POST /api/{sentryId}/envelope/` and `/store/` against the real database: every key
 /// source, every encoding, idempotency, and the 400/403/413/415/429 answers of the contract.
@@ -290,7 +291,10 @@ import Testing
 
     @Test func sizeLimitsAndEncodingsOfV1Apply() async throws {
         let project = try await makeProject()
-        let config = TestEnvironment.configuration { $0.maxBodyBytes = 4096; $0.maxDecompressedBytes = 64 * 1024 }
+        let config = TestEnvironment.configuration {
+            $0.maxBodyBytes = 4096
+            $0.maxDecompressedBytes = 64 * 1024
+        }
         var big = Self.event()
         big["extra"] = ["blob": String(repeating: "x", count: 100 * 1024)]
         let bigEnvelope = Self.eventEnvelope(big)
@@ -317,7 +321,10 @@ import Testing
 
     @Test func overTheRateLimitIs429WithSentryRateLimits() async throws {
         let project = try await makeProject()
-        let config = TestEnvironment.configuration { $0.rateLimit = 0.01; $0.rateBurst = 1 }
+        let config = TestEnvironment.configuration {
+            $0.rateLimit = 0.01
+            $0.rateBurst = 1
+        }
         try await withApp(config) { client in
             let uri = "/api/\(project.sentryId)/envelope/"
             let answer10 = try await client.sentry(uri, headers: Self.auth(project.ingestKey), body: Self.eventEnvelope(Self.event()))
@@ -345,7 +352,9 @@ import Testing
                 await gate.wait()
                 return Set(items.map(\.key))
             }, probe: {})
-        let router = try buildRouter(database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60), logger: TestEnvironment.logger)
+        let router = try buildRouter(
+            database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60),
+            logger: TestEnvironment.logger)
         let app = Application(router: router, services: [database.client, batcher], logger: TestEnvironment.logger)
         try await app.test(.router) { client in
             let uri = "/api/\(project.sentryId)/envelope/"
@@ -372,7 +381,9 @@ import Testing
         let batcher = IngestBatcher(
             maxQueuedReports: 1000, maxBatchReports: 100, timeout: .seconds(5), metrics: ServerMetrics(), logger: TestEnvironment.logger,
             store: { try await database.store($0) }, probe: { try await database.ping() })
-        let router = try buildRouter(database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(5), logger: TestEnvironment.logger)
+        let router = try buildRouter(
+            database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(5),
+            logger: TestEnvironment.logger)
         let app = Application(router: router, services: [database.client, batcher], logger: TestEnvironment.logger)
         try await app.test(.router) { client in
             for route in ["envelope/", "store/"] {

@@ -1,8 +1,9 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
 import Testing
+
+@testable import CrashServer
 
 /// The Sentry door's pure parts: envelope parsing, the event-to-report mapping of the
 /// contract ("Ingest from Sentry SDKs"), key extraction and DSNs; no server, no database.
@@ -218,10 +219,12 @@ import Testing
     }
 
     @Test func eventIDs() throws {
-        #expect(try map(["event_id": "9EC79C33EC9942AB8353589FCB2E04DC", "message": "m"]).id
-            == UUID(uuidString: "9ec79c33-ec99-42ab-8353-589fcb2e04dc"))
-        #expect(try map(["event_id": "9ec79c33-ec99-42ab-8353-589fcb2e04dc", "message": "m"]).id
-            == UUID(uuidString: "9ec79c33-ec99-42ab-8353-589fcb2e04dc"))
+        #expect(
+            try map(["event_id": "9EC79C33EC9942AB8353589FCB2E04DC", "message": "m"]).id
+                == UUID(uuidString: "9ec79c33-ec99-42ab-8353-589fcb2e04dc"))
+        #expect(
+            try map(["event_id": "9ec79c33-ec99-42ab-8353-589fcb2e04dc", "message": "m"]).id
+                == UUID(uuidString: "9ec79c33-ec99-42ab-8353-589fcb2e04dc"))
         let fallback = UUID()
         let event = try SentryEvent.decode(Array("{\"message\":\"m\"}".utf8))
         #expect(event.report(receivedAt: now, id: fallback).id == fallback)

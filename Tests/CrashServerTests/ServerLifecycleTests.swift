@@ -1,4 +1,3 @@
-@testable import CrashServer
 import AsyncHTTPClient
 import CrashWire
 import Foundation
@@ -6,6 +5,8 @@ import HTTPTypes
 import HummingbirdTesting
 import Synchronization
 import Testing
+
+@testable import CrashServer
 
 /// Whole-process behaviour: a database that goes away and comes back, and SIGTERM.
 @Suite(.serialized) struct ServerLifecycleTests {
@@ -15,7 +16,10 @@ import Testing
         let cluster = PrivateCluster(port: 29_331)
         try await cluster.start("crashguard_outage")
         let url = try await cluster.url("crashguard_outage")
-        let config = TestEnvironment.configuration { $0.databaseURL = url; $0.databaseTimeout = 3 }
+        let config = TestEnvironment.configuration {
+            $0.databaseURL = url
+            $0.databaseTimeout = 3
+        }
         // A cluster that has just started may still reset the first connections.
         let project = try await retrying { try await makeProject(config) }
         let state = LoadState()
@@ -70,7 +74,8 @@ import Testing
                 group.addTask {
                     while !state.stop.withLock({ $0 }) {
                         let ids = (0..<10).map { _ in UUID() }
-                        let (status, _) = await post(client, url: server.baseURL, key: project.ingestKey, body: batchBody(ids.map { reportJSON(id: $0) }))
+                        let (status, _) = await post(
+                            client, url: server.baseURL, key: project.ingestKey, body: batchBody(ids.map { reportJSON(id: $0) }))
                         if status == 202 { state.acknowledged.withLock { $0.formUnion(ids) } }
                         if status == 0 { try await Task.sleep(for: .milliseconds(20)) }
                     }

@@ -1,7 +1,8 @@
-@testable import CrashServer
 import Foundation
 import Logging
 import Testing
+
+@testable import CrashServer
 
 /// A tiny C program built with DWARF for the symbolizer tests, with a fixed build id.
 struct DebugFixture {

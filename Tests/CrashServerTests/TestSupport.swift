@@ -1,4 +1,3 @@
-@testable import CrashServer
 import CodecTestSupport
 import CrashCompression
 import CrashWire
@@ -10,10 +9,13 @@ import Logging
 import NIOCore
 import PostgresNIO
 
+@testable import CrashServer
+
 /// Settings of the real PostgreSQL the test command starts (`scripts/test`).
 enum TestEnvironment {
     /// `CRASHGUARD_TEST_DATABASE_URL`, else the test database of `scripts/postgres`.
-    static let databaseURL = ProcessInfo.processInfo.environment["CRASHGUARD_TEST_DATABASE_URL"]
+    static let databaseURL =
+        ProcessInfo.processInfo.environment["CRASHGUARD_TEST_DATABASE_URL"]
         ?? "postgres://crashguard@127.0.0.1:54329/crashguard_test?sslmode=disable"
 
     /// Quiet unless `CRASHGUARD_TEST_LOG_LEVEL` says otherwise.

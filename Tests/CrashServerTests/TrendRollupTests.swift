@@ -1,9 +1,10 @@
-@testable import CrashServer
 import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
+
+@testable import CrashServer
 
 /// The list's daily `trend` reads whole days from the daily rollups and only the edge hours
 /// and sub-hour edges from the hourly rollups and raw reports: every piece of a window with

@@ -1,7 +1,6 @@
-@testable import CrashServer
 import AsyncHTTPClient
-import Crypto
 import CrashWire
+import Crypto
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -10,6 +9,8 @@ import NIOHTTP1
 import PostgresNIO
 import Synchronization
 import Testing
+
+@testable import CrashServer
 
 /// The contract's "Alerts: webhooks", against real PostgreSQL and a real HTTP receiver.
 /// Serialized: the tests share the delivery timings below, and the SIGKILL test must not
@@ -185,24 +186,26 @@ struct WebhookTests {
         }
     }
 
-    @Test("bad URLs, events and formats get 400 naming the field", arguments: [
-        (#"{"url":"ftp://example.com/x","events":["group.new"]}"#, "url"),
-        (#"{"url":"/relative/path","events":["group.new"]}"#, "url"),
-        (#"{"url":"https://","events":["group.new"]}"#, "url"),
-        (#"{"url":"not a url","events":["group.new"]}"#, "url"),
-        (#"{"url":"https://user:pw@example.com/","events":["group.new"]}"#, "url"),
-        (#"{"url":42,"events":["group.new"]}"#, "url"),
-        (#"{"events":["group.new"]}"#, "url"),
-        (#"{"url":"https://example.com/x","events":[]}"#, "events"),
-        (#"{"url":"https://example.com/x","events":["group.deleted"]}"#, "events"),
-        (#"{"url":"https://example.com/x","events":"group.new"}"#, "events"),
-        (#"{"url":"https://example.com/x","events":[1]}"#, "events"),
-        (#"{"url":"https://example.com/x"}"#, "events"),
-        (#"{"url":"https://example.com/x","events":["group.new"],"format":"xml"}"#, "format"),
-        (#"{"url":"https://example.com/x","events":["group.new"],"format":1}"#, "format"),
-        (#"["https://example.com/x"]"#, "body"),
-        ("not json", "body"),
-    ])
+    @Test(
+        "bad URLs, events and formats get 400 naming the field",
+        arguments: [
+            (#"{"url":"ftp://example.com/x","events":["group.new"]}"#, "url"),
+            (#"{"url":"/relative/path","events":["group.new"]}"#, "url"),
+            (#"{"url":"https://","events":["group.new"]}"#, "url"),
+            (#"{"url":"not a url","events":["group.new"]}"#, "url"),
+            (#"{"url":"https://user:pw@example.com/","events":["group.new"]}"#, "url"),
+            (#"{"url":42,"events":["group.new"]}"#, "url"),
+            (#"{"events":["group.new"]}"#, "url"),
+            (#"{"url":"https://example.com/x","events":[]}"#, "events"),
+            (#"{"url":"https://example.com/x","events":["group.deleted"]}"#, "events"),
+            (#"{"url":"https://example.com/x","events":"group.new"}"#, "events"),
+            (#"{"url":"https://example.com/x","events":[1]}"#, "events"),
+            (#"{"url":"https://example.com/x"}"#, "events"),
+            (#"{"url":"https://example.com/x","events":["group.new"],"format":"xml"}"#, "format"),
+            (#"{"url":"https://example.com/x","events":["group.new"],"format":1}"#, "format"),
+            (#"["https://example.com/x"]"#, "body"),
+            ("not json", "body"),
+        ])
     func validation(body: String, field: String) async throws {
         let p = try await makeProject()
         try await withApp(Self.configuration()) { client in

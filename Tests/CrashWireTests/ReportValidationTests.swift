@@ -25,7 +25,9 @@ import Testing
         #expect(report { $0.timestamp = now.addingTimeInterval(2 * 86_400) }.validationError(now: now)?.hasPrefix("timestamp:") == true)
         #expect(report { $0.stack = Array(repeating: "f", count: 257) }.validationError(now: now)?.hasPrefix("stack:") == true)
         #expect(report { $0.fingerprint = [] }.validationError(now: now)?.hasPrefix("fingerprint:") == true)
-        #expect(report { $0.device = DeviceInfo(os: "", model: String(repeating: "m", count: 129)) }.validationError(now: now)?.hasPrefix("device.model:") == true)
+        #expect(
+            report { $0.device = DeviceInfo(os: "", model: String(repeating: "m", count: 129)) }.validationError(now: now)?.hasPrefix("device.model:")
+                == true)
         #expect(report { $0.context = ["k": "a\u{0}b"] }.validationError(now: now)?.hasPrefix("context[k]:") == true)
     }
 

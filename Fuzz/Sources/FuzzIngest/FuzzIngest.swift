@@ -1,6 +1,6 @@
 import CrashCompression
-import Foundation
 import CrashIngest
+import Foundation
 import FuzzDriver
 
 /// libFuzzer entry for the server's ingest pipeline (CrashIngest): the first byte picks the

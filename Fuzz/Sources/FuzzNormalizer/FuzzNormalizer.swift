@@ -18,8 +18,10 @@ public func fuzzNormalizer(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let kind = ReportKind.allCases[Int(size) % ReportKind.allCases.count]
     let signature = Grouping.signature(kind: kind, reason: text, stack: [text, text], fingerprint: nil, version: .v1)
     precondition(signature.hash.utf8.count == 64 && signature.hash.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) })
-    precondition(signature == Grouping.signature(kind: kind, reason: normalized, stack: [text, text], fingerprint: nil, version: .v1) || kind == .signal || kind == .exception,
-                 "signature depends on more than the normalized reason")
+    precondition(
+        signature == Grouping.signature(kind: kind, reason: normalized, stack: [text, text], fingerprint: nil, version: .v1) || kind == .signal
+            || kind == .exception,
+        "signature depends on more than the normalized reason")
     // Grouping v2: the same guarantees, and frame selection never traps.
     let reason2 = Grouping.normalize(reason: text, version: .v2)
     precondition(Grouping.normalize(reason: reason2, version: .v2) == reason2, "v2 normalize(reason:) is not idempotent for \(text.debugDescription)")

@@ -88,7 +88,8 @@ extension CrashGuard {
 
         /// `<caches>/CrashGuard`, or `$TMPDIR/CrashGuard` where there is no caches directory.
         public static var defaultDirectory: URL {
-            let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            let caches =
+                FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
                 ?? FileManager.default.temporaryDirectory
             return caches.appendingPathComponent("CrashGuard", isDirectory: true)
         }

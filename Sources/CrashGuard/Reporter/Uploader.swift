@@ -234,7 +234,9 @@ actor Uploader {
         default:
             // 403, 404 and the like: not the contract's server answering (see the type's doc).
             if loggedStatuses.insert(response.status).inserted {
-                log("server answered \(response.status), which /v1/reports never does (a proxy or a wrong serverURL?); retrying with backoff, reports stay queued")
+                log(
+                    "server answered \(response.status), which /v1/reports never does (a proxy or a wrong serverURL?); retrying with backoff, reports stay queued"
+                )
             }
             return .retry(after: Backoff.parseRetryAfter(response.headers["retry-after"], now: clock.now), counts: false)
         }

@@ -251,7 +251,9 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         return response
     }
 
-    private func nav(_ project: ProjectRef, _ session: DashboardSessions.Session, overview: Bool = false, crashes: Bool = false)
+    private func nav(
+        _ project: ProjectRef, _ session: DashboardSessions.Session, overview: Bool = false, crashes: Bool = false
+    )
         -> NavView
     {
         NavView(project: project.slug, csrf: sessions.csrfToken(for: session), overview: overview, crashes: crashes)

@@ -203,8 +203,10 @@ struct ReportView: Sendable {
         time = DashboardFormat.relative(report.timestamp, now: now)
         timeExact = DashboardFormat.exact(report.timestamp)
         app = "\(report.app.id) \(report.app.version)" + (report.app.build.map { " (\($0))" } ?? "")
-        let parts = [report.device?.os.map { os in [os, report.device?.osVersion].compactMap { $0 }.joined(separator: " ") },
-                     report.device?.model].compactMap { $0 }
+        let parts = [
+            report.device?.os.map { os in [os, report.device?.osVersion].compactMap { $0 }.joined(separator: " ") },
+            report.device?.model,
+        ].compactMap { $0 }
         device = parts.isEmpty ? nil : parts.joined(separator: " · ")
         reason = report.reason
         frames = (report.stack ?? []).enumerated().map { Frame(index: "\($0.offset)", text: $0.element) }

@@ -75,9 +75,11 @@ public struct TopCrashesTable: Sendable {
 
     /// Attacker-controlled text without control characters (no terminal escape sequences).
     static func safe(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map {
-            $0.properties.generalCategory == .control || $0.properties.generalCategory == .format ? "?" : $0
-        }))
+        String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map {
+                    $0.properties.generalCategory == .control || $0.properties.generalCategory == .format ? "?" : $0
+                }))
     }
 
     static func clip(_ text: String, _ width: Int) -> String {

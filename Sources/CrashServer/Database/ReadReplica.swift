@@ -276,12 +276,12 @@ extension CrashDatabase {
             return result
         } catch is ReaderBehind {
             reader.count(standby: false, fallback: .cursorAhead)
-        } catch where sqlState(error) == "40001" {
+        } catch  where sqlState(error) == "40001" {
             // canceling statement due to conflict with recovery
             reader.count(standby: false, fallback: .recoveryConflict, error: error)
         } catch let error as PSQLError where !isConnectionError(error) {
             throw error  // the query's own error: the primary would refuse it too
-        } catch where error is APIError || error is HTTPError || error is PostgresDecodingError || error is CancellationError {
+        } catch  where error is APIError || error is HTTPError || error is PostgresDecodingError || error is CancellationError {
             throw error
         } catch {
             // Connection refused or lost, the pool's circuit breaker, a standby shutting down.

@@ -37,7 +37,10 @@ public enum Schema {
             case UInt8(ascii: "$"):
                 var j = i + 1
                 while j < bytes.count, bytes[j] == UInt8(ascii: "_") || (bytes[j] | 0x20 >= 97 && bytes[j] | 0x20 <= 122) { j += 1 }
-                guard j < bytes.count, bytes[j] == UInt8(ascii: "$") else { i += 1; continue }
+                guard j < bytes.count, bytes[j] == UInt8(ascii: "$") else {
+                    i += 1
+                    continue
+                }
                 let tag = Array(bytes[i...j])
                 i = j + 1
                 while i < bytes.count, !bytes[i...].starts(with: tag) { i += 1 }

@@ -29,7 +29,7 @@ struct ReadAuthenticationMiddleware<Store: CrashStore>: RouterMiddleware {
         let project: ProjectRef?
         do {
             project = try await store.project(readToken: token)
-        } catch where isConnectionError(error) {
+        } catch  where isConnectionError(error) {
             throw APIError.unavailable("database unreachable", retryAfter: 5)
         }
         guard let project else { throw APIError.unauthorized("unknown read token") }

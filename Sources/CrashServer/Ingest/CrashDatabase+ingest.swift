@@ -29,7 +29,7 @@ extension CrashDatabase {
                 return try await client.withTransaction(logger: logger) { connection in
                     try await storeInTransaction(items, connection)
                 }
-            } catch where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
+            } catch  where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 attempt += 1
                 logger.debug("ingest transaction retried", metadata: ["db.sqlstate": "\(sqlState(error) ?? "")"])
             }
@@ -61,7 +61,8 @@ extension CrashDatabase {
         let rows = first.values
             .sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
             .map {
-                Row(p: $0.projectID, s: $0.signature.hash, v: $0.signature.version.rawValue, k: $0.report.kind.rawValue,
+                Row(
+                    p: $0.projectID, s: $0.signature.hash, v: $0.signature.version.rawValue, k: $0.report.kind.rawValue,
                     t: $0.signature.title, n: $0.signature.normalizedReason, ts: $0.report.timestamp)
             }
         let json = try Self.json(rows)
@@ -100,9 +101,14 @@ extension CrashDatabase {
     /// A duplicate touches nothing else: no group, count or rollup.
     private func claimIDs(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
         let rows = JSONWriter.rows(items, capacity: items.count * 96) { w, item in
-            w.key("p"); w.number(item.projectID); w.raw(",")
-            w.key("id"); w.uuid(item.report.id); w.raw(",")
-            w.key("ts"); w.date(item.report.timestamp)
+            w.key("p")
+            w.number(item.projectID)
+            w.raw(",")
+            w.key("id")
+            w.uuid(item.report.id)
+            w.raw(",")
+            w.key("ts")
+            w.date(item.report.timestamp)
         }
         let result = try await connection.query(
             """
@@ -125,23 +131,56 @@ extension CrashDatabase {
     ) async throws {
         let rows = JSONWriter.rows(items, capacity: items.count * 2048) { w, item in
             let r = item.report
-            w.key("p"); w.number(item.projectID); w.raw(",")
-            w.key("id"); w.uuid(r.id); w.raw(",")
-            w.key("g"); w.number(groups[item.groupKey]!); w.raw(",")
-            w.key("ts"); w.date(r.timestamp); w.raw(",")
-            w.key("k"); w.string(r.kind.rawValue); w.raw(",")
-            w.key("r"); w.string(r.reason); w.raw(",")
-            w.key("st"); w.strings(r.stack); w.raw(",")
-            w.key("f"); w.bool(r.fatal); w.raw(",")
-            w.key("ai"); w.string(r.app.id); w.raw(",")
-            w.key("av"); w.string(r.app.version); w.raw(",")
-            w.key("ab"); w.string(r.app.build); w.raw(",")
-            w.key("os"); w.string(r.device?.os); w.raw(",")
-            w.key("ov"); w.string(r.device?.osVersion); w.raw(",")
-            w.key("m"); w.string(r.device?.model); w.raw(",")
-            w.key("d"); w.string(r.device?.id); w.raw(",")
-            w.key("fp"); w.strings(r.fingerprint); w.raw(",")
-            w.key("c"); w.object(r.context)
+            w.key("p")
+            w.number(item.projectID)
+            w.raw(",")
+            w.key("id")
+            w.uuid(r.id)
+            w.raw(",")
+            w.key("g")
+            w.number(groups[item.groupKey]!)
+            w.raw(",")
+            w.key("ts")
+            w.date(r.timestamp)
+            w.raw(",")
+            w.key("k")
+            w.string(r.kind.rawValue)
+            w.raw(",")
+            w.key("r")
+            w.string(r.reason)
+            w.raw(",")
+            w.key("st")
+            w.strings(r.stack)
+            w.raw(",")
+            w.key("f")
+            w.bool(r.fatal)
+            w.raw(",")
+            w.key("ai")
+            w.string(r.app.id)
+            w.raw(",")
+            w.key("av")
+            w.string(r.app.version)
+            w.raw(",")
+            w.key("ab")
+            w.string(r.app.build)
+            w.raw(",")
+            w.key("os")
+            w.string(r.device?.os)
+            w.raw(",")
+            w.key("ov")
+            w.string(r.device?.osVersion)
+            w.raw(",")
+            w.key("m")
+            w.string(r.device?.model)
+            w.raw(",")
+            w.key("d")
+            w.string(r.device?.id)
+            w.raw(",")
+            w.key("fp")
+            w.strings(r.fingerprint)
+            w.raw(",")
+            w.key("c")
+            w.object(r.context)
         }
         try await connection.query(
             """

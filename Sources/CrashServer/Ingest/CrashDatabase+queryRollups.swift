@@ -45,8 +45,10 @@ extension CrashDatabase {
         struct ModelRow: Encodable { var g: Int64, h: Date, m: String, n: Int64 }
         struct ProjectRow: Encodable { var p: Int64, h: Date, k: String, v: String, n: Int64 }
         func date(_ s: Int64) -> Date { Date(timeIntervalSince1970: Double(s)) }
-        let dayRows = days.sorted { ($0.key.p, $0.key.d, $0.key.g, $0.key.a, $0.key.v, $0.key.o) < ($1.key.p, $1.key.d, $1.key.g, $1.key.a, $1.key.v, $1.key.o) }
-            .map { DayRow(p: $0.key.p, g: $0.key.g, d: date($0.key.d), a: $0.key.a, v: $0.key.v, o: $0.key.o, n: $0.value) }
+        let dayRows = days.sorted {
+            ($0.key.p, $0.key.d, $0.key.g, $0.key.a, $0.key.v, $0.key.o) < ($1.key.p, $1.key.d, $1.key.g, $1.key.a, $1.key.v, $1.key.o)
+        }
+        .map { DayRow(p: $0.key.p, g: $0.key.g, d: date($0.key.d), a: $0.key.a, v: $0.key.v, o: $0.key.o, n: $0.value) }
         let facetRows = facets.sorted { ($0.key.g, $0.key.f, $0.key.v) < ($1.key.g, $1.key.f, $1.key.v) }
             .map { FacetRow(p: $0.key.p, g: $0.key.g, f: $0.key.f, v: $0.key.v, n: $0.value.n, a: $0.value.first, b: $0.value.last) }
         let modelRows = models.sorted { ($0.key.g, $0.key.h, $0.key.m) < ($1.key.g, $1.key.h, $1.key.m) }

@@ -28,7 +28,8 @@ extension CrashDatabase {
             var p: Int64, g: Int64, h: Date, a: String, v: String, o: String, n: Int64, f: Int64
         }
         let rows = counts.keys.sorted().map { k in
-            Row(p: k.project, g: k.group, h: Date(timeIntervalSince1970: Double(k.hour)), a: k.app, v: k.version,
+            Row(
+                p: k.project, g: k.group, h: Date(timeIntervalSince1970: Double(k.hour)), a: k.app, v: k.version,
                 o: k.os, n: counts[k]!.n, f: counts[k]!.fatal)
         }
         try await connection.query(

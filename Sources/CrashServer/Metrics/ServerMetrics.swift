@@ -1,5 +1,5 @@
-import Hummingbird
 import CoreMetrics
+import Hummingbird
 import Metrics
 import Prometheus
 import Synchronization

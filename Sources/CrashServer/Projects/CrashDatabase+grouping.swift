@@ -79,7 +79,9 @@ extension CrashDatabase {
 
     /// A dry run: groups the project's reports of the last `days` days (by client
     /// timestamp) with `target`, and compares with the groups they are in. Reads only.
-    public func groupingPreview(slug: String, target: GroupingVersion, days: Int, now: Date = Date()) async throws
+    public func groupingPreview(
+        slug: String, target: GroupingVersion, days: Int, now: Date = Date()
+    ) async throws
         -> GroupingPreview
     {
         guard (1...3660).contains(days) else { throw ProjectError(description: "--days must be 1 to 3660") }

@@ -29,7 +29,9 @@ public struct ProjectError: Error, CustomStringConvertible {
 
 extension CrashDatabase {
     /// Creates a project with new keys. Fails, keeping the old keys, if it exists.
-    public func createProject(slug: String, grouping: GroupingVersion = .newProjectDefault) async throws
+    public func createProject(
+        slug: String, grouping: GroupingVersion = .newProjectDefault
+    ) async throws
         -> ProjectCredentials
     {
         try ProjectError.validate(slug: slug)

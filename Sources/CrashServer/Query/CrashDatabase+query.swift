@@ -22,17 +22,19 @@ extension CrashDatabase {
     /// same snapshot, so counts from several rollups and `pg_current_snapshot()` agree.
     /// On the standby when one is configured and usable, else on the primary (`withReader`).
     func withReadSnapshot<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await withReader { client in try await client.withConnection { connection in
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-            do {
-                let result = try await body(connection)
-                try await connection.query("COMMIT", logger: logger)
-                return result
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw error
+        try await withReader { client in
+            try await client.withConnection { connection in
+                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+                do {
+                    let result = try await body(connection)
+                    try await connection.query("COMMIT", logger: logger)
+                    return result
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
             }
-        } }
+        }
     }
 
     /// Reports per group in `window` under `filters`, read from the rollups (whole days
@@ -410,7 +412,10 @@ extension CrashDatabase {
         let decoder = JSONDecoder()
         for try await row in rows {
             let all = try row.decode(
-                (UUID, Date, Date, String, String, String?, Bool?, String, String, String?, String?, String?, String?, String?, String?, String?, Int64).self)
+                (
+                    UUID, Date, Date, String, String, String?, Bool?, String, String, String?, String?, String?, String?, String?, String?, String?,
+                    Int64
+                ).self)
             let device: DeviceInfo? =
                 all.10 == nil && all.11 == nil && all.12 == nil && all.13 == nil
                 ? nil : DeviceInfo(os: all.10, osVersion: all.11, model: all.12, id: all.13)

@@ -26,11 +26,17 @@ protocol CrashStoreReader: Sendable {
     /// The first page's snapshot, and the one to read counts as of (nil: current data).
     func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?)
     func listSnapshot(_ id: Int64) async throws -> String?
-    func windowCounts(project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?) async throws
+    func windowCounts(
+        project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?
+    ) async throws
         -> [Int64: Int64]
-    func countCandidates(project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int)
+    func countCandidates(
+        project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int
+    )
         async throws -> [(id: Int64, bound: Int64)]
-    func timeCandidates(project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int)
+    func timeCandidates(
+        project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int
+    )
         async throws -> [(id: Int64, key: Int64)]
     func timeKeysAsOf(project: Int64, sort: GroupSort, snapshot: String) async throws -> [Int64: Int64?]
     func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow]
@@ -38,12 +44,18 @@ protocol CrashStoreReader: Sendable {
     func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64]
     func groupHistogram(group: Int64, window: TimeWindow) async throws -> [Date: Int64]
     func breakdown(group: Int64, window: TimeWindow) async throws -> Breakdown
-    func reports(project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool) async throws
+    func reports(
+        project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+    ) async throws
         -> [(report: StoredReport, micros: Int64)]
-    func stats(project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping) async throws
+    func stats(
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping
+    ) async throws
         -> [(t: Date, key: String?, n: Int64)]
     func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)]
-    func groupTrends(project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters) async throws
+    func groupTrends(
+        project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters
+    ) async throws
         -> [Int64: [Date: Int64]]
 }
 
@@ -62,17 +74,23 @@ struct PostgresReader: CrashStoreReader {
 
     func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?) { try await database.firstPageSnapshot(on: connection) }
     func listSnapshot(_ id: Int64) async throws -> String? { try await database.listSnapshot(id, on: connection) }
-    func windowCounts(project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?) async throws
+    func windowCounts(
+        project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?
+    ) async throws
         -> [Int64: Int64]
     {
         try await database.windowCounts(project: project, ids: ids, window: window, filters: filters, snapshot: snapshot, on: connection)
     }
-    func countCandidates(project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int)
+    func countCandidates(
+        project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int
+    )
         async throws -> [(id: Int64, bound: Int64)]
     {
         try await database.countCandidates(project: project, window: window, filters: filters, after: after, limit: limit, on: connection)
     }
-    func timeCandidates(project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int)
+    func timeCandidates(
+        project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int
+    )
         async throws -> [(id: Int64, key: Int64)]
     {
         try await database.timeCandidates(
@@ -94,12 +112,16 @@ struct PostgresReader: CrashStoreReader {
     func breakdown(group: Int64, window: TimeWindow) async throws -> Breakdown {
         try await database.breakdown(group: group, window: window, on: connection)
     }
-    func reports(project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool) async throws
+    func reports(
+        project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+    ) async throws
         -> [(report: StoredReport, micros: Int64)]
     {
         try await database.reports(project: project, group: group, after: after, limit: limit, includeStack: includeStack, on: connection)
     }
-    func stats(project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping) async throws
+    func stats(
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping
+    ) async throws
         -> [(t: Date, key: String?, n: Int64)]
     {
         try await database.stats(project: project, window: window, unit: unit, groupBy: groupBy, on: connection)
@@ -107,7 +129,9 @@ struct PostgresReader: CrashStoreReader {
     func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)] {
         try await database.fatalStats(project: project, window: window, unit: unit, on: connection)
     }
-    func groupTrends(project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters) async throws
+    func groupTrends(
+        project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters
+    ) async throws
         -> [Int64: [Date: Int64]]
     {
         try await database.groupTrends(project: project, ids: ids, window: window, unit: unit, filters: filters, on: connection)

@@ -189,16 +189,18 @@ struct QueryController<Store: CrashStore>: Sendable {
     /// Project-wide counts per bucket (the REST stats and the dashboard's overview).
     func statsBody(project: ProjectRef, _ q: QueryParameters) async throws -> StatsBody {
         let window = try q.window()
-        let interval = try q.string("interval").map {
-            guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
-            return unit
-        } ?? .hour
-        let groupBy = try q.string("groupBy").map {
-            guard let grouping = StatsGrouping(rawValue: $0) else {
-                throw APIError.badRequest("groupBy: must be none, kind, version or fatal")
-            }
-            return grouping
-        } ?? .none
+        let interval =
+            try q.string("interval").map {
+                guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
+                return unit
+            } ?? .hour
+        let groupBy =
+            try q.string("groupBy").map {
+                guard let grouping = StatsGrouping(rawValue: $0) else {
+                    throw APIError.badRequest("groupBy: must be none, kind, version or fatal")
+                }
+                return grouping
+            } ?? .none
         let buckets = window.buckets(interval.seconds)
         guard buckets.count <= 10_000 else { throw APIError.badRequest("interval: over 10000 points; use day or a shorter window") }
         let rows = try await store.read { reader in

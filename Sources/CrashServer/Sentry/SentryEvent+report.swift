@@ -116,7 +116,8 @@ extension SentryEvent {
             parsed = Date(timeIntervalSince1970: seconds)
         case .text(let text)?:
             // Sentry accepts a zone-less time as UTC.
-            let hasZone = text.hasSuffix("Z") || text.hasSuffix("z") || text.dropFirst(19).contains("+")
+            let hasZone =
+                text.hasSuffix("Z") || text.hasSuffix("z") || text.dropFirst(19).contains("+")
                 || text.dropFirst(19).contains("-")
             parsed = RFC3339.parse(hasZone ? text : text + "Z") ?? Double(text).map(Date.init(timeIntervalSince1970:))
         default:

@@ -75,9 +75,11 @@ extension CrashDatabase {
         var files: [(DebugFileInfo, UInt64)] = []
         for try await row in rows.decode((String, String, String, Int64, String, Bool, Bool, Date, Int64).self) {
             files.append(
-                (DebugFileInfo(
-                    buildId: row.0, kind: row.1, name: row.2, size: row.3, sha256: row.4, hasDebugInfo: row.5,
-                    hasSymbols: row.6, uploadedAt: row.7), UInt64(bitPattern: row.8)))
+                (
+                    DebugFileInfo(
+                        buildId: row.0, kind: row.1, name: row.2, size: row.3, sha256: row.4, hasDebugInfo: row.5,
+                        hasSymbols: row.6, uploadedAt: row.7), UInt64(bitPattern: row.8)
+                ))
         }
         return files
     }

@@ -273,7 +273,8 @@ final class SymbolizerProcess: @unchecked Sendable {
             let file = symbol.FileName.flatMap { $0.isEmpty || $0 == "??" ? nil : $0 }
             let line = symbol.Line.flatMap { $0 > 0 ? $0 : nil }
             guard function != nil || file != nil else { return nil }
-            return SymbolizedLocation(function: function, file: file, line: file == nil ? nil : line, column: symbol.Column.flatMap { $0 > 0 ? $0 : nil })
+            return SymbolizedLocation(
+                function: function, file: file, line: file == nil ? nil : line, column: symbol.Column.flatMap { $0 > 0 ? $0 : nil })
         }
     }
 }

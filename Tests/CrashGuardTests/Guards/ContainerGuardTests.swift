@@ -150,16 +150,24 @@ struct ContainerGuardTests {
     @Test func nsMutableArray() {
         let array = NSMutableArray(array: [1, 2, 3])
         let name = String(describing: type(of: array))
-        expectOne(recording { array.guardedRemoveObject(at: 3) }.events, .container,
-                  "-[\(name) removeObjectAtIndex:]: index 3 beyond bounds [0 .. 2]")
-        expectOne(recording { array.guardedInsert(9, at: 4) }.events, .container,
-                  "-[\(name) insertObject:atIndex:]: index 4 beyond bounds [0 .. 3]")
-        expectOne(recording { array.guardedReplaceObject(at: 8, with: 1) }.events, .container,
-                  "-[\(name) replaceObjectAtIndex:withObject:]: index 8 beyond bounds [0 .. 2]")
+        expectOne(
+            recording { array.guardedRemoveObject(at: 3) }.events, .container,
+            "-[\(name) removeObjectAtIndex:]: index 3 beyond bounds [0 .. 2]")
+        expectOne(
+            recording { array.guardedInsert(9, at: 4) }.events, .container,
+            "-[\(name) insertObject:atIndex:]: index 4 beyond bounds [0 .. 3]")
+        expectOne(
+            recording { array.guardedReplaceObject(at: 8, with: 1) }.events, .container,
+            "-[\(name) replaceObjectAtIndex:withObject:]: index 8 beyond bounds [0 .. 2]")
         let nothing: Any? = nil
         expectOne(recording { array.guardedAdd(nothing) }.events, .container, "-[\(name) addObject:]: object cannot be nil")
         #expect(array.count == 3)
-        #expect(recording { array.guardedAdd(4); array.guardedInsert(0, at: 0); array.guardedRemoveObject(at: 4) }.events.isEmpty)
+        #expect(
+            recording {
+                array.guardedAdd(4)
+                array.guardedInsert(0, at: 0)
+                array.guardedRemoveObject(at: 4)
+            }.events.isEmpty)
         #expect(array.count == 4 && array.object(at: 0) as? Int == 0)
     }
 
@@ -176,8 +184,9 @@ struct ContainerGuardTests {
         let mutable = NSMutableDictionary()
         let name = String(describing: type(of: mutable))
         let nothing: Any? = nil
-        let event = expectOne(recording { mutable.guardedSetObject(nothing, forKey: "k") }.events, .container,
-                              "-[\(name) setObject:forKey:]: object cannot be nil")
+        let event = expectOne(
+            recording { mutable.guardedSetObject(nothing, forKey: "k") }.events, .container,
+            "-[\(name) setObject:forKey:]: object cannot be nil")
         #expect(event?.context["key"] == "k")
         expectOne(recording { mutable.guardedSetObject(1, forKey: noKey) }.events, .container, "-[\(name) setObject:forKey:]: key cannot be nil")
         #expect(recording { mutable.guardedSetObject(1, forKey: "k") }.events.isEmpty)
@@ -187,11 +196,13 @@ struct ContainerGuardTests {
     @Test func nsCache() {
         let cache = NSCache<NSString, NSString>()
         let noValue: NSString? = nil
-        expectOne(recording { GuardedCache.setObject(noValue, forKey: "k", in: cache) }.events, .container,
-                  "-[NSCache setObject:forKey:cost:]: attempt to insert nil value")
+        expectOne(
+            recording { GuardedCache.setObject(noValue, forKey: "k", in: cache) }.events, .container,
+            "-[NSCache setObject:forKey:cost:]: attempt to insert nil value")
         let noKey: NSString? = nil
-        expectOne(recording { GuardedCache.setObject("v", forKey: noKey, in: cache) }.events, .container,
-                  "-[NSCache setObject:forKey:cost:]: attempt to insert nil key")
+        expectOne(
+            recording { GuardedCache.setObject("v", forKey: noKey, in: cache) }.events, .container,
+            "-[NSCache setObject:forKey:cost:]: attempt to insert nil key")
         let (value, events) = recording { GuardedCache.object(forKey: noKey, in: cache) }
         #expect(value == nil)
         expectOne(events, .container, "-[NSCache objectForKey:]: key cannot be nil")

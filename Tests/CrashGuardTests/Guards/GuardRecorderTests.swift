@@ -3,18 +3,35 @@ import CrashWire
 import Foundation
 import Testing
 
-fileprivate final class ManualClock: @unchecked Sendable {
+private final class ManualClock: @unchecked Sendable {
     private let lock = NSLock()
     private var current = Date(timeIntervalSince1970: 1_800_000_000)
-    var now: Date { lock.lock(); defer { lock.unlock() }; return current }
-    func advance(_ seconds: TimeInterval) { lock.lock(); current += seconds; lock.unlock() }
+    var now: Date {
+        lock.lock()
+        defer { lock.unlock() }
+        return current
+    }
+    func advance(_ seconds: TimeInterval) {
+        lock.lock()
+        current += seconds
+        lock.unlock()
+    }
 }
 
-fileprivate final class Counter: @unchecked Sendable {
+private final class Counter: @unchecked Sendable {
     private let lock = NSLock()
     private var count = 0
-    func next() -> String { lock.lock(); count += 1; lock.unlock(); return "evaluated" }
-    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+    func next() -> String {
+        lock.lock()
+        count += 1
+        lock.unlock()
+        return "evaluated"
+    }
+    var value: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return count
+    }
 }
 
 @Suite("guard recorder")
@@ -28,7 +45,7 @@ struct GuardRecorderTests {
         #expect(value == nil)  // the guard still does the safe thing
         #expect(events.isEmpty)
         #expect(counter.value == 0)  // the reason and context were never evaluated
-        #expect(recording([.null]) { GuardRecorder.enabledKinds } .value == [.null])
+        #expect(recording([.null]) { GuardRecorder.enabledKinds }.value == [.null])
         #expect(recording([.null]) { GuardRecorder.isEnabled(.null) && !GuardRecorder.isEnabled(.container) }.value)
     }
 
@@ -81,7 +98,8 @@ struct GuardRecorderTests {
         let (_, events) = recording {
             GuardRecorder.record(
                 .custom, reason: String(repeating: "é", count: 6000),
-                context: Dictionary(uniqueKeysWithValues: (0..<100).map { ("key\($0)" + String(repeating: "k", count: 80), String(repeating: "v", count: 2000)) })
+                context: Dictionary(
+                    uniqueKeysWithValues: (0..<100).map { ("key\($0)" + String(repeating: "k", count: 80), String(repeating: "v", count: 2000)) })
             )
         }
         try #require(events.count == 1)
@@ -90,9 +108,11 @@ struct GuardRecorderTests {
         #expect(event.reason.utf8.count >= ReportLimits.reasonBytes.upperBound - 1)
         #expect(event.context.count == ReportLimits.maxContextEntries)
         #expect(event.context["file"] != nil && event.context["line"] != nil && event.context["function"] != nil)
-        #expect(event.context.allSatisfy { $0.key.utf8.count <= ReportLimits.contextKeyBytes && $0.value.utf8.count <= ReportLimits.contextValueBytes })
-        let report = Report(kind: event.kind, reason: event.reason, stack: event.stack, fatal: event.fatal,
-                            app: AppInfo(id: "t", version: "1"), context: event.context)
+        #expect(
+            event.context.allSatisfy { $0.key.utf8.count <= ReportLimits.contextKeyBytes && $0.value.utf8.count <= ReportLimits.contextValueBytes })
+        let report = Report(
+            kind: event.kind, reason: event.reason, stack: event.stack, fatal: event.fatal,
+            app: AppInfo(id: "t", version: "1"), context: event.context)
         #expect(report.validationError() == nil)
     }
 

@@ -3,13 +3,13 @@ import CrashWire
 import Foundation
 import Testing
 
-fileprivate class Person {
+private class Person {
     var name = "Ann"
     var nickname: String? = nil
     init() {}
 }
 
-fileprivate final class Employee: Person, KeyValueSettable {
+private final class Employee: Person, KeyValueSettable {
     var age = 30
     var address = Address()
 
@@ -19,7 +19,7 @@ fileprivate final class Employee: Person, KeyValueSettable {
         .settable("age", \.age)
 }
 
-fileprivate struct Address: KeyValueSettable {
+private struct Address: KeyValueSettable {
     var city = "Oslo"
     static let keyedSetters = KeyedSetters<Address>().settable("city", \.city)
 }
@@ -35,10 +35,12 @@ struct KVCGuardTests {
     @Test func readsPropertiesByName() {
         let employee = Employee()
         let (values, events) = recording {
-            (GuardedKVC.value(forKey: "age", of: employee) as? Int,
-             GuardedKVC.value(forKey: "name", of: employee) as? String,  // inherited
-             GuardedKVC.value(forKey: "nickname", of: employee),          // nil, defined
-             GuardedKVC.value(forKeyPath: "address.city", of: employee) as? String)
+            (
+                GuardedKVC.value(forKey: "age", of: employee) as? Int,
+                GuardedKVC.value(forKey: "name", of: employee) as? String,  // inherited
+                GuardedKVC.value(forKey: "nickname", of: employee),  // nil, defined
+                GuardedKVC.value(forKeyPath: "address.city", of: employee) as? String
+            )
         }
         #expect(values.0 == 30 && values.1 == "Ann" && values.2 == nil && values.3 == "Oslo")
         #expect(events.isEmpty)
@@ -48,12 +50,15 @@ struct KVCGuardTests {
         let employee = Employee()
         let (value, events) = recording { GuardedKVC.value(forKey: "salary", of: employee) }
         #expect(value == nil)
-        expectOne(events, .kvc, "[<Employee \(objectAddress(employee))> valueForUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
+        expectOne(
+            events, .kvc,
+            "[<Employee \(objectAddress(employee))> valueForUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
         let path = recording { GuardedKVC.value(forKeyPath: "address.zip", of: employee) }
         #expect(path.value == nil)
         expectOne(path.events, .kvc, "[<Address> valueForUndefinedKey:]: this class is not key value coding-compliant for the key zip.")
-        expectOne(recording { GuardedKVC.value(forKey: "", of: employee) }.events, .kvc,
-                  "-[Employee valueForKey:]: attempt to retrieve a value for an empty key")
+        expectOne(
+            recording { GuardedKVC.value(forKey: "", of: employee) }.events, .kvc,
+            "-[Employee valueForKey:]: attempt to retrieve a value for an empty key")
     }
 
     @Test func setsThroughTheTable() {
@@ -75,7 +80,9 @@ struct KVCGuardTests {
         let employee = Employee()
         let (written, events) = recording { employee.guardedSetValue(1, forKey: "salary") }
         #expect(!written)
-        let event = expectOne(events, .kvc, "[<Employee \(objectAddress(employee))> setValue:forUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
+        let event = expectOne(
+            events, .kvc,
+            "[<Employee \(objectAddress(employee))> setValue:forUndefinedKey:]: this class is not key value coding-compliant for the key salary.")
         #expect(event?.context["action"] == "ignored the write")
     }
 

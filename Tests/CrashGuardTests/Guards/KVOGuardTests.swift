@@ -3,21 +3,21 @@ import CrashWire
 import Foundation
 import Testing
 
-fileprivate final class Student: @unchecked Sendable {
+private final class Student: @unchecked Sendable {
     lazy var observers = KeyValueObservers(self, keyPathNames: [\.name: "name", \.age: "age"])
     var name = "" { didSet { observers.didChange(\.name, from: oldValue, to: name) } }
     var age = 0 { didSet { observers.didChange(\.age, from: oldValue, to: age) } }
 }
 
-fileprivate final class Watcher: @unchecked Sendable {
+private final class Watcher: @unchecked Sendable {
     var seen: [String] = []
 }
 
 /// Registers without implementing the callback (seed 004, mode 3).
-fileprivate final class LazyObserver: KeyValueObserver {}
+private final class LazyObserver: KeyValueObserver {}
 
 /// Implements the callback.
-fileprivate final class PoliteObserver: KeyValueObserver {
+private final class PoliteObserver: KeyValueObserver {
     var changes: [String] = []
     func observeValue(forKeyPath keyPath: String, change: KeyValueChange<AnyObject, Any>) throws {
         changes.append("\(keyPath)=\(change.newValue)")
@@ -57,7 +57,10 @@ struct KVOGuardTests {
         let watcher = Watcher()
         let (removed, events) = recording { student.observers.removeObserver(watcher, for: \.name) }
         #expect(!removed)
-        expectOne(events, .kvo, "Cannot remove an observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))> because it is not registered as an observer.")
+        expectOne(
+            events, .kvo,
+            "Cannot remove an observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))> because it is not registered as an observer."
+        )
     }
 
     /// Mode 1.2: removing twice.
@@ -70,7 +73,10 @@ struct KVOGuardTests {
             return (student.observers.removeObserver(watcher, for: \.name), student.observers.removeObserver(watcher, for: \.name))
         }
         #expect(result == (true, false))
-        expectOne(events, .kvo, "Cannot remove an observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))> because it is not registered as an observer.")
+        expectOne(
+            events, .kvo,
+            "Cannot remove an observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))> because it is not registered as an observer."
+        )
     }
 
     /// Mode 1.3: adding twice would observe each change twice.
@@ -83,7 +89,10 @@ struct KVOGuardTests {
             return (first, second)
         }
         #expect(added == (true, false))
-        expectOne(events, .kvo, "Repeated additions to the observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))>")
+        expectOne(
+            events, .kvo,
+            "Repeated additions to the observer <Watcher \(objectAddress(watcher))> for the key path \"name\" from <Student \(objectAddress(student))>"
+        )
         student.name = "0"
         #expect(watcher.seen == ["x"])
     }
@@ -99,7 +108,10 @@ struct KVOGuardTests {
             student!.observers.addObserver(watcher, for: \.age) { _, _ in }
             student = nil
         }.events
-        let event = expectOne(events, .kvo, "An instance \(addressText) of class Student was deallocated while key value observers were still registered with it. Key paths: age, name")
+        let event = expectOne(
+            events, .kvo,
+            "An instance \(addressText) of class Student was deallocated while key value observers were still registered with it. Key paths: age, name"
+        )
         #expect(event?.context["action"] == "removed the remaining observers")
     }
 
@@ -124,7 +136,10 @@ struct KVOGuardTests {
             student.observers.addObserver(polite, for: \.name)
             student.name = "Ann"
         }.events
-        expectOne(events, .kvo, "<LazyObserver \(objectAddress(lazy))>: An -observeValueForKeyPath:ofObject:change:context: message was received but not handled.\nKey path: name\nObserved object: <Student \(objectAddress(student))>")
+        expectOne(
+            events, .kvo,
+            "<LazyObserver \(objectAddress(lazy))>: An -observeValueForKeyPath:ofObject:change:context: message was received but not handled.\nKey path: name\nObserved object: <Student \(objectAddress(student))>"
+        )
         #expect(polite.changes == ["name=Ann"])
     }
 
@@ -145,12 +160,15 @@ struct KVOGuardTests {
         let watcher = Watcher()
         let (added, events) = recording { student.observers.addObserver(watcher, for: \.self) { _, _ in } }
         #expect(!added)
-        expectOne(events, .kvo, "Cannot add an observer <Watcher \(objectAddress(watcher))> for an empty key path to <Student \(objectAddress(student))>")
+        expectOne(
+            events, .kvo, "Cannot add an observer <Watcher \(objectAddress(watcher))> for an empty key path to <Student \(objectAddress(student))>")
         let lazy = LazyObserver()
         let named = recording { student.observers.addObserver(lazy, forKeyPath: "") }
         #expect(!named.value && named.events.count == 1)
         let removal = recording { student.observers.removeObserver(watcher, forKeyPath: "") }
-        expectOne(removal.events, .kvo, "Cannot remove an observer <Watcher \(objectAddress(watcher))> for an empty key path from <Student \(objectAddress(student))>")
+        expectOne(
+            removal.events, .kvo,
+            "Cannot remove an observer <Watcher \(objectAddress(watcher))> for an empty key path from <Student \(objectAddress(student))>")
         #expect(student.observers.observedKeyPaths.isEmpty)
     }
 
@@ -169,7 +187,11 @@ struct KVOGuardTests {
     }
 
     @Test func unnamedComputedKeyPathsStayDistinct() {
-        final class Plain { lazy var observers = KeyValueObservers(self); var a = 0 { didSet {} }; var b = 0 { didSet {} } }
+        final class Plain {
+            lazy var observers = KeyValueObservers(self)
+            var a = 0 { didSet {} }
+            var b = 0 { didSet {} }
+        }
         let plain = Plain()
         let watcher = Watcher()
         let events = recording {

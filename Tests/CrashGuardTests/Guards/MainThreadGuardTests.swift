@@ -4,11 +4,19 @@ import Dispatch
 import Foundation
 import Testing
 
-fileprivate final class Flag: @unchecked Sendable {
+private final class Flag: @unchecked Sendable {
     private let lock = NSLock()
     private var value = false
-    func set() { lock.lock(); value = true; lock.unlock() }
-    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+    func set() {
+        lock.lock()
+        value = true
+        lock.unlock()
+    }
+    var isSet: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
+    }
 }
 
 @Suite("mainThread guard")

@@ -3,7 +3,7 @@ import CrashWire
 import Foundation
 import Testing
 
-fileprivate final class Screen: @unchecked Sendable {
+private final class Screen: @unchecked Sendable {
     var received = 0
 }
 
@@ -56,11 +56,14 @@ struct NotificationGuardTests {
         let registry = GuardedNotifications(center: NotificationCenter())
         let screen = Screen()
         let (added, events) = recording { () -> (Bool, Bool) in
-            (registry.addObserver(screen, name: .guardTestPing) { me, _ in me.received += 1 },
-             registry.addObserver(screen, name: .guardTestPing) { me, _ in me.received += 1 })
+            (
+                registry.addObserver(screen, name: .guardTestPing) { me, _ in me.received += 1 },
+                registry.addObserver(screen, name: .guardTestPing) { me, _ in me.received += 1 }
+            )
         }
         #expect(added == (true, false))
-        expectOne(events, .notification, "Repeated additions of the observer <Screen \(objectAddress(screen))> for the notification \"GuardTestPing\"")
+        expectOne(
+            events, .notification, "Repeated additions of the observer <Screen \(objectAddress(screen))> for the notification \"GuardTestPing\"")
         registry.center.post(name: .guardTestPing, object: nil)
         #expect(screen.received == 1)
     }
@@ -73,7 +76,10 @@ struct NotificationGuardTests {
             return (registry.removeObserver(screen, name: .guardTestPing), registry.removeObserver(screen, name: .guardTestPing))
         }
         #expect(removed == (true, false))
-        expectOne(events, .notification, "Cannot remove an observer <Screen \(objectAddress(screen))> for the notification \"GuardTestPing\" because it is not registered as an observer.")
+        expectOne(
+            events, .notification,
+            "Cannot remove an observer <Screen \(objectAddress(screen))> for the notification \"GuardTestPing\" because it is not registered as an observer."
+        )
         registry.center.post(name: .guardTestPing, object: nil)
         #expect(screen.received == 0)
     }

@@ -5,7 +5,8 @@ import Testing
 
 @Suite("null guard")
 struct NullGuardTests {
-    static let body = Data(#"{"flag": "0", "msg": "Some message", "data": null, "count": 42, "ratio": 2.5, "items": [{"name": "a"}, null], "ok": true, "n": "17"}"#.utf8)
+    static let body = Data(
+        #"{"flag": "0", "msg": "Some message", "data": null, "count": 42, "ratio": 2.5, "items": [{"name": "a"}, null], "ok": true, "n": "17"}"#.utf8)
 
     @Test func unguardedNullCastDies() async {
         await #expect(processExitsWith: .signal(SIGABRT)) {
@@ -55,8 +56,10 @@ struct NullGuardTests {
     @Test func numbersAndStringsAreCoerced() throws {
         let json = try GuardedJSON(data: Self.body)
         let (values, events) = recording {
-            (json["count"].int(), json["count"].string(), json["n"].int(), json["flag"].bool(),
-             json["ratio"].double(), json["ratio"].int(), json["ok"].bool(), json["ok"].string(), json["msg"].string())
+            (
+                json["count"].int(), json["count"].string(), json["n"].int(), json["flag"].bool(),
+                json["ratio"].double(), json["ratio"].int(), json["ok"].bool(), json["ok"].string(), json["msg"].string()
+            )
         }
         #expect(events.isEmpty)
         #expect(values.0 == 42)

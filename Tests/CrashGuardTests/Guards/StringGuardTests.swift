@@ -62,11 +62,12 @@ struct StringGuardTests {
         let (value, events) = recording { string.guardedSubstring(with: NSRange(location: 5, length: 10)) }
         #expect(value == "fg")
         expectOne(events, .string, "-[\(name) substringWithRange:]: Range {5, 10} out of bounds; string length 7")
-        expectOne(recording { string.guardedSubstring(from: 8) }.events, .string, "-[\(name) substringFromIndex:]: Index 8 out of bounds; string length 7")
+        expectOne(
+            recording { string.guardedSubstring(from: 8) }.events, .string, "-[\(name) substringFromIndex:]: Index 8 out of bounds; string length 7")
         #expect(recording { string.guardedSubstring(to: 8) }.value == "abcdefg")
         let char = recording { string.guardedCharacter(at: 7) }
         #expect(char.value == nil)
         expectOne(char.events, .string, "-[\(name) characterAtIndex:]: Range or index out of bounds")
-        #expect(recording { string.guardedSubstring(with: NSRange(location: 1, length: 2)) } .events.isEmpty)
+        #expect(recording { string.guardedSubstring(with: NSRange(location: 1, length: 2)) }.events.isEmpty)
     }
 }

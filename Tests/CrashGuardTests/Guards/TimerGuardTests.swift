@@ -3,11 +3,19 @@ import CrashWire
 import Foundation
 import Testing
 
-fileprivate final class Ticker: @unchecked Sendable {
+private final class Ticker: @unchecked Sendable {
     private let lock = NSLock()
     private var count = 0
-    func tick() { lock.lock(); count += 1; lock.unlock() }
-    var ticks: Int { lock.lock(); defer { lock.unlock() }; return count }
+    func tick() {
+        lock.lock()
+        count += 1
+        lock.unlock()
+    }
+    var ticks: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return count
+    }
 }
 
 @Suite("timer guard")
@@ -55,7 +63,9 @@ struct TimerGuardTests {
         }
         #expect(await eventuallyTrue { timer?.isValid == false })
         try? await Task.sleep(nanoseconds: 50_000_000)
-        let event = expectOne(sink.events, .timer, "Timer <GuardedTimer \(objectAddress(timer!))> for target of class Ticker was not invalidated before the target was deallocated")
+        let event = expectOne(
+            sink.events, .timer,
+            "Timer <GuardedTimer \(objectAddress(timer!))> for target of class Ticker was not invalidated before the target was deallocated")
         #expect(event?.context["action"] == "invalidated the timer")
     }
 
@@ -80,15 +90,20 @@ struct TimerGuardTests {
         }
         thread.start()
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { done.wait(); continuation.resume() }
+            DispatchQueue.global().async {
+                done.wait()
+                continuation.resume()
+            }
         }
         #expect(ticker.ticks >= 3)
         #expect(box.timer?.isValid == false)
-        expectOne(sink.events, .timer, "Timer <GuardedTimer \(objectAddress(box.timer!))> for target of class Ticker was not invalidated before the target was deallocated")
+        expectOne(
+            sink.events, .timer,
+            "Timer <GuardedTimer \(objectAddress(box.timer!))> for target of class Ticker was not invalidated before the target was deallocated")
     }
 }
 
-fileprivate final class TimerBox: @unchecked Sendable {
+private final class TimerBox: @unchecked Sendable {
     var ticker: Ticker?
     var timer: GuardedTimer?
 }

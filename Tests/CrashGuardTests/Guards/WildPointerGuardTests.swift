@@ -3,7 +3,7 @@ import CrashWire
 import Foundation
 import Testing
 
-fileprivate final class Delegate {
+private final class Delegate {
     var name = "d"
 }
 
@@ -79,8 +79,9 @@ struct WildPointerGuardTests {
         expectOne(events, .wildPointer, "-[RawBuffer load]: bytes [4 ..< 12) beyond bounds [0 ..< 8) of buffer #\(buffer.id)")
         let foreign = GuardedAllocator().allocate(byteCount: 8)
         let other = GuardedAllocator()
-        expectOne(recording { other.deallocate(foreign) }.events, .wildPointer,
-                  "*** -[RawBuffer deallocate]: pointer being freed was not allocated: buffer #\(foreign.id) (8 bytes)")
+        expectOne(
+            recording { other.deallocate(foreign) }.events, .wildPointer,
+            "*** -[RawBuffer deallocate]: pointer being freed was not allocated: buffer #\(foreign.id) (8 bytes)")
     }
 
     @Test func quarantineIsBounded() {
@@ -91,8 +92,9 @@ struct WildPointerGuardTests {
         #expect(allocator.quarantinedBytes == 800)
         #expect(allocator.liveCount == 0)
         // Even after leaving the quarantine, a stale handle is still recognised.
-        expectOne(recording { allocator.deallocate(buffers[0]) }.events, .wildPointer,
-                  "*** -[RawBuffer deallocate]: double free of buffer #\(buffers[0].id) (400 bytes)")
+        expectOne(
+            recording { allocator.deallocate(buffers[0]) }.events, .wildPointer,
+            "*** -[RawBuffer deallocate]: double free of buffer #\(buffers[0].id) (400 bytes)")
         allocator.drainQuarantine()
         #expect(allocator.quarantinedBytes == 0)
     }
@@ -109,7 +111,9 @@ struct WildPointerGuardTests {
         allocator.deallocate(buffer)
         escaped!.storeBytes(of: 7, toByteOffset: 5, as: UInt8.self)  // the wild write, into quarantined memory
         let events = recording { allocator.drainQuarantine() }.events
-        expectOne(events, .wildPointer, "*** -[RawBuffer deallocate]: buffer #\(buffer.id) (32 bytes) was written after it was freed (first changed byte at offset 5)")
+        expectOne(
+            events, .wildPointer,
+            "*** -[RawBuffer deallocate]: buffer #\(buffer.id) (32 bytes) was written after it was freed (first changed byte at offset 5)")
     }
 
     @Test func allocatorIsThreadSafe() {

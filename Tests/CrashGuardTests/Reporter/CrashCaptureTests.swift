@@ -101,7 +101,8 @@ struct CrashCaptureTests {
 
     @Test("a record parses, including a multi-line runtime message and a missing end")
     func recordParsing() throws {
-        let text = "CGCRASH 1\ntime 1800000000 250\nsignal 4\ncode 2\naddress 0x5555\npc 0x5555\nframe 0x5555\nframe 0x6666\nmessage\nline one\nline two\n\nend\n"
+        let text =
+            "CGCRASH 1\ntime 1800000000 250\nsignal 4\ncode 2\naddress 0x5555\npc 0x5555\nframe 0x5555\nframe 0x6666\nmessage\nline one\nline two\n\nend\n"
         let record = try #require(CrashRecord(parsing: Data(text.utf8)))
         #expect(record.signal == 4)
         #expect(record.code == 2)

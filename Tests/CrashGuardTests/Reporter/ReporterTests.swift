@@ -57,7 +57,12 @@ struct ReporterTests {
     @Test("full jitter draws each delay from 0 up to the exponential ceiling")
     func fullJitter() {
         let ceilings = ReporterLog()
-        let backoff = Backoff(base: .seconds(1), cap: .seconds(10), jitter: { ceilings.append("\($0)"); return $0 / 4 })
+        let backoff = Backoff(
+            base: .seconds(1), cap: .seconds(10),
+            jitter: {
+                ceilings.append("\($0)")
+                return $0 / 4
+            })
         let delays = (0..<5).map { backoff.delay(attempt: $0, retryAfter: nil) }
         #expect(ceilings.lines == ["1.0", "2.0", "4.0", "8.0", "10.0"])
         #expect(delays == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .milliseconds(2500)])

@@ -67,12 +67,14 @@ extension FixedWidthInteger {
     public func guardedRemainder(dividingBy rhs: Self, fileID: String = #fileID, line: Int = #line, function: String = #function) -> Self {
         let site = CallSite(fileID: fileID, line: line, function: function)
         if rhs == 0 {
-            ArithmeticReason.record("Swift runtime failure: Division by zero in remainder operation (\(Self.self): \(self) % 0)", answer: "0", site: site)
+            ArithmeticReason.record(
+                "Swift runtime failure: Division by zero in remainder operation (\(Self.self): \(self) % 0)", answer: "0", site: site)
             return 0
         }
         let (value, overflowed) = remainderReportingOverflow(dividingBy: rhs)
         if !overflowed { return value }
-        ArithmeticReason.record("Swift runtime failure: Division results in an overflow in remainder operation (\(Self.self): \(self) % \(rhs))", answer: "0", site: site)
+        ArithmeticReason.record(
+            "Swift runtime failure: Division results in an overflow in remainder operation (\(Self.self): \(self) % \(rhs))", answer: "0", site: site)
         return 0
     }
 
@@ -81,7 +83,9 @@ extension FixedWidthInteger {
         let (value, overflowed) = Self.zero.subtractingReportingOverflow(self)
         if !overflowed { return value }
         let answer: Self = Self.isSigned ? .max : 0
-        ArithmeticReason.record("Swift runtime failure: arithmetic overflow (\(Self.self): -(\(self)))", answer: "\(answer)", site: CallSite(fileID: fileID, line: line, function: function))
+        ArithmeticReason.record(
+            "Swift runtime failure: arithmetic overflow (\(Self.self): -(\(self)))", answer: "\(answer)",
+            site: CallSite(fileID: fileID, line: line, function: function))
         return answer
     }
 

@@ -48,7 +48,8 @@ extension RandomAccessCollection where Index == Int {
     ) -> SubSequence {
         if range.lowerBound >= startIndex && range.upperBound <= endIndex { return self[range] }
         let clamped = range.clamped(to: startIndex..<endIndex)
-        let detail = isEmpty
+        let detail =
+            isEmpty
             ? "range {\(range.lowerBound), \(range.count)} extends beyond bounds for empty array"
             : "range {\(range.lowerBound), \(range.count)} extends beyond bounds [\(startIndex) .. \(endIndex - 1)]"
         ContainerReason.record(
@@ -111,8 +112,9 @@ extension RangeReplaceableCollection where Self: RandomAccessCollection, Index =
             insert(element, at: index)
             return true
         }
-        recordOutOfBounds(index, "insertObject:atIndex:", action: "ignored the insert", insertion: true,
-                          site: CallSite(fileID: fileID, line: line, function: function))
+        recordOutOfBounds(
+            index, "insertObject:atIndex:", action: "ignored the insert", insertion: true,
+            site: CallSite(fileID: fileID, line: line, function: function))
         return false
     }
 

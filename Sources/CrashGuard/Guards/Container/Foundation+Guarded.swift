@@ -36,8 +36,9 @@ extension NSMutableArray {
         _ object: Any?, fileID: String = #fileID, line: Int = #line, function: String = #function
     ) {
         guard let object else {
-            ContainerReason.record(Describe.typeName(type(of: self)), "addObject:", "object cannot be nil",
-                                   action: "ignored the insert", site: CallSite(fileID: fileID, line: line, function: function))
+            ContainerReason.record(
+                Describe.typeName(type(of: self)), "addObject:", "object cannot be nil",
+                action: "ignored the insert", site: CallSite(fileID: fileID, line: line, function: function))
             return
         }
         add(object)
@@ -50,8 +51,9 @@ extension NSMutableArray {
     ) {
         let site = CallSite(fileID: fileID, line: line, function: function)
         guard let object else {
-            ContainerReason.record(Describe.typeName(type(of: self)), "insertObject:atIndex:", "object cannot be nil",
-                                   action: "ignored the insert", site: site)
+            ContainerReason.record(
+                Describe.typeName(type(of: self)), "insertObject:atIndex:", "object cannot be nil",
+                action: "ignored the insert", site: site)
             return
         }
         guard index >= 0 && index <= count else {
@@ -84,8 +86,9 @@ extension NSMutableArray {
             return
         }
         guard let object else {
-            ContainerReason.record(Describe.typeName(type(of: self)), "replaceObjectAtIndex:withObject:", "object cannot be nil",
-                                   action: "ignored the write", site: site)
+            ContainerReason.record(
+                Describe.typeName(type(of: self)), "replaceObjectAtIndex:withObject:", "object cannot be nil",
+                action: "ignored the write", site: site)
             return
         }
         replaceObject(at: index, with: object)
@@ -117,8 +120,9 @@ extension NSDictionary {
         forKey key: AnyHashable?, fileID: String = #fileID, line: Int = #line, function: String = #function
     ) -> Any? {
         guard let key else {
-            ContainerReason.record(Describe.typeName(type(of: self)), "objectForKey:", "key cannot be nil",
-                                   action: "returned nil", site: CallSite(fileID: fileID, line: line, function: function))
+            ContainerReason.record(
+                Describe.typeName(type(of: self)), "objectForKey:", "key cannot be nil",
+                action: "returned nil", site: CallSite(fileID: fileID, line: line, function: function))
             return nil
         }
         return object(forKey: key.base)
@@ -134,19 +138,22 @@ extension NSMutableDictionary {
     ) {
         let site = CallSite(fileID: fileID, line: line, function: function)
         guard let key else {
-            ContainerReason.record(Describe.typeName(type(of: self)), "setObject:forKey:", "key cannot be nil",
-                                   action: "ignored the write", site: site)
+            ContainerReason.record(
+                Describe.typeName(type(of: self)), "setObject:forKey:", "key cannot be nil",
+                action: "ignored the write", site: site)
             return
         }
         guard let object else {
-            ContainerReason.record(Describe.typeName(type(of: self)), "setObject:forKey:", "object cannot be nil",
-                                   action: "ignored the write", extra: ["key": Describe.value(key.base)], site: site)
+            ContainerReason.record(
+                Describe.typeName(type(of: self)), "setObject:forKey:", "object cannot be nil",
+                action: "ignored the write", extra: ["key": Describe.value(key.base)], site: site)
             return
         }
         #if canImport(Darwin)
         guard let copying = key.base as AnyObject as? NSCopying else {
-            ContainerReason.record(Describe.typeName(type(of: self)), "setObject:forKey:", "key does not conform to NSCopying",
-                                   action: "ignored the write", site: site)
+            ContainerReason.record(
+                Describe.typeName(type(of: self)), "setObject:forKey:", "key does not conform to NSCopying",
+                action: "ignored the write", site: site)
             return
         }
         setObject(object, forKey: copying)
@@ -184,8 +191,9 @@ public enum GuardedCache {
         fileID: String = #fileID, line: Int = #line, function: String = #function
     ) -> Object? {
         guard let key else {
-            ContainerReason.record("NSCache", "objectForKey:", "key cannot be nil",
-                                   action: "returned nil", site: CallSite(fileID: fileID, line: line, function: function))
+            ContainerReason.record(
+                "NSCache", "objectForKey:", "key cannot be nil",
+                action: "returned nil", site: CallSite(fileID: fileID, line: line, function: function))
             return nil
         }
         return cache.object(forKey: key)

@@ -28,7 +28,8 @@ public enum GuardedKVC {
         switch lookup(key, in: object) {
         case .found(let value): return value
         case .missing:
-            record("[\(Describe.instance(object)) valueForUndefinedKey:]: this class is not key value coding-compliant for the key \(key).", site: site)
+            record(
+                "[\(Describe.instance(object)) valueForUndefinedKey:]: this class is not key value coding-compliant for the key \(key).", site: site)
             return nil
         }
     }
@@ -130,19 +131,22 @@ public struct KeyedSetters<Root>: @unchecked Sendable {
         let site = CallSite(fileID: fileID, line: line, function: function)
         let instance = Describe.instance(root)
         guard let setter = setters[key] else {
-            GuardedKVC.record("[\(instance) setValue:forUndefinedKey:]: this class is not key value coding-compliant for the key \(key).",
-                              action: "ignored the write", site: site)
+            GuardedKVC.record(
+                "[\(instance) setValue:forUndefinedKey:]: this class is not key value coding-compliant for the key \(key).",
+                action: "ignored the write", site: site)
             return false
         }
         switch setter(&root, value) {
         case .set:
             return true
         case .wrongType(let found):
-            GuardedKVC.record("-[\(Describe.typeName(Root.self)) setValue:forKey:]: value of type \(found) is not \(types[key] ?? "?") for the key \(key).",
-                              action: "ignored the write", site: site)
+            GuardedKVC.record(
+                "-[\(Describe.typeName(Root.self)) setValue:forKey:]: value of type \(found) is not \(types[key] ?? "?") for the key \(key).",
+                action: "ignored the write", site: site)
         case .nilForNonOptional:
-            GuardedKVC.record("[\(instance) setNilValueForKey]: could not set nil as the value for the key \(key).",
-                              action: "ignored the write", site: site)
+            GuardedKVC.record(
+                "[\(instance) setNilValueForKey]: could not set nil as the value for the key \(key).",
+                action: "ignored the write", site: site)
         }
         return false
     }

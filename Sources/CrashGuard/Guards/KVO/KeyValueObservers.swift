@@ -170,8 +170,9 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
     ) -> Bool {
         let site = CallSite(fileID: fileID, line: line, function: function)
         if keyPath.isEmpty {
-            record("Cannot remove an observer \(Describe.object(observer)) for an empty key path from \(subjectDescription)",
-                   action: "refused the empty key path", site: site)
+            record(
+                "Cannot remove an observer \(Describe.object(observer)) for an empty key path from \(subjectDescription)",
+                action: "refused the empty key path", site: site)
             return false
         }
         let id = ObjectIdentifier(observer)
@@ -183,8 +184,9 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
             return found
         }
         if !removed {
-            record("Cannot remove an observer \(Describe.object(observer)) for the key path \"\(keyPath)\" from \(subjectDescription) because it is not registered as an observer.",
-                   action: "ignored the remove", site: site)
+            record(
+                "Cannot remove an observer \(Describe.object(observer)) for the key path \"\(keyPath)\" from \(subjectDescription) because it is not registered as an observer.",
+                action: "ignored the remove", site: site)
         }
         return removed
     }
@@ -229,11 +231,13 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
             do {
                 try entry.handler(observer, subject, oldValue, newValue)
             } catch KeyValueObservationError.unhandled {
-                record("\(entry.description): An -observeValueForKeyPath:ofObject:change:context: message was received but not handled.\nKey path: \(keyPath)\nObserved object: \(subjectDescription)",
-                       action: "dropped the change for this observer", site: site)
+                record(
+                    "\(entry.description): An -observeValueForKeyPath:ofObject:change:context: message was received but not handled.\nKey path: \(keyPath)\nObserved object: \(subjectDescription)",
+                    action: "dropped the change for this observer", site: site)
             } catch {
-                record("KVO exception in observer \(entry.description) for the key path \"\(keyPath)\" of \(subjectDescription): \(error)",
-                       action: "dropped the change for this observer", site: site)
+                record(
+                    "KVO exception in observer \(entry.description) for the key path \"\(keyPath)\" of \(subjectDescription): \(error)",
+                    action: "dropped the change for this observer", site: site)
             }
         }
     }
@@ -270,8 +274,9 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
     ) -> Bool {
         let observerDescription = Describe.object(observer)
         if name.isEmpty {
-            record("Cannot add an observer \(observerDescription) for an empty key path to \(subjectDescription)",
-                   action: "refused the empty key path", site: site)
+            record(
+                "Cannot add an observer \(observerDescription) for an empty key path to \(subjectDescription)",
+                action: "refused the empty key path", site: site)
             return false
         }
         if subject == nil {
@@ -288,8 +293,9 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
             return true
         }
         if !added {
-            record("Repeated additions to the observer \(observerDescription) for the key path \"\(name)\" from \(subjectDescription)",
-                   action: "ignored the second add", site: site)
+            record(
+                "Repeated additions to the observer \(observerDescription) for the key path \"\(name)\" from \(subjectDescription)",
+                action: "ignored the second add", site: site)
         }
         return added
     }
@@ -307,7 +313,8 @@ public final class KeyValueObservers<Subject: AnyObject>: @unchecked Sendable {
         guard !stillRegistered.isEmpty else { return }
         GuardRecorder.record(
             .kvo, site: site, in: scope,
-            reason: "An instance \(subjectAddress) of class \(subjectType) was deallocated while key value observers were still registered with it. Key paths: \(stillRegistered.joined(separator: ", "))",
+            reason:
+                "An instance \(subjectAddress) of class \(subjectType) was deallocated while key value observers were still registered with it. Key paths: \(stillRegistered.joined(separator: ", "))",
             context: ["action": "removed the remaining observers", "keyPaths": stillRegistered.joined(separator: ",")]
         )
     }

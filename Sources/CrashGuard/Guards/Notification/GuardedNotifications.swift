@@ -66,8 +66,9 @@ public final class GuardedNotifications: @unchecked Sendable {
             return true
         }
         guard added else {
-            record("Repeated additions of the observer \(Describe.object(owner)) for the notification \"\(name.rawValue)\"",
-                   action: "ignored the second add", site: CallSite(fileID: fileID, line: line, function: function))
+            record(
+                "Repeated additions of the observer \(Describe.object(owner)) for the notification \"\(name.rawValue)\"",
+                action: "ignored the second add", site: CallSite(fileID: fileID, line: line, function: function))
             return false
         }
         let call = UncheckedBox(handler)
@@ -98,8 +99,9 @@ public final class GuardedNotifications: @unchecked Sendable {
             return existing
         }
         guard let removed else {
-            record("Cannot remove an observer \(Describe.object(owner)) for the notification \"\(name.rawValue)\" because it is not registered as an observer.",
-                   action: "ignored the remove", site: CallSite(fileID: fileID, line: line, function: function))
+            record(
+                "Cannot remove an observer \(Describe.object(owner)) for the notification \"\(name.rawValue)\" because it is not registered as an observer.",
+                action: "ignored the remove", site: CallSite(fileID: fileID, line: line, function: function))
             return false
         }
         if let token = removed.token { center.removeObserver(token) }

@@ -121,7 +121,10 @@ extension String {
             offset += utf16.distance(from: previous, to: index)
             previous = index
             if offset <= start { lowerChar = index }
-            if offset >= start + length { upperChar = index; break }
+            if offset >= start + length {
+                upperChar = index
+                break
+            }
         }
         return lowerChar..<Swift.max(lowerChar, upperChar)
     }
@@ -134,8 +137,9 @@ extension NSString {
         with range: NSRange, fileID: String = #fileID, line: Int = #line, function: String = #function
     ) -> String {
         let total = length
-        let (start, count) = StringReason.clamp(location: range.location == NSNotFound ? total : range.location,
-                                                length: range.length, to: total)
+        let (start, count) = StringReason.clamp(
+            location: range.location == NSNotFound ? total : range.location,
+            length: range.length, to: total)
         if start != range.location || count != range.length {
             StringReason.record(
                 Describe.typeName(type(of: self)), "substringWithRange:",

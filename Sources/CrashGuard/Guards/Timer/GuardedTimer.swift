@@ -86,7 +86,9 @@ public final class GuardedTimer: @unchecked Sendable {
         }
         switch source {
         case .timer(let t): t.invalidate()
-        case .dispatch(let s): s.setEventHandler(handler: nil); s.cancel()
+        case .dispatch(let s):
+            s.setEventHandler(handler: nil)
+            s.cancel()
         case nil: break
         }
     }

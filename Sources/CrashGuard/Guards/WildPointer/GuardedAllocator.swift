@@ -104,7 +104,9 @@ public final class GuardedAllocator: @unchecked Sendable {
         release(evicted, site: site)
         if !freed {
             record(
-                known(buffer) ? "*** -[RawBuffer deallocate]: double free of \(buffer)" : "*** -[RawBuffer deallocate]: pointer being freed was not allocated: \(buffer)",
+                known(buffer)
+                    ? "*** -[RawBuffer deallocate]: double free of \(buffer)"
+                    : "*** -[RawBuffer deallocate]: pointer being freed was not allocated: \(buffer)",
                 action: "ignored the free", site: site
             )
         }
@@ -185,8 +187,9 @@ public final class GuardedAllocator: @unchecked Sendable {
         case .stale:
             recordStale(buffer, selector, site: site)
         case .outOfBounds(let count):
-            record("-[RawBuffer \(selector)]: bytes [\(offset) ..< \(offset + size)) beyond bounds [0 ..< \(count)) of buffer #\(buffer.id)",
-                   action: "refused the access", site: site)
+            record(
+                "-[RawBuffer \(selector)]: bytes [\(offset) ..< \(offset + size)) beyond bounds [0 ..< \(count)) of buffer #\(buffer.id)",
+                action: "refused the access", site: site)
         }
         return nil
     }
@@ -199,7 +202,9 @@ public final class GuardedAllocator: @unchecked Sendable {
 
     private func recordStale(_ buffer: Buffer, _ selector: String, site: CallSite) {
         record(
-            known(buffer) ? "*** -[RawBuffer \(selector)]: message sent to deallocated \(buffer)" : "*** -[RawBuffer \(selector)]: message sent to unknown \(buffer)",
+            known(buffer)
+                ? "*** -[RawBuffer \(selector)]: message sent to deallocated \(buffer)"
+                : "*** -[RawBuffer \(selector)]: message sent to unknown \(buffer)",
             action: "refused the access", site: site
         )
     }
@@ -227,8 +232,9 @@ public final class GuardedAllocator: @unchecked Sendable {
         for (id, block) in evicted {
             let bytes = UnsafeRawBufferPointer(start: block.pointer, count: block.byteCount)
             if let changed = bytes.firstIndex(where: { $0 != poison }) {
-                record("*** -[RawBuffer deallocate]: buffer #\(id) (\(block.byteCount) bytes) was written after it was freed (first changed byte at offset \(changed))",
-                       action: "released the block", site: site)
+                record(
+                    "*** -[RawBuffer deallocate]: buffer #\(id) (\(block.byteCount) bytes) was written after it was freed (first changed byte at offset \(changed))",
+                    action: "released the block", site: site)
             }
             block.pointer.deallocate()
         }
