@@ -71,7 +71,7 @@ import Testing
 
     /// Tables that are not derived from reports (or are the reports themselves).
     static let notRollups: Set<String> = [
-        "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes",
+        "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes", "debug_files",
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with
