@@ -34,6 +34,8 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         logger: logger)
     let spikes = SpikeDetector(database: database, settings: configuration.webhooks, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
+    let shutdownDeadline = ShutdownDeadline(
+        grace: .milliseconds(Int64(configuration.databaseTimeout * 2000)) + .seconds(5), logger: logger)
     let connections = ConnectionCounter()
     var app = Application(
         router: router,
@@ -42,7 +44,9 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
                 additionalChannelHandlers: [ConnectionGuardHandler(limits: connectionLimits, counter: connections)],
                 idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
-        services: database.services + [batcher, partitions, webhooks, spikes, symbolizers],
+        // ShutdownDeadline first: the group shuts services down in reverse order, so it
+        // only acts when something before it has not finished within its grace.
+        services: [shutdownDeadline] + database.services + [batcher, partitions, webhooks, spikes, symbolizers],
         logger: logger
     )
     app.beforeServerStarts {
