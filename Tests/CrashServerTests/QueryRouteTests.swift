@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import PostgresNIO
 import Testing
 
 @testable import CrashServer
@@ -215,14 +216,18 @@ import Testing
         }
     }
 
-    @Test func onlyAConnectionFailureIs503() async throws {
+    /// In authentication or in the query itself: a PostgreSQL restart while a list is read
+    /// is 503, not 500 (the fault suite saw a 500 for a query during a restart).
+    @Test(arguments: [false, true])
+    func onlyAConnectionFailureIs503(authenticates: Bool) async throws {
         for (error, status) in [
             (DeadlineExceeded() as any Error & Sendable, HTTPResponse.Status.serviceUnavailable),
+            (try await refusedConnectionError(), .serviceUnavailable),
             (CancellationError(), .internalServerError),
         ] {
             let router = Router(context: CrashRequestContext.self)
             router.add(middleware: ErrorMiddleware())
-            QueryController(store: FailingStore(error: error)).addRoutes(to: router)
+            QueryController(store: FailingStore(error: error, authenticates: authenticates)).addRoutes(to: router)
             try await Application(router: router).test(.router) { client in
                 let response = try await client.execute(
                     uri: "/v1/projects/demo/crashes", method: .get, headers: [.authorization: "Bearer crt_demo"], body: nil)
@@ -233,11 +238,28 @@ import Testing
     }
 }
 
+/// The real `PSQLError` of a PostgreSQL that is not there (a restart, seen from the pool).
+private func refusedConnectionError() async throws -> PSQLError {
+    let configuration = PostgresConnection.Configuration(
+        host: "127.0.0.1", port: 1, username: "crashguard", password: nil, database: nil, tls: .disable)
+    do {
+        _ = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: TestEnvironment.logger)
+    } catch let error as PSQLError {
+        return error
+    }
+    throw CancellationError()  // something listens on port 1: no refusal to test with
+}
+
 /// A store whose every call fails with `error`.
 private struct FailingStore: CrashStore {
     let error: any Error & Sendable
+    /// Whether the read token resolves (so the failure is in the query, not in authentication).
+    var authenticates = false
 
-    func project(readToken: String) async throws -> ProjectRef? { throw error }
+    func project(readToken: String) async throws -> ProjectRef? {
+        guard authenticates else { throw error }
+        return ProjectRef(id: 1, slug: "demo")
+    }
     func read<T: Sendable>(_ body: (InMemoryCrashStore.Reader) async throws -> T) async throws -> T { throw error }
     func saveListSnapshot(_ snapshot: String) async throws -> Int64 { throw error }
     func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool { throw error }

@@ -27,6 +27,10 @@ struct DashboardMiddleware: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             let message = (error as? APIError)?.message ?? "The request could not be handled."
             response = page(error.status, error.status.reasonPhrase, message)
+        } catch  where isConnectionError(error) {
+            logger.warning("dashboard page: database unreachable", metadata: ["error.message": "\(error)"])
+            response = page(.serviceUnavailable, "Database unreachable", "The database cannot be reached right now. Try again in a moment.")
+            response.headers[.retryAfter] = "5"
         } catch {
             logger.error("dashboard page failed", metadata: ["error.message": "\(error)", "http.path": "\(request.uri.path)"])
             response = page(.internalServerError, "Something went wrong", "The page could not be built. Try again in a moment.")

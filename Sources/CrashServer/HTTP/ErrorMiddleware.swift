@@ -2,8 +2,10 @@ import Hummingbird
 import Logging
 
 /// Renders every error as the contract's `{"error": "..."}`: framework errors (unknown
-/// route, wrong method) keep their status; anything unexpected is logged and becomes a 500
-/// that leaks nothing.
+/// route, wrong method) keep their status; a database that cannot be reached (a restart, a
+/// dropped connection: ``isConnectionError(_:)``) is the contract's 503 with `Retry-After`,
+/// whichever route met it; anything else unexpected is logged and becomes a 500 that leaks
+/// nothing.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -26,6 +28,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 headers: [.contentType: "application/json; charset=utf-8"],
                 body: .init(byteBuffer: APIError.body(error.status.reasonPhrase))
             )
+        } catch  where isConnectionError(error) {
+            context.logger.warning("database unreachable", metadata: ["error.message": "\(error)"])
+            throw APIError.unavailable("database unreachable", retryAfter: 5)
         } catch {
             context.logger.error("request failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
             return Response(
