@@ -17,6 +17,56 @@
 #include <link.h>
 #include <limits.h>
 
+// The GNU build id among the ELF notes in [note, end) (in memory or in a mapped file), or NULL.
+static const uint8_t *gnu_build_id(const uint8_t *note, const uint8_t *end, size_t *length) {
+    while (note + sizeof(ElfW(Nhdr)) <= end) {
+        const ElfW(Nhdr) *header = (const ElfW(Nhdr) *)note;
+        const uint8_t *name = note + sizeof(ElfW(Nhdr));
+        const uint8_t *desc = name + ((header->n_namesz + 3) & ~3u);
+        if (desc + header->n_descsz > end) break;
+        if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+            *length = header->n_descsz;
+            return desc;
+        }
+        note = desc + ((header->n_descsz + 3) & ~3u);
+    }
+    return NULL;
+}
+
+// What an image's program headers say, from one walk: the lowest and highest PT_LOAD
+// addresses and the build id. `base` is added to the segments' addresses; `file` (a mapped
+// file of `file_length` bytes, or NULL for a loaded image) is where notes are read from: at
+// their file offset, bounds-checked, instead of at their address in memory.
+typedef struct {
+    uint64_t low, high;
+    const uint8_t *build_id;
+    size_t build_id_length;
+} segments;
+
+static segments walk_segments(const ElfW(Phdr) *ph, size_t count, uint64_t base, const uint8_t *file, size_t file_length) {
+    segments out = {UINT64_MAX, 0, NULL, 0};
+    for (size_t i = 0; i < count; i++) {
+        if (ph[i].p_type == PT_LOAD) {
+            uint64_t start = base + ph[i].p_vaddr;
+            if (start < out.low) out.low = start;
+            if (start + ph[i].p_memsz > out.high) out.high = start + ph[i].p_memsz;
+        } else if (ph[i].p_type == PT_NOTE && out.build_id == NULL) {
+            const uint8_t *note;
+            size_t size;
+            if (file != NULL) {
+                if (ph[i].p_offset + ph[i].p_filesz > file_length) continue;
+                note = file + ph[i].p_offset;
+                size = ph[i].p_filesz;
+            } else {
+                note = (const uint8_t *)(uintptr_t)(base + ph[i].p_vaddr);
+                size = ph[i].p_memsz;
+            }
+            out.build_id = gnu_build_id(note, note + size, &out.build_id_length);
+        }
+    }
+    return out;
+}
+
 typedef struct {
     void *context;
     ccrash_image_visitor visitor;
@@ -26,37 +76,11 @@ typedef struct {
 static int visit_phdr(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     linux_walk *walk = data;
-    uintptr_t low = UINTPTR_MAX, high = 0;
-    const uint8_t *build_id = NULL;
-    size_t build_id_length = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD) {
-            uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-            uintptr_t end = start + ph->p_memsz;
-            if (start < low) low = start;
-            if (end > high) high = end;
-        } else if (ph->p_type == PT_NOTE && build_id == NULL) {
-            const char *note = (const char *)(info->dlpi_addr + ph->p_vaddr);
-            const char *end = note + ph->p_memsz;
-            while (note + sizeof(ElfW(Nhdr)) <= end) {
-                const ElfW(Nhdr) *header = (const ElfW(Nhdr) *)note;
-                const char *name = note + sizeof(ElfW(Nhdr));
-                const char *desc = name + ((header->n_namesz + 3) & ~3u);
-                if (desc + header->n_descsz > end) break;
-                if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-                    build_id = (const uint8_t *)desc;
-                    build_id_length = header->n_descsz;
-                    break;
-                }
-                note = desc + ((header->n_descsz + 3) & ~3u);
-            }
-        }
-    }
-    if (high <= low) return 0;
+    segments s = walk_segments(info->dlpi_phdr, info->dlpi_phnum, info->dlpi_addr, NULL, 0);
+    if (s.high <= s.low) return 0;
     const char *path = info->dlpi_name;
     if (path == NULL || path[0] == 0) path = walk->executable;
-    walk->visitor(walk->context, path, low, high - low, build_id, build_id_length);
+    walk->visitor(walk->context, path, (uintptr_t)s.low, (size_t)(s.high - s.low), s.build_id, s.build_id_length);
     return 0;
 }
 
@@ -69,27 +93,42 @@ void ccrash_each_image(void *context, ccrash_image_visitor visitor) {
     dl_iterate_phdr(visit_phdr, &walk);
 }
 
-int ccrash_elf_symbol(const char *path, uint64_t offset, char *name, size_t size, uint64_t *symbol_offset) {
+// The 64-bit ELF file at `path`, mapped read-only, with its program headers inside it; NULL
+// when it cannot be read or is not one. The caller unmaps `*length` bytes.
+static const uint8_t *map_elf64(const char *path, size_t *length) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) return NULL;
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
         close(fd);
-        return 0;
+        return NULL;
     }
-    size_t length = (size_t)st.st_size;
-    const unsigned char *file = mmap(NULL, length, PROT_READ, MAP_PRIVATE, fd, 0);
+    *length = (size_t)st.st_size;
+    const uint8_t *file = mmap(NULL, *length, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (file == MAP_FAILED) return 0;
+    if (file == MAP_FAILED) return NULL;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64
+        || eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > *length) {
+        munmap((void *)file, *length);
+        return NULL;
+    }
+    return file;
+}
+
+static segments file_segments(const uint8_t *file, size_t length) {
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
+    return walk_segments((const Elf64_Phdr *)(file + eh->e_phoff), eh->e_phnum, 0, file, length);
+}
+
+int ccrash_elf_symbol(const char *path, uint64_t offset, char *name, size_t size, uint64_t *symbol_offset) {
+    size_t length;
+    const uint8_t *file = map_elf64(path, &length);
+    if (file == NULL) return 0;
     int found = 0;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) goto done;
-    if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > length) goto done;
     if (eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > length) goto done;
-    uint64_t low = UINT64_MAX;
-    const Elf64_Phdr *ph = (const Elf64_Phdr *)(file + eh->e_phoff);
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < low) low = ph[i].p_vaddr;
+    uint64_t low = file_segments(file, length).low;
     if (low == UINT64_MAX) goto done;
     uint64_t vaddr = low + offset;
     const Elf64_Shdr *sh = (const Elf64_Shdr *)(file + eh->e_shoff);
@@ -126,40 +165,15 @@ done:
 }
 
 size_t ccrash_elf_build_id(const char *path, uint8_t *buffer, size_t size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-        close(fd);
-        return 0;
-    }
-    size_t length = (size_t)st.st_size;
-    const uint8_t *file = mmap(NULL, length, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (file == MAP_FAILED) return 0;
+    size_t length;
+    const uint8_t *file = map_elf64(path, &length);
+    if (file == NULL) return 0;
+    segments s = file_segments(file, length);
     size_t copied = 0;
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) goto done;
-    if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > length) goto done;
-    const Elf64_Phdr *ph = (const Elf64_Phdr *)(file + eh->e_phoff);
-    for (int i = 0; i < eh->e_phnum && copied == 0; i++) {
-        if (ph[i].p_type != PT_NOTE || ph[i].p_offset + ph[i].p_filesz > length) continue;
-        const uint8_t *note = file + ph[i].p_offset;
-        const uint8_t *end = note + ph[i].p_filesz;
-        while (note + sizeof(Elf64_Nhdr) <= end) {
-            const Elf64_Nhdr *header = (const Elf64_Nhdr *)note;
-            const uint8_t *name = note + sizeof(Elf64_Nhdr);
-            const uint8_t *desc = name + ((header->n_namesz + 3) & ~3u);
-            if (desc + header->n_descsz > end) break;
-            if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-                copied = header->n_descsz < size ? header->n_descsz : size;
-                memcpy(buffer, desc, copied);
-                break;
-            }
-            note = desc + ((header->n_descsz + 3) & ~3u);
-        }
+    if (s.build_id != NULL) {
+        copied = s.build_id_length < size ? s.build_id_length : size;
+        memcpy(buffer, s.build_id, copied);
     }
-done:
     munmap((void *)file, length);
     return copied;
 }
