@@ -309,7 +309,7 @@ import Testing
         let now = Date()
         let group = GroupBody(
             id: "1", signature: "s", kind: "custom", groupingVersion: "v2", title: "evil \u{1B}[2Jclear\u{7}", count: 12345, devices: 3,
-            firstSeen: now.addingTimeInterval(-3600), lastSeen: now, status: "open", resolvedIn: nil, fatal: true,
+            firstSeen: now.addingTimeInterval(-3600), lastSeen: now, status: .open, resolvedIn: nil, fatal: true,
             versions: ["1.2.0"], trend: [0, 1, 5, 0].map { TimeCount(t: now, count: $0) })
         let text = TopCrashesTable.format([group], header: "h", now: now, titleWidth: 60)
         #expect(!text.contains("\u{1B}"))

@@ -58,7 +58,7 @@ final class InMemoryCrashStore: CrashStore {
                         project.id,
                         GroupRow(
                             id: id, signature: signature, kind: kind.rawValue, groupingVersion: "v2", title: "\(kind.rawValue): \(signature)",
-                            firstSeen: time, lastSeen: time, status: "open", fatal: fatal, resolvedIn: nil)
+                            firstSeen: time, lastSeen: time, status: .open, fatal: fatal, resolvedIn: nil)
                     )
                     return id
                 }()
@@ -94,7 +94,7 @@ final class InMemoryCrashStore: CrashStore {
     func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool {
         state.withLock { s in
             guard let entry = s.groups[group], entry.project == project else { return false }
-            s.groups[group]!.row.status = status.rawValue
+            s.groups[group]!.row.status = status
             s.groups[group]!.row.resolvedIn = resolvedIn
             return true
         }
@@ -113,7 +113,7 @@ final class InMemoryCrashStore: CrashStore {
         }
 
         private func passes(_ row: GroupRow, _ f: GroupFilters) -> Bool {
-            (f.kind == nil || row.kind == f.kind?.rawValue) && (f.status.map { row.status == $0.rawValue } ?? (row.status != "ignored"))
+            (f.kind == nil || row.kind == f.kind?.rawValue) && (f.status.map { row.status == $0 } ?? (row.status != .ignored))
         }
 
         private func groups(_ project: Int64, _ window: TimeWindow, _ f: GroupFilters) -> [GroupRow] {

@@ -196,10 +196,10 @@ import Testing
             let resolved = try await patch("{\"status\": \"resolved\", \"resolvedIn\": \"1.4.0\"}")
             #expect(resolved.status == .ok)
             let body = try JSONDecoder.crashWire().decode(GroupBody.self, from: Data(resolved.body.readableBytesView))
-            #expect(body.status == "resolved" && body.resolvedIn == "1.4.0" && body.count == 1)
+            #expect(body.status == .resolved && body.resolvedIn == "1.4.0" && body.count == 1)
             let ignored = try await patch("{\"status\": \"ignored\", \"resolvedIn\": \"1.4.0\"}")
             let ignoredBody = try JSONDecoder.crashWire().decode(GroupBody.self, from: Data(ignored.body.readableBytesView))
-            #expect(ignoredBody.status == "ignored" && ignoredBody.resolvedIn == nil)
+            #expect(ignoredBody.status == .ignored && ignoredBody.resolvedIn == nil)
             #expect(try await patch("{\"status\": \"open\"}", token: "crt_other").status == .notFound)
         }
     }

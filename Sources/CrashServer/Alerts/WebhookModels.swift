@@ -91,21 +91,9 @@ struct WebhookBody: Codable, Sendable, Equatable {
         var at: Date
         var attempts: Int
         /// The receiver's HTTP status, null when it did not answer.
-        var httpStatus: Int?
+        @NullWhenAbsent var httpStatus: Int?
         /// Why the last attempt failed, null when delivered.
-        var error: String?
-
-        private enum CodingKeys: String, CodingKey { case id, event, status, at, attempts, httpStatus, error }
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(id, forKey: .id)
-            try c.encode(event, forKey: .event)
-            try c.encode(status, forKey: .status)
-            try c.encode(at, forKey: .at)
-            try c.encode(attempts, forKey: .attempts)
-            try c.encode(httpStatus, forKey: .httpStatus)
-            try c.encode(error, forKey: .error)
-        }
+        @NullWhenAbsent var error: String?
     }
 
     var id: String
@@ -114,18 +102,7 @@ struct WebhookBody: Codable, Sendable, Equatable {
     var format: String
     var createdAt: Date
     /// Null until something was sent.
-    var lastDelivery: LastDelivery?
-
-    private enum CodingKeys: String, CodingKey { case id, url, events, format, createdAt, lastDelivery }
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(id, forKey: .id)
-        try c.encode(url, forKey: .url)
-        try c.encode(events, forKey: .events)
-        try c.encode(format, forKey: .format)
-        try c.encode(createdAt, forKey: .createdAt)
-        try c.encode(lastDelivery, forKey: .lastDelivery)
-    }
+    @NullWhenAbsent var lastDelivery: LastDelivery?
 }
 
 /// `POST` answers the webhook plus its secret, this once.

@@ -183,14 +183,14 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         let view = CrashView(
             pageTitle: group.title, nav: nav(project, session, crashes: true), csrf: sessions.csrfToken(for: session),
             project: project.slug, groupID: group.id, groupTitle: group.title, groupKind: group.kind, groupFatal: group.fatal,
-            groupStatus: group.status, groupStatusLabel: DashboardFormat.statusLabel(group.status), groupResolvedIn: group.resolvedIn,
+            groupStatus: group.status.rawValue, groupStatusLabel: DashboardFormat.statusLabel(group.status), groupResolvedIn: group.resolvedIn,
             signature: group.signature, windowLabel: window.label,
             windows: windowTabs(q, base: "/projects/\(project.slug)/crashes/\(group.id)"), notice: notice,
             groupCount: DashboardFormat.number(group.count), groupDevices: DashboardFormat.number(group.devices),
             firstSeen: DashboardFormat.relative(group.firstSeen, now: now), firstSeenExact: DashboardFormat.exact(group.firstSeen),
             lastSeen: DashboardFormat.relative(group.lastSeen, now: now), lastSeenExact: DashboardFormat.exact(group.lastSeen),
             versionsShort: DashboardFormat.versions(group.versions), versionsAll: group.versions.joined(separator: ", "),
-            isOpen: group.status == "open", isIgnored: group.status == "ignored",
+            isOpen: group.status == .open, isIgnored: group.status == .ignored,
             chart: ChartView(points: points, hourly: window.hourly),
             breakdowns: [
                 BreakdownView("Versions", detail.breakdown.versions), BreakdownView("OS", detail.breakdown.os),

@@ -48,13 +48,12 @@ enum DashboardFormat {
         return list.count > 3 ? shown + " +\(list.count - 3)" : shown
     }
 
-    static func statusLabel(_ status: String) -> String {
+    static func statusLabel(_ status: GroupStatus) -> String {
         switch status {
-        case "open": return "Open"
-        case "resolved": return "Resolved"
-        case "ignored": return "Ignored"
-        case "regressed": return "Regressed"
-        default: return status
+        case .open: "Open"
+        case .resolved: "Resolved"
+        case .ignored: "Ignored"
+        case .regressed: "Regressed"
         }
     }
 

@@ -145,7 +145,7 @@ struct CrashRowView: Sendable {
         lastSeenExact = DashboardFormat.exact(group.lastSeen)
         versionsShort = DashboardFormat.versions(group.versions)
         versionsAll = group.versions.joined(separator: ", ")
-        status = group.status
+        status = group.status.rawValue
         statusLabel = DashboardFormat.statusLabel(group.status)
         let trend = DashboardFormat.downsample((group.trend ?? []).map(\.count), to: 56)
         (sparkLine, sparkArea) = DashboardFormat.sparkline(trend)

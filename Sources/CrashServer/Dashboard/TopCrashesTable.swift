@@ -44,7 +44,7 @@ public struct TopCrashesTable: Sendable {
             let new = now.timeIntervalSince(g.firstSeen) < TimeWindow.day ? " new" : ""
             rows.append([
                 "\(i + 1)", DashboardFormat.number(g.count), DashboardFormat.number(g.devices),
-                sparkline((g.trend ?? []).map(\.count), width: 24), g.status,
+                sparkline((g.trend ?? []).map(\.count), width: 24), g.status.rawValue,
                 DashboardFormat.relative(g.firstSeen, now: now) + new, DashboardFormat.relative(g.lastSeen, now: now),
                 clip(safe(DashboardFormat.versions(g.versions)), 18),
                 clip(safe(g.title) + " [\(g.kind)\(g.fatal ? ", fatal" : "")]", titleWidth),

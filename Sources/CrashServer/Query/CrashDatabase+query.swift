@@ -12,7 +12,7 @@ struct GroupRow: Sendable {
     var title: String
     var firstSeen: Date
     var lastSeen: Date
-    var status: String
+    var status: GroupStatus
     var fatal: Bool
     var resolvedIn: String?
 }
@@ -244,7 +244,7 @@ extension CrashDatabase {
             """, logger: logger)
         var out: [Int64: GroupRow] = [:]
         for try await (id, signature, kind, version, title, first, last, status, fatal, resolvedIn) in rows.decode(
-            (Int64, String, String, String, String, Date, Date, String, Bool, String?).self)
+            (Int64, String, String, String, String, Date, Date, GroupStatus, Bool, String?).self)
         {
             out[id] = GroupRow(
                 id: id, signature: signature, kind: kind, groupingVersion: version, title: title, firstSeen: first,

@@ -3,8 +3,9 @@ import NIOCore
 import PostgresNIO
 
 /// A string enum bound as `text`, so SQL takes the typed value (`\(filters.kind)`) and only
-/// ever sees one of its cases.
-protocol PostgresTextEnum: PostgresNonThrowingEncodable, RawRepresentable where RawValue == String {}
+/// ever sees one of its cases; decoded from `text` the same way, a value that is not a case
+/// being a decoding error rather than a string passed along.
+protocol PostgresTextEnum: PostgresNonThrowingEncodable, PostgresDecodable, RawRepresentable where RawValue == String {}
 
 extension PostgresTextEnum {
     static var psqlType: PostgresDataType { .text }
@@ -12,6 +13,15 @@ extension PostgresTextEnum {
 
     func encode<JSONEncoder: PostgresJSONEncoder>(into byteBuffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
         byteBuffer.writeString(rawValue)
+    }
+
+    init<JSONDecoder: PostgresJSONDecoder>(
+        from byteBuffer: inout ByteBuffer, type: PostgresDataType, format: PostgresFormat, context: PostgresDecodingContext<JSONDecoder>
+    ) throws {
+        guard type == .text || type == .varchar, let value = Self(rawValue: String(buffer: byteBuffer)) else {
+            throw PostgresDecodingError.Code.failure
+        }
+        self = value
     }
 }
 

@@ -16,49 +16,19 @@ struct GroupBody: Codable, Sendable, Equatable {
     /// Over all time.
     var firstSeen: Date
     var lastSeen: Date
-    var status: String
-    var resolvedIn: String?
+    var status: GroupStatus
+    /// Always present, null unless resolved, so clients see one shape.
+    @NullWhenAbsent var resolvedIn: String?
     var fatal: Bool
     /// App versions seen, highest first (numeric dotted order).
     var versions: [String]
     /// Reports per hour or day over the window, zero-filled (list with `trend=hour|day`).
     var trend: [TimeCount]? = nil
-
-    private enum CodingKeys: String, CodingKey {
-        case id, signature, kind, groupingVersion, title, count, devices, firstSeen, lastSeen, status, resolvedIn, fatal, versions,
-            trend
-    }
-
-    /// `resolvedIn` is always present (null unless resolved) so clients see one shape.
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(id, forKey: .id)
-        try c.encode(signature, forKey: .signature)
-        try c.encode(kind, forKey: .kind)
-        try c.encode(groupingVersion, forKey: .groupingVersion)
-        try c.encode(title, forKey: .title)
-        try c.encode(count, forKey: .count)
-        try c.encode(devices, forKey: .devices)
-        try c.encode(firstSeen, forKey: .firstSeen)
-        try c.encode(lastSeen, forKey: .lastSeen)
-        try c.encode(status, forKey: .status)
-        try c.encode(resolvedIn, forKey: .resolvedIn)
-        try c.encode(fatal, forKey: .fatal)
-        try c.encode(versions, forKey: .versions)
-        try c.encodeIfPresent(trend, forKey: .trend)
-    }
 }
 
 struct GroupListBody: Codable, Sendable {
     var groups: [GroupBody]
-    var nextCursor: String?
-
-    private enum CodingKeys: String, CodingKey { case groups, nextCursor }
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(groups, forKey: .groups)
-        try c.encode(nextCursor, forKey: .nextCursor)
-    }
+    @NullWhenAbsent var nextCursor: String?
 }
 
 struct ValueCount: Codable, Sendable, Equatable {
@@ -130,27 +100,13 @@ struct GroupDetailBody: Codable, Sendable {
 
 struct ReportListBody: Codable, Sendable {
     var reports: [StoredReport]
-    var nextCursor: String?
-
-    private enum CodingKeys: String, CodingKey { case reports, nextCursor }
-    func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(reports, forKey: .reports)
-        try c.encode(nextCursor, forKey: .nextCursor)
-    }
+    @NullWhenAbsent var nextCursor: String?
 }
 
 struct StatsBody: Codable, Sendable {
     struct Series: Codable, Sendable, Equatable {
-        var key: String?
+        @NullWhenAbsent var key: String?
         var points: [TimeCount]
-
-        private enum CodingKeys: String, CodingKey { case key, points }
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(key, forKey: .key)
-            try c.encode(points, forKey: .points)
-        }
     }
     var series: [Series]
 }
