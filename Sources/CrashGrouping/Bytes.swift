@@ -23,6 +23,64 @@ enum Bytes {
         isAlnum(b) || b == 0x5F || b == 0x24
     }
 
+    /// The end of the line that starts at `i` (the first `\n` or `\r` from `i` on, or `n`), and
+    /// whether the line holds an `@` (without one, no e-mail address starts on it). Reads
+    /// eight bytes at a time while none of the three is among them.
+    @inline(__always) static func lineEnd(_ p: UnsafePointer<UInt8>, from i: Int, to n: Int) -> (end: Int, hasAt: Bool) {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let raw = UnsafeRawPointer(p)
+        var k = i
+        while k + 8 <= n {
+            let w = raw.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+            let a = w ^ (ones &* 0x0A)
+            let c = w ^ (ones &* 0x0D)
+            let t = w ^ (ones &* 0x40)
+            // A byte of `a`, `c` or `t` is zero where `w` holds `\n`, `\r` or `@`.
+            if (((a &- ones) & ~a) | ((c &- ones) & ~c) | ((t &- ones) & ~t)) & (ones &* 0x80) != 0 { break }
+            k += 8
+        }
+        var hasAt = false
+        while k < n {
+            let b = p[k]
+            if b == newline || b == carriageReturn { break }
+            if b == UInt8(ascii: "@") { hasAt = true }
+            k += 1
+        }
+        return (k, hasAt)
+    }
+
+    /// Whether `bytes` are ASCII without a line break (`\n` or `\r`).
+    static func isOneASCIILine(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let n = bytes.count
+        var k = 0
+        if let p = bytes.baseAddress {
+            let raw = UnsafeRawPointer(p)
+            while k + 8 <= n {
+                let w = raw.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+                let a = w ^ (ones &* 0x0A)
+                let c = w ^ (ones &* 0x0D)
+                // A byte of 0x80 or more, or a zero byte of `a` or `c` (`\n` or `\r` in `w`).
+                if (w | ((a &- ones) & ~a) | ((c &- ones) & ~c)) & (ones &* 0x80) != 0 { return false }
+                k += 8
+            }
+        }
+        while k < n {
+            let b = bytes[k]
+            if b >= 0x80 || b == newline || b == carriageReturn { return false }
+            k += 1
+        }
+        return true
+    }
+
+    /// Calls `body` with the UTF-8 bytes of `text`: in place for a native string (no copy,
+    /// no retain), through `withUTF8` otherwise.
+    @inline(__always) static func withUTF8<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        var text = text
+        return text.withUTF8(body)
+    }
+
     /// Length of the UTF-8 sequence that starts with `lead`.
     @inline(__always) static func sequenceLength(_ lead: UInt8) -> Int {
         if lead < 0x80 { return 1 }
@@ -46,5 +104,101 @@ enum Bytes {
         case 0x1F000...0x1FAFF: return false  // emoji (the backtracer's 💣)
         default: return true
         }
+    }
+}
+
+/// A byte buffer written at the normalizer's speed: no per-append uniqueness or capacity
+/// bookkeeping of `Array`, one capacity test per write. Its memory belongs to whoever made
+/// it: either borrowed (a scratch buffer on the caller's stack) or allocated by `grow`, and
+/// then freed by `release()`.
+struct OutputBuffer {
+    private(set) var base: UnsafeMutablePointer<UInt8>
+    var count = 0
+    private(set) var capacity: Int
+    /// `base` was allocated here (by `grow` or `init(capacity:)`), not borrowed.
+    private var owned: Bool
+
+    /// A buffer over borrowed memory: it never frees `memory`, and moves to its own
+    /// allocation when a write does not fit.
+    init(borrowing memory: UnsafeMutableBufferPointer<UInt8>) {
+        base = memory.baseAddress!
+        capacity = memory.count
+        owned = false
+    }
+
+    init(capacity: Int) {
+        let capacity = max(capacity, 16)
+        base = .allocate(capacity: capacity)
+        self.capacity = capacity
+        owned = true
+    }
+
+    /// Frees the memory the buffer allocated (never borrowed memory).
+    mutating func release() {
+        if owned { base.deallocate() }
+        owned = false
+        capacity = 0
+        count = 0
+    }
+
+    var bytes: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
+
+    var isEmpty: Bool { count == 0 }
+
+    var last: UInt8? { count > 0 ? base[count - 1] : nil }
+
+    subscript(i: Int) -> UInt8 { base[i] }
+
+    @inline(__always) mutating func append(_ b: UInt8) {
+        if count == capacity { grow(1) }
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always) mutating func append(_ p: UnsafePointer<UInt8>, count n: Int) {
+        if n > capacity - count { grow(n) }
+        (base + count).update(from: p, count: n)
+        count += n
+    }
+
+    @inline(__always) mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        if let p = bytes.baseAddress { append(p, count: bytes.count) }
+    }
+
+    @inline(__always) mutating func append(_ s: StaticString) {
+        append(s.utf8Start, count: s.utf8CodeUnitCount)
+    }
+
+    @inline(__always) mutating func removeLast() { count -= 1 }
+
+    mutating func removeAll() { count = 0 }
+
+    @inline(never) private mutating func grow(_ n: Int) {
+        let capacity = max(2 * self.capacity, count + n, 64)
+        let fresh = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        fresh.update(from: base, count: count)
+        if owned { base.deallocate() }
+        base = fresh
+        self.capacity = capacity
+        owned = true
+    }
+
+    /// Whether both buffers hold the same bytes.
+    func holdsSameBytes(as other: OutputBuffer) -> Bool {
+        guard count == other.count else { return false }
+        let a = UnsafeRawPointer(base)
+        let b = UnsafeRawPointer(other.base)
+        var i = 0
+        while i + 8 <= count {
+            if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                return false
+            }
+            i += 8
+        }
+        while i < count {
+            if base[i] != other.base[i] { return false }
+            i += 1
+        }
+        return true
     }
 }

@@ -41,12 +41,13 @@ public enum FrameClassifier {
 
     /// The length in bytes of a frame's text without its mark (cheap: no parsing).
     public static func unmarkedLength(_ frame: String) -> Int {
-        var frame = frame
-        return frame.withUTF8 { src in
-            var end = src.count
-            while end > 0 && Bytes.isSpace(src[end - 1]) { end -= 1 }
-            return markStart(src, end, appMark) ?? markStart(src, end, systemMark) ?? src.count
-        }
+        Bytes.withUTF8(frame) { unmarkedLength(bytes: $0) }
+    }
+
+    static func unmarkedLength(bytes src: UnsafeBufferPointer<UInt8>) -> Int {
+        var end = src.count
+        while end > 0 && Bytes.isSpace(src[end - 1]) { end -= 1 }
+        return markStart(src, end, appMark) ?? markStart(src, end, systemMark) ?? src.count
     }
 
     /// `machineryInSystem: false` skips the machinery lookup of a frame whose image is the

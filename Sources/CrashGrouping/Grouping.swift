@@ -50,9 +50,10 @@ public enum Grouping {
         case .v1:
             return Normalizer.normalize(frame, frameMode: true, rules: .v1)
         case .v2:
-            let length = FrameClassifier.unmarkedLength(frame)
-            let text = length == frame.utf8.count ? frame : String(Substring(frame.utf8.prefix(length)))
-            return Normalizer.normalize(text, frameMode: true, rules: .v2)
+            return Bytes.withUTF8(frame) { all in
+                let src = UnsafeBufferPointer(rebasing: all[..<FrameClassifier.unmarkedLength(bytes: all)])
+                return Normalizer.withNormalizedBytes(src, frameMode: true, rules: .v2) { String(decoding: $0, as: UTF8.self) }
+            }
         }
     }
 
@@ -81,26 +82,55 @@ public enum Grouping {
     /// frames, skipping the machinery; without an app frame, the first three frames that
     /// are not machinery. See `docs/grouping.md`, "Frame selection".
     public static func signatureFrames(_ stack: [String]) -> [(index: Int, length: Int)] {
-        var app: [(index: Int, length: Int)] = []
-        var fallback: [(index: Int, length: Int)] = []
-        app.reserveCapacity(signatureFrameCount)
-        fallback.reserveCapacity(signatureFrameCount)
-        for (index, frame) in stack.enumerated() {
-            var frame = frame
+        var frames: [(index: Int, length: Int)] = []
+        selectFrames(stack).forEach { frames.append(($0, $1)) }
+        return frames
+    }
+
+    /// Up to `signatureFrameCount` frames, by index and length, without an array.
+    struct SelectedFrames {
+        private(set) var count = 0
+        private var first = (index: 0, length: 0)
+        private var second = (index: 0, length: 0)
+        private var third = (index: 0, length: 0)
+
+        var isFull: Bool { count == Grouping.signatureFrameCount }
+
+        mutating func append(_ index: Int, _ length: Int) {
+            switch count {
+            case 0: first = (index, length)
+            case 1: second = (index, length)
+            default: third = (index, length)
+            }
+            count += 1
+        }
+
+        func forEach(_ body: (_ index: Int, _ length: Int) -> Void) {
+            if count > 0 { body(first.index, first.length) }
+            if count > 1 { body(second.index, second.length) }
+            if count > 2 { body(third.index, third.length) }
+        }
+    }
+
+    /// ``signatureFrames(_:)`` without an array: what the signature reads.
+    static func selectFrames(_ stack: [String]) -> SelectedFrames {
+        var app = SelectedFrames()
+        var fallback = SelectedFrames()
+        for index in stack.indices {
             // A system frame's machinery lookup matters only while the fallback is not full.
-            let needed = fallback.count < signatureFrameCount && app.isEmpty
-            let (role, length) = frame.withUTF8 { FrameClassifier.classify(bytes: $0, machineryInSystem: needed) }
+            let needed = !fallback.isFull && app.count == 0
+            let (role, length) = Bytes.withUTF8(stack[index]) { FrameClassifier.classify(bytes: $0, machineryInSystem: needed) }
             switch role {
             case .app:
-                app.append((index, length))
-                if app.count == signatureFrameCount { return app }
+                app.append(index, length)
+                if app.isFull { return app }
             case .system:
-                if fallback.count < signatureFrameCount { fallback.append((index, length)) }
+                if !fallback.isFull { fallback.append(index, length) }
             case .machinery:
                 break
             }
         }
-        return app.isEmpty ? fallback : app
+        return app.count == 0 ? fallback : app
     }
 
     /// The signature of a report's grouping fields under `version`.
@@ -110,51 +140,67 @@ public enum Grouping {
     /// for `signal` and `exception` with a non-empty stack, the first three normalized
     /// frames; v2 adds, for every kind, the normalized frames of ``signatureFrames(_:)``.
     /// An empty fingerprint is treated as absent (the contract requires 1 to 8 parts).
+    ///
+    /// The parts are written back to back into one buffer (on the stack for a typical
+    /// report), hashed with one `update`: frames go in as the normalizer writes them,
+    /// without a `String` per frame.
     public static func signature(
         kind: ReportKind, reason: String, stack: [String]?, fingerprint: [String]?, version: GroupingVersion
     ) -> Signature {
-        var hasher = SHA256()
-        func add(bytes: UnsafeBufferPointer<UInt8>) {
-            var count = UInt32(bytes.count).bigEndian
-            withUnsafeBytes(of: &count) { hasher.update(bufferPointer: $0) }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(bytes))
-        }
-        func add(_ text: String) {
-            var text = text
-            text.withUTF8 { add(bytes: $0) }
-        }
-        // A frame's normalized bytes go into the hash as they are: no `String` per frame.
-        func add(frame: String, length: Int) {
-            var frame = frame
-            frame.withUTF8 { all in
-                let src = UnsafeBufferPointer(rebasing: all[..<min(length, all.count)])
-                Normalizer.normalizedBytes(src, frameMode: true, rules: rules).withUnsafeBufferPointer { add(bytes: $0) }
-            }
-        }
         let rules = version.normalizerRules
-        add(version.rawValue)
-        add(kind.rawValue)
-        let normalized = Normalizer.normalize(reason, frameMode: false, rules: rules)
-        if let fingerprint, !fingerprint.isEmpty {
-            add("fingerprint")
-            fingerprint.forEach(add)
-        } else {
-            add("reason")
-            add(normalized)
-            if let stack, !stack.isEmpty {
+        let usesFingerprint = fingerprint.map { !$0.isEmpty } ?? false
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
+            var message = OutputBuffer(borrowing: scratch)
+            defer { message.release() }
+            func add(bytes: UnsafeBufferPointer<UInt8>) {
+                let count = UInt32(truncatingIfNeeded: bytes.count)
+                message.append(UInt8(truncatingIfNeeded: count >> 24))
+                message.append(UInt8(truncatingIfNeeded: count >> 16))
+                message.append(UInt8(truncatingIfNeeded: count >> 8))
+                message.append(UInt8(truncatingIfNeeded: count))
+                message.append(bytes)
+            }
+            func add(_ text: String) { Bytes.withUTF8(text) { add(bytes: $0) } }
+            func add(frame: String, length: Int) {
+                Bytes.withUTF8(frame) { all in
+                    let src = UnsafeBufferPointer(rebasing: all[..<min(length, all.count)])
+                    Normalizer.withNormalizedBytes(src, frameMode: true, rules: rules) { add(bytes: $0) }
+                }
+            }
+            add(version.rawValue)
+            add(kind.rawValue)
+            var normalized = ""
+            var titleIsWhole = false
+            Bytes.withUTF8(reason) { src in
+                Normalizer.withNormalizedBytes(src, frameMode: false, rules: rules) { bytes in
+                    normalized = String(decoding: bytes, as: UTF8.self)
+                    titleIsWhole = bytes.count <= titleLimit && Bytes.isOneASCIILine(bytes)
+                    if !usesFingerprint {
+                        add("reason")
+                        add(bytes: bytes)
+                    }
+                }
+            }
+            if usesFingerprint, let fingerprint {
+                add("fingerprint")
+                fingerprint.forEach(add)
+            } else if let stack, !stack.isEmpty {
                 switch version {
                 case .v1:
                     if kind == .signal || kind == .exception {
                         for frame in stack.prefix(signatureFrameCount) { add(frame: frame, length: .max) }
                     }
                 case .v2:
-                    for (index, length) in signatureFrames(stack) { add(frame: stack[index], length: length) }
+                    selectFrames(stack).forEach { index, length in add(frame: stack[index], length: length) }
                 }
             }
+            var hasher = SHA256()
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(message.bytes))
+            return Signature(
+                hash: hex(hasher.finalize()), normalizedReason: normalized,
+                // Text of one ASCII line within the limit is its own title (the same string).
+                title: titleIsWhole ? normalized : title(normalizedReason: normalized), version: version)
         }
-        return Signature(
-            hash: hex(hasher.finalize()), normalizedReason: normalized, title: title(normalizedReason: normalized),
-            version: version)
     }
 
     static func hex(_ digest: SHA256.Digest) -> String {

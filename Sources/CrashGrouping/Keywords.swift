@@ -59,14 +59,23 @@ enum Keywords {
 
     static func isErrorCodeKeyword(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int) -> Bool {
         let n = k - j
-        guard n >= 3 && n <= 12 else { return false }
-        switch src[j] | 0x20 {
-        case UInt8(ascii: "c"), UInt8(ascii: "e"), UInt8(ascii: "s"), UInt8(ascii: "o"), UInt8(ascii: "h"),
-            UInt8(ascii: "u"):
-            for w in errorCodeWords where equalsLower(src, j, k, w) { return true }
-            return false
-        default:
-            return false
+        guard n >= 3 && n <= 12, errorCodeLengths(first: src[j]) & (1 << n) != 0 else { return false }
+        for w in errorCodeWords where equalsLower(src, j, k, w) { return true }
+        return false
+    }
+
+    /// The lengths of the `errorCodeWords` that start with `first` (either case), bit `n` for
+    /// a word of `n` letters: a filter that spares nearly every word the comparisons (a test
+    /// checks it against the list).
+    @inline(__always) static func errorCodeLengths(first: UInt8) -> UInt16 {
+        switch first | 0x20 {
+        case UInt8(ascii: "c"): return 1 << 4  // code
+        case UInt8(ascii: "e"): return 1 << 3 | 1 << 5 | 1 << 8 | 1 << 9  // err, errno, error, exitcode, errorcode
+        case UInt8(ascii: "h"): return 1 << 4  // http
+        case UInt8(ascii: "o"): return 1 << 8  // osstatus
+        case UInt8(ascii: "s"): return 1 << 6 | 1 << 10  // status, signal, statuscode
+        case UInt8(ascii: "u"): return 1 << 12  // unacceptable
+        default: return 0
         }
     }
 

@@ -108,7 +108,7 @@ extension Normalizer {
         out.append(UInt8(ascii: "+"))
         if operand.hadSpace { out.append(Bytes.space) }
         if line.keepNumbers {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: src[operand.numberStart..<operand.end]))
+            out.append(src.baseAddress! + operand.numberStart, count: operand.end - operand.numberStart)
         } else {
             emit(operand.hex ? "0x?" : "<n>")
         }

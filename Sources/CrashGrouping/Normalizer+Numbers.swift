@@ -13,12 +13,17 @@ extension Normalizer {
                 return j + 3
             }
         }
-        if let k = uuid(j) { return placeholder("<uuid>", end: k) }
-        if let (k, _) = dateTime(j) { return placeholder("<time>", end: k) }
-        if let k = timeOfDay(j) { return placeholder("<time>", end: k) }
-        if let k = ipv4(j) { return placeholder("<ip>", end: k) }
-        if let k = hexDigest(j) { return placeholder("<hex>", end: k) }
-        if let k = email(j) { return placeholder("<email>", end: k) }
+        // Each shape's first test inline: a plain number pays no call for the shapes it is not.
+        let b1 = at(j + 1)
+        let b2 = at(j + 2)
+        if j + 36 <= line.end && src[j + 8] == UInt8(ascii: "-"), let k = uuid(j) { return placeholder("<uuid>", end: k) }
+        if at(j + 4) == UInt8(ascii: "-"), let (k, _) = dateTime(j) { return placeholder("<time>", end: k) }
+        if b1 == UInt8(ascii: ":") || b2 == UInt8(ascii: ":"), let k = timeOfDay(j) { return placeholder("<time>", end: k) }
+        if b1 == UInt8(ascii: ".") || b2 == UInt8(ascii: ".") || at(j + 3) == UInt8(ascii: "."), let k = ipv4(j) {
+            return placeholder("<ip>", end: k)
+        }
+        if j + 16 <= line.end && Bytes.isHex(b1), let k = hexDigest(j) { return placeholder("<hex>", end: k) }
+        if line.hasAt && j >= emailFailEnd, let k = email(j) { return placeholder("<email>", end: k) }
         var k = j
         while Bytes.isDigit(at(k)) { k += 1 }
         while at(k) == UInt8(ascii: ".") && Bytes.isDigit(at(k + 1)) {

@@ -38,7 +38,7 @@ extension Normalizer {
         }
         flushSpace()
         out.append(UInt8(ascii: "<"))
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: src[(j + 1)..<nameEnd]))
+        out.append(src.baseAddress! + j + 1, count: nameEnd - j - 1)
         out.append(UInt8(ascii: ">"))
         clearFlags()
         return end

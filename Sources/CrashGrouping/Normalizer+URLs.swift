@@ -23,7 +23,7 @@ extension Normalizer {
                 if endsURL(b) || b == UInt8(ascii: "=") || b == UInt8(ascii: "&") || b == UInt8(ascii: "#") { break }
                 k += 1
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: src[s..<k]))
+            out.append(src.baseAddress! + s, count: k - s)
             if at(k) == UInt8(ascii: "=") {
                 out.append(UInt8(ascii: "="))
                 k += 1

@@ -1,24 +1,26 @@
 // Words: names, user directories, source lines and KVO change values.
 
 extension Normalizer {
-    /// A token that starts with a letter, `_`, `$` or a non-ASCII letter.
+    /// A token that starts with a letter, `_`, `$` or a non-ASCII letter. Each matcher's
+    /// first test is made here, inline, so that a plain word pays no call for the matchers
+    /// it cannot start.
     mutating func word(_ j: Int) -> Int {
         let b = src[j]
         if Bytes.isHex(b) {
-            if let k = uuid(j) { return placeholder("<uuid>", end: k) }
-            if let k = hexDigest(j) { return placeholder("<hex>", end: k) }
+            if j + 36 <= line.end && src[j + 8] == UInt8(ascii: "-"), let k = uuid(j) { return placeholder("<uuid>", end: k) }
+            if j + 16 <= line.end && Bytes.isHex(src[j + 1]), let k = hexDigest(j) { return placeholder("<hex>", end: k) }
         }
-        if b < 0x80, let k = email(j) { return placeholder("<email>", end: k) }
+        if b < 0x80 && line.hasAt && j >= emailFailEnd, let k = email(j) { return placeholder("<email>", end: k) }
         let k = scanWord(j, letterStart: true)
-        if let m = userDirectory(j, k) { return m }
+        if j > line.start && src[j - 1] == UInt8(ascii: "/"), let m = userDirectory(j, k) { return m }
         emitRaw(j, k)
         line.lastWasAddress = false
-        if let m = sourceLine(j, k) {
+        if k < line.end && src[k] == UInt8(ascii: ":"), let m = sourceLine(j, k) {
             line.armed = false
             line.lineArmed = false
             return m
         }
-        if let m = changeValue(j, k) { return m }
+        if k - j == 3, let m = changeValue(j, k) { return m }
         line.armed = Keywords.isErrorCodeKeyword(src, j, k)
         line.lineArmed = k - j == 4 && Keywords.equalsLower(src, j, k, "line")
         return k
@@ -29,14 +31,20 @@ extension Normalizer {
     /// (`libc.so.6`, `python3.11`), `,` between digits (`iPhone14,2`) and `-` before a
     /// digit in a word without lowercase letters (`UTF-8`, `ISO-8859-1`, `SHA-256`).
     func scanWord(_ j: Int, letterStart: Bool) -> Int {
+        let end = line.end
         var k = j
         var hasLower = false
         var lastDigit = false
-        while k < line.end {
+        while k < end {
             let b = src[k]
+            if Bytes.isLower(b) {
+                hasLower = true
+                lastDigit = false
+                k += 1
+                continue
+            }
             if b < 0x80 {
                 if Bytes.isASCIIWord(b) {
-                    if Bytes.isLower(b) { hasLower = true }
                     lastDigit = Bytes.isDigit(b)
                     k += 1
                     continue
@@ -56,7 +64,7 @@ extension Normalizer {
             lastDigit = false
             k += Bytes.sequenceLength(b)
         }
-        return min(k, line.end)
+        return min(k, end)
     }
 
     /// `/Users/alice/` and `/home/alice/` become `/Users/<user>/`: the account name of the
@@ -117,7 +125,7 @@ extension Normalizer {
         guard at(m) == UInt8(ascii: "="), isSpaceAt(m + 1) else { return nil }
         m = skipSpaces(m + 1)
         while m < line.end && src[m] != UInt8(ascii: ";") { m += 1 }
-        out.append(contentsOf: [Bytes.space, UInt8(ascii: "="), Bytes.space])
+        out.append(" = ")
         emit("<v>")
         clearFlags()
         return m

@@ -13,7 +13,7 @@ struct Normalizer {
     let frameMode: Bool
     /// The rules of the grouping version being applied (v2 adds to v1's).
     let rules: NormalizerRules
-    var out: [UInt8] = []
+    var out: OutputBuffer
 
     /// What the scanner knows about the current line. Every line starts from a fresh one
     /// (`processLine`), so no flag leaks from one line into the next.
@@ -53,12 +53,16 @@ struct Normalizer {
     var closeTable: [Int32] = []
     var closeTableLine = -1
 
-    init(src: UnsafeBufferPointer<UInt8>, frameMode: Bool, rules: NormalizerRules) {
+    init(src: UnsafeBufferPointer<UInt8>, frameMode: Bool, rules: NormalizerRules, out: OutputBuffer) {
         self.src = src
         self.frameMode = frameMode
         self.rules = rules
-        out.reserveCapacity(src.count + 16)
+        self.out = out
     }
+
+    /// Bytes of each of the two stack buffers of ``withNormalizedBytes(_:frameMode:rules:_:)``
+    /// (1 KiB in all: the stack allocation needs no run-time check).
+    static let scratchCapacity = 512
 
     /// Passes before the input counts as one that does not converge.
     static let maximumPasses = 32
@@ -69,75 +73,94 @@ struct Normalizer {
 
     static func normalize(_ text: String, frameMode: Bool, rules: NormalizerRules) -> String {
         if text.isEmpty { return "" }
-        var text = text
-        let bytes = text.withUTF8 { normalizedBytes($0, frameMode: frameMode, rules: rules) }
-        return String(decoding: bytes, as: UTF8.self)
+        return Bytes.withUTF8(text) { src in
+            withNormalizedBytes(src, frameMode: frameMode, rules: rules) { String(decoding: $0, as: UTF8.self) }
+        }
     }
 
-    /// The normalized bytes of `src` (see ``normalize(_:frameMode:rules:)``): the signature
-    /// hashes a frame's bytes straight from here, without making a `String`.
-    static func normalizedBytes(_ src: UnsafeBufferPointer<UInt8>, frameMode: Bool, rules: NormalizerRules) -> [UInt8] {
-        if src.isEmpty { return [] }
-        var current = pass(src, frameMode: frameMode, rules: rules)
-        // Run to a fixed point: a drop can expose a new match (`++ 1 2`, a URL fragment cut
-        // before another one), so one pass is not idempotent for every input. Typical input
-        // converges in one pass and pays one more to confirm it.
-        for _ in 1..<maximumPasses {
-            let next = current.withUnsafeBufferPointer { pass($0, frameMode: frameMode, rules: rules) }
-            if next == current { return current }
-            current = next
-        }
-        // Still changing after 32 passes: fuzzer-made chains that each pass shortens by one
-        // link. Grouping such text by its ASCII words (letters, one space between) keeps
-        // normalization idempotent and its cost bounded.
-        var letters: [UInt8] = []
-        for b in current {
-            if Bytes.isAlpha(b) {
-                letters.append(b)
-            } else if !letters.isEmpty && letters.last != Bytes.space {
-                letters.append(Bytes.space)
+    /// Calls `body` with the normalized bytes of `src`, valid only inside `body`: the
+    /// signature hashes them from there, without making a `String` or an array. The passes
+    /// write into two scratch buffers on the stack, or on the heap for a long text (a
+    /// buffer a pass outgrows moves to the heap: placeholders can be longer than what they
+    /// replace, `1` -> `<n>`).
+    static func withNormalizedBytes<R>(
+        _ src: UnsafeBufferPointer<UInt8>, frameMode: Bool, rules: NormalizerRules, _ body: (UnsafeBufferPointer<UInt8>) -> R
+    ) -> R {
+        if src.isEmpty { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * scratchCapacity) { scratch in
+            let capacity = src.count + 64
+            let onStack = capacity <= scratchCapacity
+            var current =
+                onStack
+                ? OutputBuffer(borrowing: UnsafeMutableBufferPointer(rebasing: scratch[..<scratchCapacity]))
+                : OutputBuffer(capacity: capacity)
+            var next =
+                onStack
+                ? OutputBuffer(borrowing: UnsafeMutableBufferPointer(rebasing: scratch[scratchCapacity...]))
+                : OutputBuffer(capacity: capacity)
+            defer {
+                current.release()
+                next.release()
             }
+            pass(src, frameMode: frameMode, rules: rules, into: &current)
+            // Run to a fixed point: a drop can expose a new match (`++ 1 2`, a URL fragment cut
+            // before another one), so one pass is not idempotent for every input. Typical input
+            // converges in one pass and pays one more to confirm it.
+            for _ in 1..<maximumPasses {
+                next.removeAll()
+                pass(current.bytes, frameMode: frameMode, rules: rules, into: &next)
+                if next.holdsSameBytes(as: current) { return body(current.bytes) }
+                swap(&current, &next)
+            }
+            // Still changing after 32 passes: fuzzer-made chains that each pass shortens by one
+            // link. Grouping such text by its ASCII words (letters, one space between) keeps
+            // normalization idempotent and its cost bounded.
+            var letters: [UInt8] = []
+            for b in current.bytes {
+                if Bytes.isAlpha(b) {
+                    letters.append(b)
+                } else if !letters.isEmpty && letters.last != Bytes.space {
+                    letters.append(Bytes.space)
+                }
+            }
+            while letters.last == Bytes.space { letters.removeLast() }
+            next.removeAll()
+            letters.withUnsafeBufferPointer { pass($0, frameMode: frameMode, rules: rules, into: &next) }
+            let fixed = next.bytes.elementsEqual(letters)
+            return (fixed ? letters : Array(unnormalizable.utf8)).withUnsafeBufferPointer(body)
         }
-        while letters.last == Bytes.space { letters.removeLast() }
-        let fixed = letters.withUnsafeBufferPointer { pass($0, frameMode: frameMode, rules: rules) } == letters
-        return fixed ? letters : Array(unnormalizable.utf8)
     }
 
-    /// One pass over `buffer`: its normalized bytes.
-    static func pass(_ buffer: UnsafeBufferPointer<UInt8>, frameMode: Bool, rules: NormalizerRules) -> [UInt8] {
-        var normalizer = Normalizer(src: buffer, frameMode: frameMode, rules: rules)
+    /// One pass over `buffer`: its normalized bytes are appended to `out`.
+    static func pass(_ buffer: UnsafeBufferPointer<UInt8>, frameMode: Bool, rules: NormalizerRules, into out: inout OutputBuffer) {
+        guard !buffer.isEmpty else { return }
+        var normalizer = Normalizer(src: buffer, frameMode: frameMode, rules: rules, out: out)
         normalizer.run()
-        return normalizer.out
+        out = normalizer.out
     }
 
     // MARK: - Lines
 
     mutating func run() {
         let n = src.count
+        let p = src.baseAddress!
         var i = 0
         var first = true
         while true {
-            var end = i
-            while end < n {
-                let b = src[end]
-                if b == Bytes.newline || b == Bytes.carriageReturn { break }
-                end += 1
-            }
+            let (end, hasAt) = Bytes.lineEnd(p, from: i, to: n)
             if !first && !out.isEmpty { out.append(Bytes.newline) }
             first = false
-            processLine(start: i, end: end)
+            processLine(start: i, end: end, hasAt: hasAt)
             if end >= n { break }
-            i = (src[end] == Bytes.carriageReturn && end + 1 < n && src[end + 1] == Bytes.newline) ? end + 2 : end + 1
+            i = (p[end] == Bytes.carriageReturn && end + 1 < n && p[end + 1] == Bytes.newline) ? end + 2 : end + 1
         }
         while out.last == Bytes.newline { out.removeLast() }
     }
 
-    mutating func processLine(start: Int, end: Int) {
+    mutating func processLine(start: Int, end: Int, hasAt: Bool) {
         line = LineState(start: start, end: end, outStart: out.count)
-        var m = start
-        while m < end && src[m] != UInt8(ascii: "@") { m += 1 }
-        line.hasAt = m < end
-        plainPluses.removeAll(keepingCapacity: true)
+        line.hasAt = hasAt
+        if !plainPluses.isEmpty { plainPluses.removeAll(keepingCapacity: true) }
         var j = skipSpaces(start)
         if !frameMode {
             // Repeated, so that a prefix uncovered by removing one is removed too.
@@ -150,7 +173,18 @@ struct Normalizer {
         line.frameRules = frameMode || looksLikeFrame(j)
         line.keepNumbers = frameMode
         if line.frameRules { j = stripFrameIndex(j) }
-        while j < line.end { j = step(j) }
+        while j < end {
+            if Bytes.isSpace(src[j]) {
+                // A run of white space is one pending space (`step` would read it byte by byte
+                // to the same effect: the frame-index check there skips white space).
+                line.pendingSpace = true
+                line.inURL = false
+                j += 1
+                while j < end && Bytes.isSpace(src[j]) { j += 1 }
+                continue
+            }
+            j = step(j)
+        }
     }
 
     // MARK: - Primitives
@@ -193,12 +227,12 @@ struct Normalizer {
 
     @inline(__always) mutating func emitRaw(_ a: Int, _ b: Int) {
         flushSpace()
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: src[a..<b]))
+        out.append(src.baseAddress! + a, count: b - a)
     }
 
     @inline(__always) mutating func emit(_ s: StaticString) {
         flushSpace()
-        s.withUTF8Buffer { out.append(contentsOf: $0) }
+        out.append(s)
     }
 
     mutating func clearFlags() {
