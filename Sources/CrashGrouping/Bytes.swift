@@ -31,12 +31,17 @@ enum Bytes {
         let raw = UnsafeRawPointer(p)
         var k = i
         while k + 8 <= n {
-            let w = raw.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+            let w = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self))
             let a = w ^ (ones &* 0x0A)
             let c = w ^ (ones &* 0x0D)
             let t = w ^ (ones &* 0x40)
-            // A byte of `a`, `c` or `t` is zero where `w` holds `\n`, `\r` or `@`.
-            if (((a &- ones) & ~a) | ((c &- ones) & ~c) | ((t &- ones) & ~t)) & (ones &* 0x80) != 0 { break }
+            // A byte of `a`, `c` or `t` is zero where `w` holds `\n`, `\r` or `@` (the lowest
+            // flagged byte is exact).
+            let found = (((a &- ones) & ~a) | ((c &- ones) & ~c) | ((t &- ones) & ~t)) & (ones &* 0x80)
+            if found != 0 {
+                k += found.trailingZeroBitCount >> 3
+                break
+            }
             k += 8
         }
         var hasAt = false
@@ -47,6 +52,85 @@ enum Bytes {
             k += 1
         }
         return (k, hasAt)
+    }
+
+    /// The first index from `k` on (up to `end`) that is not white space: runs of plain
+    /// spaces, the padding of crash-log columns, eight bytes at a time.
+    @inline(__always) static func skipSpaces(_ p: UnsafePointer<UInt8>, _ k: Int, _ end: Int) -> Int {
+        let raw = UnsafeRawPointer(p)
+        var k = k
+        while k + 8 <= end {
+            let d = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self)) ^ 0x2020_2020_2020_2020
+            if d != 0 {
+                k += d.trailingZeroBitCount >> 3  // the first byte that is not a plain space
+                break
+            }
+            k += 8
+        }
+        while k < end && isSpace(p[k]) { k += 1 }
+        return k
+    }
+
+    /// The first index from `k` on (up to `end`) that is white space: eight bytes at a time.
+    @inline(__always) static func tokenEnd(_ p: UnsafePointer<UInt8>, _ k: Int, _ end: Int) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let raw = UnsafeRawPointer(p)
+        var k = k
+        while k + 8 <= end {
+            let w = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+            let d = w ^ (ones &* 0x7F)
+            // A byte below 0x21 (space or a control character), or DEL. The lowest flagged
+            // byte is exact: a borrow only runs from a flagged byte to later ones.
+            let found = (((w &- ones &* 0x21) & ~w) | ((d &- ones) & ~d)) & (ones &* 0x80)
+            if found != 0 { return k + found.trailingZeroBitCount >> 3 }
+            k += 8
+        }
+        while k < end && !isSpace(p[k]) { k += 1 }
+        return k
+    }
+
+    /// The first index from `k` on (up to `end`) whose byte is not an ASCII word byte
+    /// (letter, digit, `_`, `$`): eight bytes at a time.
+    @inline(__always) static func asciiWordEnd(_ p: UnsafePointer<UInt8>, _ k: Int, _ end: Int) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs = ones &* 0x80
+        // For bytes below 0x80, the high bit of `x + (0x80 - lo)` says `x >= lo`, with no
+        // carry into the next byte.
+        @inline(__always) func within(_ x: UInt64, _ lo: UInt64, _ hi: UInt64) -> UInt64 {
+            (x &+ ones &* (0x80 - lo)) & ~(x &+ ones &* (0x7F - hi))
+        }
+        let raw = UnsafeRawPointer(p)
+        var k = k
+        while k + 8 <= end {
+            let w = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+            let word =
+                within(w | ones &* 0x20, 0x61, 0x7A) | within(w, 0x30, 0x39) | within(w, 0x5F, 0x5F) | within(w, 0x24, 0x24)
+            // A byte of 0x80 or more stops here too (carries from it only reach later bytes).
+            let stop = (~word & highs) | (w & highs)
+            if stop != 0 { return k + stop.trailingZeroBitCount >> 3 }
+            k += 8
+        }
+        while k < end && isASCIIWord(p[k]) { k += 1 }
+        return k
+    }
+
+    /// Whether the `n` bytes at `a` and at `b` are the same: eight at a time.
+    @inline(__always) static func equal(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let x = UnsafeRawPointer(a)
+        let y = UnsafeRawPointer(b)
+        if n >= 8 {
+            var k = 0
+            while k + 8 < n {
+                if x.loadUnaligned(fromByteOffset: k, as: UInt64.self) != y.loadUnaligned(fromByteOffset: k, as: UInt64.self) {
+                    return false
+                }
+                k += 8
+            }
+            // The last eight bytes (overlapping the ones compared).
+            return x.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self) == y.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+        }
+        for k in 0..<n where a[k] != b[k] { return false }
+        return true
     }
 
     /// Whether `bytes` are ASCII without a line break (`\n` or `\r`).
@@ -79,6 +163,20 @@ enum Bytes {
         if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
         var text = text
         return text.withUTF8(body)
+    }
+
+    /// The scalar whose UTF-8 sequence starts at `k` (bytes at `end` and past it read as 0).
+    static func scalar(_ src: UnsafeBufferPointer<UInt8>, at k: Int, end: Int) -> UInt32 {
+        @inline(__always) func at(_ k: Int) -> UInt8 { k < end ? src[k] : 0 }
+        let b0 = UInt32(at(k))
+        switch sequenceLength(UInt8(b0)) {
+        case 2: return (b0 & 0x1F) << 6 | UInt32(at(k + 1) & 0x3F)
+        case 3: return (b0 & 0x0F) << 12 | UInt32(at(k + 1) & 0x3F) << 6 | UInt32(at(k + 2) & 0x3F)
+        case 4:
+            return (b0 & 0x07) << 18 | UInt32(at(k + 1) & 0x3F) << 12 | UInt32(at(k + 2) & 0x3F) << 6
+                | UInt32(at(k + 3) & 0x3F)
+        default: return b0
+        }
     }
 
     /// Length of the UTF-8 sequence that starts with `lead`.

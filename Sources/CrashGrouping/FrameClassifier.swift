@@ -24,10 +24,38 @@ public enum FrameRole: Sendable, Hashable {
 /// knowledge of the main executable): a mark wins over the image lists; only the machinery
 /// symbols are skipped whatever the mark.
 public enum FrameClassifier {
-    static let machinerySymbols = PatternSet(FrameTable.machinerySymbols)
-    static let machineryImages = PatternSet(FrameTable.machineryImages)
-    static let systemImages = PatternSet(FrameTable.systemImages)
-    static let systemPaths = PatternSet(FrameTable.systemPaths)
+    /// `FrameTable`'s lists, compiled once. One reference for all of them: a global is
+    /// checked for its lazy initialization at every read, so a stack reads it once
+    /// (``Grouping/selectFrames(_:)``), not once per list and frame.
+    final class Tables: Sendable {
+        let machinerySymbols = PatternSet(FrameTable.machinerySymbols)
+        let machineryImages = PatternSet(FrameTable.machineryImages)
+        let systemImages = PatternSet(FrameTable.systemImages)
+        let systemPaths = PatternSet(FrameTable.systemPaths)
+        /// The exact names (no `*`) of `machineryImages` and `systemImages`, with the role
+        /// ``imageRole(_:_:_:)`` gives each (a system name that a machinery pattern matches
+        /// is machinery), computed from the lists: one lookup for the names most frames carry
+        /// (`UIKitCore`, `Foundation`).
+        let exactImageNames: PatternSet
+        let exactImageRoles: [FrameRole]
+        /// Every system path pattern holds a `/`: an image without one is no system path.
+        let systemPathsNeedSlash = FrameTable.systemPaths.allSatisfy { $0.contains("/") }
+
+        init() {
+            var names: [String] = []
+            var roles: [FrameRole] = []
+            let machineryImages = PatternSet(FrameTable.machineryImages)
+            for name in FrameTable.machineryImages + FrameTable.systemImages where !name.contains("*") && !names.contains(name) {
+                names.append(name)
+                let machinery = Array(name.utf8).withUnsafeBufferPointer { machineryImages.matches($0[...]) }
+                roles.append(machinery ? .machinery : .system)
+            }
+            exactImageNames = PatternSet(names)
+            exactImageRoles = roles
+        }
+    }
+
+    static let tables = Tables()
 
     /// The marks a frame may end with.
     public static let appMark: StaticString = " [app]"
@@ -35,8 +63,7 @@ public enum FrameClassifier {
 
     /// A frame's role, and the length in bytes of its text without the mark.
     public static func classify(_ frame: String) -> (role: FrameRole, length: Int) {
-        var frame = frame
-        return frame.withUTF8 { classify(bytes: $0) }
+        Bytes.withUTF8(frame) { classify(bytes: $0, tables: tables) }
     }
 
     /// The length in bytes of a frame's text without its mark (cheap: no parsing).
@@ -53,7 +80,7 @@ public enum FrameClassifier {
     /// `machineryInSystem: false` skips the machinery lookup of a frame whose image is the
     /// system's (it is skipped either way, unless the stack has no app frame).
     static func classify(
-        bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true
+        bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true, tables: Tables
     ) -> (
         role: FrameRole, length: Int
     ) {
@@ -73,26 +100,32 @@ public enum FrameClassifier {
         // image, and the SDK's guards are linked into the app's own image.
         func isMachinery() -> Bool {
             guard let symbol = parts.symbol else { return false }
-            return machinerySymbols.matches(src[symbol])
+            return tables.machinerySymbols.matches(src[symbol])
         }
         if let mark {
             if (mark == .app || machineryInSystem) && isMachinery() { return (.machinery, end) }
             return (mark, end)
         }
-        let role = imageRole(src, parts.image)
+        let role = imageRole(src, parts.image, tables)
         if role == .machinery || ((role == .app || machineryInSystem) && isMachinery()) { return (.machinery, src.count) }
         return (role, src.count)
     }
 
     /// The role the image lists give a frame's image (app when it has none).
-    static func imageRole(_ src: UnsafeBufferPointer<UInt8>, _ image: Range<Int>?) -> FrameRole {
+    static func imageRole(_ src: UnsafeBufferPointer<UInt8>, _ image: Range<Int>?, _ tables: Tables) -> FrameRole {
         guard let image else { return .app }
         let name = src[image]
         var slash = image.upperBound
         while slash > image.lowerBound && src[slash - 1] != UInt8(ascii: "/") { slash -= 1 }
         let base = src[slash..<image.upperBound]
-        if machineryImages.matches(base) { return .machinery }
-        if systemImages.matches(base) || systemPaths.matches(name) { return .system }
+        // Not one of the exact names of either list: only their other patterns can match.
+        if let known = tables.exactImageNames.exactIndex(base) { return tables.exactImageRoles[known] }
+        if tables.machineryImages.matches(base, exact: false) { return .machinery }
+        if tables.systemImages.matches(base, exact: false)
+            || ((slash > image.lowerBound || !tables.systemPathsNeedSlash) && tables.systemPaths.matches(name))
+        {
+            return .system
+        }
         // A dotted or path-like module (`django.core.handlers`, `node:internal/timers`).
         var root = image.lowerBound
         while root < image.upperBound {
@@ -100,7 +133,7 @@ public enum FrameClassifier {
             if b == UInt8(ascii: ".") || b == UInt8(ascii: ":") || b == UInt8(ascii: "/") { break }
             root += 1
         }
-        if root < image.upperBound && root > image.lowerBound && systemImages.matches(src[image.lowerBound..<root]) {
+        if root < image.upperBound && root > image.lowerBound && tables.systemImages.matches(src[image.lowerBound..<root]) {
             return .system
         }
         return .app
@@ -125,16 +158,9 @@ struct FrameParts {
 
     init(_ src: UnsafeBufferPointer<UInt8>, end: Int) {
         @inline(__always) func at(_ k: Int) -> UInt8 { k < end ? src[k] : 0 }
-        func skipSpaces(_ k: Int) -> Int {
-            var k = k
-            while k < end && Bytes.isSpace(src[k]) { k += 1 }
-            return k
-        }
-        func tokenEnd(_ k: Int) -> Int {
-            var k = k
-            while k < end && !Bytes.isSpace(src[k]) { k += 1 }
-            return k
-        }
+        guard let p = src.baseAddress else { return }
+        @inline(__always) func skipSpaces(_ k: Int) -> Int { Bytes.skipSpaces(p, k, end) }
+        @inline(__always) func tokenEnd(_ k: Int) -> Int { Bytes.tokenEnd(p, k, end) }
         func isAddress(_ k: Int) -> Bool { at(k) == UInt8(ascii: "0") && at(k + 1) | 0x20 == UInt8(ascii: "x") }
         /// The last ` + ` (a symbol's offset) in `[from, to)`, or `to`.
         func beforeOffset(_ from: Int, _ to: Int) -> Int {

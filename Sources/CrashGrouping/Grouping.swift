@@ -116,10 +116,13 @@ public enum Grouping {
     static func selectFrames(_ stack: [String]) -> SelectedFrames {
         var app = SelectedFrames()
         var fallback = SelectedFrames()
+        let tables = FrameClassifier.tables
         for index in stack.indices {
             // A system frame's machinery lookup matters only while the fallback is not full.
             let needed = !fallback.isFull && app.count == 0
-            let (role, length) = Bytes.withUTF8(stack[index]) { FrameClassifier.classify(bytes: $0, machineryInSystem: needed) }
+            let (role, length) = Bytes.withUTF8(stack[index]) {
+                FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables)
+            }
             switch role {
             case .app:
                 app.append(index, length)

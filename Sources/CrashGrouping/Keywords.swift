@@ -57,9 +57,13 @@ enum Keywords {
         return true
     }
 
-    static func isErrorCodeKeyword(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int) -> Bool {
+    @inline(__always) static func isErrorCodeKeyword(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int) -> Bool {
         let n = k - j
         guard n >= 3 && n <= 12, errorCodeLengths(first: src[j]) & (1 << n) != 0 else { return false }
+        return isErrorCodeWord(src, j, k)
+    }
+
+    static func isErrorCodeWord(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int) -> Bool {
         for w in errorCodeWords where equalsLower(src, j, k, w) { return true }
         return false
     }

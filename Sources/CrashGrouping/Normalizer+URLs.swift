@@ -1,7 +1,7 @@
 // URLs: query values and fragments.
 
 extension Normalizer {
-    @inline(__always) func endsURL(_ b: UInt8) -> Bool {
+    @inline(__always) static func endsURL(_ b: UInt8) -> Bool {
         Bytes.isSpace(b) || b == UInt8(ascii: "'") || b == UInt8(ascii: "\"") || b == UInt8(ascii: "<")
             || b == UInt8(ascii: ">") || b == UInt8(ascii: ",") || b == UInt8(ascii: ")") || b == UInt8(ascii: "]")
             || b == UInt8(ascii: "}")
@@ -12,15 +12,15 @@ extension Normalizer {
         flushSpace()
         out.append(UInt8(ascii: "?"))
         var k = j + 1
-        while k < line.end && !endsURL(src[k]) {
+        while k < line.end && !Self.endsURL(src[k]) {
             if src[k] == UInt8(ascii: "#") {
-                while k < line.end && !endsURL(src[k]) { k += 1 }
+                while k < line.end && !Self.endsURL(src[k]) { k += 1 }
                 break
             }
             let s = k
             while k < line.end {
                 let b = src[k]
-                if endsURL(b) || b == UInt8(ascii: "=") || b == UInt8(ascii: "&") || b == UInt8(ascii: "#") { break }
+                if Self.endsURL(b) || b == UInt8(ascii: "=") || b == UInt8(ascii: "&") || b == UInt8(ascii: "#") { break }
                 k += 1
             }
             out.append(src.baseAddress! + s, count: k - s)
@@ -29,7 +29,7 @@ extension Normalizer {
                 k += 1
                 while k < line.end {
                     let b = src[k]
-                    if endsURL(b) || b == UInt8(ascii: "&") || b == UInt8(ascii: "#") { break }
+                    if Self.endsURL(b) || b == UInt8(ascii: "&") || b == UInt8(ascii: "#") { break }
                     k += 1
                 }
             }
@@ -46,7 +46,7 @@ extension Normalizer {
     /// A URL's `#fragment` is dropped.
     mutating func fragment(_ j: Int) -> Int {
         var k = j
-        while k < line.end && !endsURL(src[k]) { k += 1 }
+        while k < line.end && !Self.endsURL(src[k]) { k += 1 }
         line.inURL = false
         return k
     }

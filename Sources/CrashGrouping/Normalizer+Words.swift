@@ -30,41 +30,42 @@ extension Normalizer {
     /// starts with a letter, the joiners that keep names whole: `.` before a digit
     /// (`libc.so.6`, `python3.11`), `,` between digits (`iPhone14,2`) and `-` before a
     /// digit in a word without lowercase letters (`UTF-8`, `ISO-8859-1`, `SHA-256`).
-    func scanWord(_ j: Int, letterStart: Bool) -> Int {
-        let end = line.end
+    func scanWord(_ j: Int, letterStart: Bool) -> Int { Self.scanWord(src, j, end: line.end, letterStart: letterStart) }
+
+    /// ``scanWord(_:letterStart:)`` over the line `src[..<end]` (the fixed-point check reads
+    /// words with it too).
+    static func scanWord(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, end: Int, letterStart: Bool) -> Int {
+        guard let p = src.baseAddress else { return j }
         var k = j
-        var hasLower = false
-        var lastDigit = false
         while k < end {
-            let b = src[k]
-            if Bytes.isLower(b) {
-                hasLower = true
-                lastDigit = false
-                k += 1
+            k = Bytes.asciiWordEnd(p, k, end)
+            guard k < end else { break }
+            let b = p[k]
+            if b >= 0x80 {
+                if !Bytes.isWordScalar(Bytes.scalar(src, at: k, end: end)) { break }
+                k += Bytes.sequenceLength(b)
                 continue
             }
-            if b < 0x80 {
-                if Bytes.isASCIIWord(b) {
-                    lastDigit = Bytes.isDigit(b)
+            // A joiner before a digit. What the word holds so far is read only here: the
+            // last byte (a digit for `,`), and any lowercase or non-ASCII letter (none for `-`).
+            if letterStart && k + 1 < end && Bytes.isDigit(p[k + 1]) {
+                if b == UInt8(ascii: ".") || (b == UInt8(ascii: ",") && k > j && Bytes.isDigit(p[k - 1]))
+                    || (b == UInt8(ascii: "-") && !hasLowercase(p, j, k))
+                {
                     k += 1
                     continue
                 }
-                if letterStart && Bytes.isDigit(at(k + 1)) {
-                    if b == UInt8(ascii: ".") || (b == UInt8(ascii: ",") && lastDigit)
-                        || (b == UInt8(ascii: "-") && !hasLower)
-                    {
-                        k += 1
-                        continue
-                    }
-                }
-                break
             }
-            if !Bytes.isWordScalar(scalar(at: k)) { break }
-            hasLower = true
-            lastDigit = false
-            k += Bytes.sequenceLength(b)
+            break
         }
         return min(k, end)
+    }
+
+    /// Whether `p[j..<k]` holds a lowercase ASCII letter or a non-ASCII byte (in a word: a
+    /// byte of a non-ASCII letter, which has no case here).
+    private static func hasLowercase(_ p: UnsafePointer<UInt8>, _ j: Int, _ k: Int) -> Bool {
+        for m in j..<k where Bytes.isLower(p[m]) || p[m] >= 0x80 { return true }
+        return false
     }
 
     /// `/Users/alice/` and `/home/alice/` become `/Users/<user>/`: the account name of the

@@ -13,17 +13,21 @@ struct PatternSet: Sendable {
         var count: Int32
     }
 
-    /// Exact names: open addressing over FNV-1a hashes (a power-of-two table, -1 = empty).
+    /// Exact names: open addressing over ``hash(_:_:)`` (a power-of-two table, -1 = empty).
     private var exactTable: [Int32] = []
     private var exactHashes: [UInt64] = []
     private var exactSlots: [Slot] = []
     /// Bit `n` (n < 63) set when some exact name has `n` bytes; bit 63: one has 63 or more.
     private var exactLengths: UInt64 = 0
 
-    /// Prefix and infix patterns grouped by their first byte: the patterns of byte `b` are
-    /// `prefixSlots[prefixStart[b]..<prefixStart[b + 1]]`.
+    /// Prefix patterns grouped by a hash of their first four bytes (``bucket(_:)``), so that
+    /// the thirty `lib...*` images are not all tried on every `lib` name: the patterns of
+    /// bucket `b` are `prefixSlots[prefixStart[b]..<prefixStart[b + 1]]`. Prefixes shorter
+    /// than four bytes are grouped by their first byte, as infixes are.
     private var prefixStart: [Int32] = []
     private var prefixSlots: [Slot] = []
+    private var shortPrefixStart: [Int32] = []
+    private var shortPrefixSlots: [Slot] = []
     private var infixStart: [Int32] = []
     private var infixSlots: [Slot] = []
     private var suffixSlots: [Slot] = []
@@ -32,6 +36,7 @@ struct PatternSet: Sendable {
     init(_ patterns: [String]) {
         var exact: [Slot] = []
         var prefixes: [[Slot]] = Array(repeating: [], count: 256)
+        var shortPrefixes: [[Slot]] = Array(repeating: [], count: 256)
         var infixes: [[Slot]] = Array(repeating: [], count: 256)
         func add(_ part: ArraySlice<UInt8>) -> Slot {
             let slot = Slot(start: Int32(bytes.count), count: Int32(part.count))
@@ -46,7 +51,11 @@ struct PatternSet: Sendable {
                 exact.append(add(all[...]))
             case 1 where stars[0] == all.count - 1:
                 let prefix = all.dropLast()
-                prefixes[Int(prefix.first ?? 0)].append(add(prefix))
+                if prefix.count >= 4 {
+                    prefixes[prefix.withUnsafeBufferPointer { Self.bucket($0.baseAddress!) }].append(add(prefix))
+                } else {
+                    shortPrefixes[Int(prefix.first ?? 0)].append(add(prefix))
+                }
             case 1 where stars[0] == 0:
                 suffixSlots.append(add(all.dropFirst()))
             case 1:
@@ -68,12 +77,13 @@ struct PatternSet: Sendable {
             return (starts, slots)
         }
         (prefixStart, prefixSlots) = flatten(prefixes)
+        (shortPrefixStart, shortPrefixSlots) = flatten(shortPrefixes)
         (infixStart, infixSlots) = flatten(infixes)
         var size = 16
         while size < exact.count * 4 { size *= 2 }
         exactTable = Array(repeating: -1, count: size)
         for slot in exact {
-            let h = bytes.withUnsafeBufferPointer { Self.hash($0[Int(slot.start)..<Int(slot.start + slot.count)]) }
+            let h = bytes.withUnsafeBufferPointer { Self.hash($0.baseAddress! + Int(slot.start), Int(slot.count)) }
             var i = Int(truncatingIfNeeded: h) & (size - 1)
             while exactTable[i] >= 0 { i = (i + 1) & (size - 1) }
             exactTable[i] = Int32(exactSlots.count)
@@ -83,60 +93,90 @@ struct PatternSet: Sendable {
         }
     }
 
-    /// FNV-1a: cheap, and good enough for a few hundred fixed names.
-    @inline(__always) static func hash<C: Collection>(_ bytes: C) -> UInt64 where C.Element == UInt8 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+    /// One of 256 buckets for the four bytes at `p`.
+    @inline(__always) static func bucket(_ p: UnsafePointer<UInt8>) -> Int {
+        let v = UInt32(p[0]) | UInt32(p[1]) << 8 | UInt32(p[2]) << 16 | UInt32(p[3]) << 24
+        return Int((v &* 0x9E37_79B1) >> 24)
+    }
+
+    /// A hash of the `n` bytes at `p`, eight at a time (the table is built with it too).
+    @inline(__always) static func hash(_ p: UnsafePointer<UInt8>, _ n: Int) -> UInt64 {
+        let raw = UnsafeRawPointer(p)
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325 ^ UInt64(truncatingIfNeeded: n)
+        @inline(__always) func mix(_ w: UInt64) {
+            h = (h ^ w) &* 0x9E37_79B9_7F4A_7C15
+            h ^= h >> 29
+        }
+        if n >= 8 {
+            var k = 0
+            while k + 8 < n {
+                mix(raw.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+                k += 8
+            }
+            mix(raw.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self))  // the last eight, overlapping
+        } else {
+            var w: UInt64 = 0
+            for k in 0..<n { w |= UInt64(p[k]) << (8 * k) }
+            mix(w)
+        }
         return h
     }
 
-    func matches(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
-        guard !text.isEmpty else { return false }
+    /// The position, among this set's exact names (no `*`) in the order they were given, of
+    /// the one `text` is.
+    func exactIndex(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Int? {
+        let n = text.count
+        guard n > 0, exactLengths & (1 << UInt64(min(n, 63))) != 0 else { return nil }
+        let t = text.base.baseAddress! + text.startIndex
         return bytes.withUnsafeBufferPointer { p in
-            let base = text.base
-            let t0 = text.startIndex, n = text.count
-            @inline(__always) func equal(_ slot: Slot, at k: Int) -> Bool {
-                var m = 0
-                let s = Int(slot.start)
-                while m < Int(slot.count) {
-                    if base[k + m] != p[s + m] { return false }
-                    m += 1
+            let h = Self.hash(t, n)
+            let mask = exactTable.count - 1
+            var i = Int(truncatingIfNeeded: h) & mask
+            while true {
+                let e = Int(exactTable[i])
+                if e < 0 { return nil }
+                let slot = exactSlots[e]
+                if exactHashes[e] == h && Int(slot.count) == n && Bytes.equal(t, p.baseAddress! + Int(slot.start), n) { return e }
+                i = (i + 1) & mask
+            }
+        }
+    }
+
+    /// Whether `text` matches a pattern of the set; `exact: false` skips the exact names (for
+    /// a caller that already knows `text` is none of them).
+    func matches(_ text: Slice<UnsafeBufferPointer<UInt8>>, exact: Bool = true) -> Bool {
+        let n = text.count
+        guard n > 0 else { return false }
+        if exact && exactIndex(text) != nil { return true }
+        let t = text.base.baseAddress! + text.startIndex
+        return bytes.withUnsafeBufferPointer { all in
+            let p = all.baseAddress!
+            @inline(__always) func equal(_ slot: Slot, at k: Int) -> Bool { Bytes.equal(t + k, p + Int(slot.start), Int(slot.count)) }
+            if n >= 4 {
+                let b = Self.bucket(t)
+                for e in Int(prefixStart[b])..<Int(prefixStart[b + 1]) {
+                    let slot = prefixSlots[e]
+                    if n >= Int(slot.count) && equal(slot, at: 0) { return true }
                 }
-                return true
             }
-            if exactLengths & (1 << UInt64(min(n, 63))) != 0 {
-                let h = Self.hash(text)
-                let mask = exactTable.count - 1
-                var i = Int(truncatingIfNeeded: h) & mask
-                while true {
-                    let e = Int(exactTable[i])
-                    if e < 0 { break }
-                    let slot = exactSlots[e]
-                    if exactHashes[e] == h && Int(slot.count) == n && equal(slot, at: t0) { return true }
-                    i = (i + 1) & mask
-                }
+            let first = Int(t[0])
+            for e in Int(shortPrefixStart[first])..<Int(shortPrefixStart[first + 1]) {
+                let slot = shortPrefixSlots[e]
+                if n >= Int(slot.count) && equal(slot, at: 0) { return true }
             }
-            let first = Int(base[t0])
-            for e in Int(prefixStart[first])..<Int(prefixStart[first + 1]) {
-                let slot = prefixSlots[e]
-                if n >= Int(slot.count) && equal(slot, at: t0) { return true }
-            }
-            for slot in suffixSlots where n >= Int(slot.count) && equal(slot, at: t0 + n - Int(slot.count)) { return true }
+            for slot in suffixSlots where n >= Int(slot.count) && equal(slot, at: n - Int(slot.count)) { return true }
             for (prefix, suffix) in prefixSuffixSlots
-            where n >= Int(prefix.count + suffix.count) && equal(prefix, at: t0) && equal(suffix, at: t0 + n - Int(suffix.count)) {
+            where n >= Int(prefix.count + suffix.count) && equal(prefix, at: 0) && equal(suffix, at: n - Int(suffix.count)) {
                 return true
             }
             if !infixSlots.isEmpty {
                 // One scan: at each byte, only the infixes that start with it.
-                var i = t0
-                let end = t0 + n
-                while i < end {
-                    let b = Int(base[i])
+                for i in 0..<n {
+                    let b = Int(t[i])
                     for e in Int(infixStart[b])..<Int(infixStart[b + 1]) {
                         let slot = infixSlots[e]
-                        if end - i >= Int(slot.count) && equal(slot, at: i) { return true }
+                        if n - i >= Int(slot.count) && equal(slot, at: i) { return true }
                     }
-                    i += 1
                 }
             }
             return false
