@@ -114,6 +114,23 @@ enum Bytes {
         return k
     }
 
+    /// The index after the last `b` in `p[from..<to]`, or `from` when there is none: eight
+    /// bytes at a time, from the end.
+    @inline(__always) static func afterLast(_ b: UInt8, _ p: UnsafePointer<UInt8>, _ from: Int, _ to: Int) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let raw = UnsafeRawPointer(p)
+        var k = to
+        while k - 8 >= from {
+            let x = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k - 8, as: UInt64.self)) ^ (ones &* UInt64(b))
+            // The high bit of each byte that is zero in `x` (exact for every byte).
+            let zero = ~(((x & (ones &* 0x7F)) &+ (ones &* 0x7F)) | x) & (ones &* 0x80)
+            if zero != 0 { return k - 8 + (63 - zero.leadingZeroBitCount) >> 3 + 1 }
+            k -= 8
+        }
+        while k > from && p[k - 1] != b { k -= 1 }
+        return k
+    }
+
     /// Whether the `n` bytes at `a` and at `b` are the same: eight at a time.
     @inline(__always) static func equal(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
         let x = UnsafeRawPointer(a)

@@ -63,7 +63,8 @@ public enum FrameClassifier {
 
     /// A frame's role, and the length in bytes of its text without the mark.
     public static func classify(_ frame: String) -> (role: FrameRole, length: Int) {
-        Bytes.withUTF8(frame) { classify(bytes: $0, tables: tables) }
+        var memo = ImageMemo.none
+        return Bytes.withUTF8(frame) { classify(bytes: $0, tables: tables, memo: &memo) }
     }
 
     /// The length in bytes of a frame's text without its mark (cheap: no parsing).
@@ -80,14 +81,16 @@ public enum FrameClassifier {
     /// `machineryInSystem: false` skips the machinery lookup of a frame whose image is the
     /// system's (it is skipped either way, unless the stack has no app frame).
     static func classify(
-        bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true, tables: Tables
+        bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true, tables: Tables, memo: inout ImageMemo
     ) -> (
         role: FrameRole, length: Int
     ) {
         var end = src.count
         while end > 0 && Bytes.isSpace(src[end - 1]) { end -= 1 }
         var mark: FrameRole?
-        if let cut = markStart(src, end, FrameClassifier.appMark) {
+        // Both marks end with `]` (most frames do not).
+        if end == 0 || src[end - 1] != UInt8(ascii: "]") {
+        } else if let cut = markStart(src, end, FrameClassifier.appMark) {
             mark = .app
             end = cut
         } else if let cut = markStart(src, end, FrameClassifier.systemMark) {
@@ -99,24 +102,31 @@ public enum FrameClassifier {
         // The machinery is skipped even in a frame marked as the app's: Sentry marks frames by
         // image, and the SDK's guards are linked into the app's own image.
         func isMachinery() -> Bool {
-            guard let symbol = parts.symbol else { return false }
+            guard let symbol = parts.symbol(in: src) else { return false }
             return tables.machinerySymbols.matches(src[symbol])
         }
         if let mark {
             if (mark == .app || machineryInSystem) && isMachinery() { return (.machinery, end) }
             return (mark, end)
         }
-        let role = imageRole(src, parts.image, tables)
+        var role = FrameRole.app
+        if let image = parts.image {
+            let name = UnsafeBufferPointer(rebasing: src[image])
+            if let known = memo.role(of: name) {
+                role = known
+            } else {
+                role = imageRole(src, image, tables)
+                memo.remember(name, role)
+            }
+        }
         if role == .machinery || ((role == .app || machineryInSystem) && isMachinery()) { return (.machinery, src.count) }
         return (role, src.count)
     }
 
-    /// The role the image lists give a frame's image (app when it has none).
-    static func imageRole(_ src: UnsafeBufferPointer<UInt8>, _ image: Range<Int>?, _ tables: Tables) -> FrameRole {
-        guard let image else { return .app }
+    /// The role the image lists give a frame's image.
+    static func imageRole(_ src: UnsafeBufferPointer<UInt8>, _ image: Range<Int>, _ tables: Tables) -> FrameRole {
         let name = src[image]
-        var slash = image.upperBound
-        while slash > image.lowerBound && src[slash - 1] != UInt8(ascii: "/") { slash -= 1 }
+        let slash = Bytes.afterLast(UInt8(ascii: "/"), src.baseAddress!, image.lowerBound, image.upperBound)
         let base = src[slash..<image.upperBound]
         // Not one of the exact names of either list: only their other patterns can match.
         if let known = tables.exactImageNames.exactIndex(base) { return tables.exactImageRoles[known] }
@@ -151,30 +161,106 @@ public enum FrameClassifier {
     }
 }
 
+/// The roles of the images a stack has named so far: a stack names a few images many times
+/// (`UIKitCore`, `CoreFoundation`, the app), and each is looked up once. Up to eight names of
+/// up to 30 bytes, each compared whole before its role is reused, in scratch memory of the
+/// caller's.
+struct ImageMemo {
+    static let byteCount = 8 * 32
+    private let storage: UnsafeMutablePointer<UInt8>?
+    private let capacity: Int
+    private var count = 0
+
+    /// A memo that remembers nothing (one frame classified on its own).
+    static var none: ImageMemo { ImageMemo(storage: nil, capacity: 0) }
+
+    private init(storage: UnsafeMutablePointer<UInt8>?, capacity: Int) {
+        self.storage = storage
+        self.capacity = capacity
+    }
+
+    /// A memo in `scratch` (at least ``byteCount`` bytes).
+    init(_ scratch: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(scratch.count >= Self.byteCount)
+        self.init(storage: scratch.baseAddress, capacity: 8)
+    }
+
+    /// Each entry: its length, its role, then up to 30 bytes of name.
+    func role(of name: UnsafeBufferPointer<UInt8>) -> FrameRole? {
+        guard let storage, let p = name.baseAddress, name.count <= 30 else { return nil }
+        for i in 0..<count {
+            let entry = storage + 32 * i
+            if Int(entry[0]) == name.count && Bytes.equal(entry + 2, p, name.count) {
+                switch entry[1] {
+                case 0: return .app
+                case 1: return .system
+                default: return .machinery
+                }
+            }
+        }
+        return nil
+    }
+
+    mutating func remember(_ name: UnsafeBufferPointer<UInt8>, _ role: FrameRole) {
+        guard let storage, let p = name.baseAddress, count < capacity, name.count <= 30 else { return }
+        let entry = storage + 32 * count
+        entry[0] = UInt8(name.count)
+        switch role {
+        case .app: entry[1] = 0
+        case .system: entry[1] = 1
+        case .machinery: entry[1] = 2
+        }
+        (entry + 2).update(from: p, count: name.count)
+        count += 1
+    }
+}
+
 /// The image and symbol byte ranges of one frame.
 struct FrameParts {
     var image: Range<Int>?
-    var symbol: Range<Int>?
+    /// The symbol, except in an Apple frame: there it is read on first need
+    /// (``symbol(in:)``), as most frames are classified by their image alone.
+    private var knownSymbol: Range<Int>?
+    /// Apple frames: where the address starts (the symbol follows it); -1 otherwise.
+    private var appleAddress = -1
+    private let end: Int
+
+    /// The symbol's byte range in `src`, the frame's text this was read from.
+    func symbol(in src: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        guard appleAddress >= 0, let p = src.baseAddress else { return knownSymbol }
+        let k3 = Bytes.skipSpaces(p, Bytes.tokenEnd(p, appleAddress, end), end)
+        if k3 < end && !Self.isAddress(src, k3, end) { return k3..<Self.beforeOffset(src, k3, end) }
+        return nil
+    }
+
+    @inline(__always) static func isAddress(_ src: UnsafeBufferPointer<UInt8>, _ k: Int, _ end: Int) -> Bool {
+        k + 1 < end && src[k] == UInt8(ascii: "0") && src[k + 1] | 0x20 == UInt8(ascii: "x")
+    }
+
+    /// The last ` + ` (a symbol's offset) in `[from, to)`, or `to`.
+    static func beforeOffset(_ src: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> Int {
+        var m = to - 1
+        while m > from + 1 {
+            if src[m] == UInt8(ascii: "+") && Bytes.isSpace(src[m - 1]) {
+                var s = m - 1
+                while s > from && Bytes.isSpace(src[s - 1]) { s -= 1 }
+                return s
+            }
+            m -= 1
+        }
+        return to
+    }
 
     init(_ src: UnsafeBufferPointer<UInt8>, end: Int) {
+        self.end = end
         @inline(__always) func at(_ k: Int) -> UInt8 { k < end ? src[k] : 0 }
         guard let p = src.baseAddress else { return }
         @inline(__always) func skipSpaces(_ k: Int) -> Int { Bytes.skipSpaces(p, k, end) }
         @inline(__always) func tokenEnd(_ k: Int) -> Int { Bytes.tokenEnd(p, k, end) }
-        func isAddress(_ k: Int) -> Bool { at(k) == UInt8(ascii: "0") && at(k + 1) | 0x20 == UInt8(ascii: "x") }
-        /// The last ` + ` (a symbol's offset) in `[from, to)`, or `to`.
-        func beforeOffset(_ from: Int, _ to: Int) -> Int {
-            var m = to - 1
-            while m > from + 1 {
-                if src[m] == UInt8(ascii: "+") && Bytes.isSpace(src[m - 1]) {
-                    var s = m - 1
-                    while s > from && Bytes.isSpace(src[s - 1]) { s -= 1 }
-                    return s
-                }
-                m -= 1
-            }
-            return to
-        }
+        @inline(__always) func isAddress(_ k: Int) -> Bool { Self.isAddress(src, k, end) }
+        @inline(__always) func beforeOffset(_ from: Int, _ to: Int) -> Int { Self.beforeOffset(src, from, to) }
+        var symbol: Range<Int>?
+        defer { knownSymbol = symbol }
 
         // The frame's index: `3 `, `#3 `, `* frame #3: `, `[ra] `.
         var j = skipSpaces(0)
@@ -246,8 +332,7 @@ struct FrameParts {
         if isAddress(k2) {
             // Apple crash log and the SDK: image, address, then symbol (or load address + offset).
             image = j..<t1
-            let k3 = skipSpaces(tokenEnd(k2))
-            if k3 < end && !isAddress(k3) { symbol = k3..<beforeOffset(k3, end) }
+            appleAddress = k2
             return
         }
         if src[end - 1] == UInt8(ascii: ")") || src[end - 1] == UInt8(ascii: "]") {

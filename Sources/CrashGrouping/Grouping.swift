@@ -114,26 +114,29 @@ public enum Grouping {
 
     /// ``signatureFrames(_:)`` without an array: what the signature reads.
     static func selectFrames(_ stack: [String]) -> SelectedFrames {
-        var app = SelectedFrames()
-        var fallback = SelectedFrames()
-        let tables = FrameClassifier.tables
-        for index in stack.indices {
-            // A system frame's machinery lookup matters only while the fallback is not full.
-            let needed = !fallback.isFull && app.count == 0
-            let (role, length) = Bytes.withUTF8(stack[index]) {
-                FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ImageMemo.byteCount) { scratch in
+            var app = SelectedFrames()
+            var fallback = SelectedFrames()
+            let tables = FrameClassifier.tables
+            var memo = ImageMemo(scratch)
+            for index in stack.indices {
+                // A system frame's machinery lookup matters only while the fallback is not full.
+                let needed = !fallback.isFull && app.count == 0
+                let (role, length) = Bytes.withUTF8(stack[index]) {
+                    FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: &memo)
+                }
+                switch role {
+                case .app:
+                    app.append(index, length)
+                    if app.isFull { return app }
+                case .system:
+                    if !fallback.isFull { fallback.append(index, length) }
+                case .machinery:
+                    break
+                }
             }
-            switch role {
-            case .app:
-                app.append(index, length)
-                if app.isFull { return app }
-            case .system:
-                if !fallback.isFull { fallback.append(index, length) }
-            case .machinery:
-                break
-            }
+            return app.count == 0 ? fallback : app
         }
-        return app.count == 0 ? fallback : app
     }
 
     /// The signature of a report's grouping fields under `version`.
