@@ -272,7 +272,21 @@ struct OutputBuffer {
 
     @inline(__always) mutating func append(_ p: UnsafePointer<UInt8>, count n: Int) {
         if n > capacity - count { grow(n) }
-        (base + count).update(from: p, count: n)
+        let to = base + count
+        if n <= 16 {
+            // A word: two overlapping eight-byte moves, or a few bytes (no call to memmove).
+            if n >= 8 {
+                let from = UnsafeRawPointer(p)
+                let first = from.loadUnaligned(as: UInt64.self)
+                let last = from.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+                UnsafeMutableRawPointer(to).storeBytes(of: first, as: UInt64.self)
+                UnsafeMutableRawPointer(to).storeBytes(of: last, toByteOffset: n - 8, as: UInt64.self)
+            } else {
+                for i in 0..<n { to[i] = p[i] }
+            }
+        } else {
+            to.update(from: p, count: n)
+        }
         count += n
     }
 

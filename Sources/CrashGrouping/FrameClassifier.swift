@@ -262,6 +262,27 @@ struct FrameParts {
         var symbol: Range<Int>?
         defer { knownSymbol = symbol }
 
+        // The common Apple frame, `3   Image   0x1a2b3c symbol + 4`, read without the general
+        // index loop below: for a line that starts with digits and a space, then a letter
+        // other than `f` (no `frame #`, `#`, `*`, `[ra]` or second index can follow), that
+        // loop stops at the letter, and the reading goes on as here.
+        if Bytes.isDigit(p[0]) {
+            var d = 1
+            while d < end && Bytes.isDigit(p[d]) { d += 1 }
+            if d < end && p[d] == Bytes.space {
+                let j = skipSpaces(d)
+                if j < end && Bytes.isAlpha(p[j]) && p[j] != UInt8(ascii: "f") {
+                    let t1 = tokenEnd(j)
+                    let k2 = skipSpaces(t1)
+                    if isAddress(k2) {
+                        image = j..<t1
+                        appleAddress = k2
+                        return
+                    }
+                }
+            }
+        }
+
         // The frame's index: `3 `, `#3 `, `* frame #3: `, `[ra] `.
         var j = skipSpaces(0)
         while true {

@@ -59,8 +59,7 @@ enum Keywords {
 
     @inline(__always) static func isErrorCodeKeyword(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int) -> Bool {
         let n = k - j
-        guard n >= 3 && n <= 12, errorCodeLengths(first: src[j]) & (1 << n) != 0 else { return false }
-        return isErrorCodeWord(src, j, k)
+        return n >= 3 && n <= 12 && errorCodeLengths(first: src[j]) & (1 << n) != 0 && isErrorCodeWord(src, j, k)
     }
 
     static func isErrorCodeWord(_ src: UnsafeBufferPointer<UInt8>, _ j: Int, _ k: Int) -> Bool {
