@@ -115,28 +115,41 @@ public enum Grouping {
     /// ``signatureFrames(_:)`` without an array: what the signature reads.
     static func selectFrames(_ stack: [String]) -> SelectedFrames {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ImageMemo.byteCount) { scratch in
-            var app = SelectedFrames()
-            var fallback = SelectedFrames()
-            let tables = FrameClassifier.tables
             var memo = ImageMemo(scratch)
-            for index in stack.indices {
-                // A system frame's machinery lookup matters only while the fallback is not full.
-                let needed = !fallback.isFull && app.count == 0
-                let (role, length) = Bytes.withUTF8(stack[index]) {
-                    FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: &memo)
-                }
-                switch role {
-                case .app:
-                    app.append(index, length)
-                    if app.isFull { return app }
-                case .system:
-                    if !fallback.isFull { fallback.append(index, length) }
-                case .machinery:
-                    break
-                }
-            }
-            return app.count == 0 ? fallback : app
+            return selectFrames(stack, FrameClassifier.tables, &memo)
         }
+    }
+
+    private static func selectFrames(_ stack: [String], _ tables: FrameClassifier.Tables, _ memo: inout ImageMemo) -> SelectedFrames {
+        var app = SelectedFrames()
+        var fallback = SelectedFrames()
+        for index in stack.indices {
+            // A system frame's machinery lookup matters only while the fallback is not full.
+            let needed = !fallback.isFull && app.count == 0
+            // In place (no copy, no retain) for a native string; through a copy otherwise.
+            let classified = stack[index].utf8.withContiguousStorageIfAvailable {
+                FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: &memo)
+            }
+            guard let (role, length) = classified ?? foreignFrame(stack[index], needed, tables, &memo) else { continue }
+            switch role {
+            case .app:
+                app.append(index, length)
+                if app.isFull { return app }
+            case .system:
+                if !fallback.isFull { fallback.append(index, length) }
+            case .machinery:
+                break
+            }
+        }
+        return app.count == 0 ? fallback : app
+    }
+
+    @inline(never)
+    private static func foreignFrame(_ frame: String, _ needed: Bool, _ tables: FrameClassifier.Tables, _ memo: inout ImageMemo)
+        -> (role: FrameRole, length: Int)?
+    {
+        var frame = frame
+        return frame.withUTF8 { FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: &memo) }
     }
 
     /// The signature of a report's grouping fields under `version`.
