@@ -145,7 +145,9 @@ public enum Grouping {
     }
 
     @inline(never)
-    private static func foreignFrame(_ frame: String, _ needed: Bool, _ tables: FrameClassifier.Tables, _ memo: inout ImageMemo)
+    private static func foreignFrame(
+        _ frame: String, _ needed: Bool, _ tables: FrameClassifier.Tables, _ memo: inout ImageMemo
+    )
         -> (role: FrameRole, length: Int)?
     {
         var frame = frame

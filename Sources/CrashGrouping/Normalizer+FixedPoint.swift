@@ -32,7 +32,9 @@ extension Normalizer {
     }
 
     /// One line `text[s..<e]` (not empty) of ``isFixedPoint(_:frameMode:)``.
-    private static func lineIsFixedPoint(_ text: UnsafeBufferPointer<UInt8>, _ s: Int, _ e: Int, frameMode: Bool, hasAt: Bool)
+    private static func lineIsFixedPoint(
+        _ text: UnsafeBufferPointer<UInt8>, _ s: Int, _ e: Int, frameMode: Bool, hasAt: Bool
+    )
         -> Bool
     {
         // E-mail addresses need an `@` (and a line without one never tries them); the pass
@@ -187,7 +189,8 @@ extension Normalizer {
                 lastWasAddress = false
                 j = k
                 continue
-            case UInt8(ascii: ":") where at(j + 1) == UInt8(ascii: "/") && at(j + 2) == UInt8(ascii: "/") && j > s
+            case UInt8(ascii: ":")
+            where at(j + 1) == UInt8(ascii: "/") && at(j + 2) == UInt8(ascii: "/") && j > s
                 && Bytes.isAlnum(text[j - 1]):
                 inURL = true  // `scheme://`
                 armed = false

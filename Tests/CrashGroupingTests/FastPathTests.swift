@@ -1,6 +1,7 @@
-@testable import CrashGrouping
 import CrashWire
 import Testing
+
+@testable import CrashGrouping
 
 /// The speed work of issue 18 (see `docs/grouping.md`, "Speed") changed how the module
 /// computes, never what: each shortcut here is checked against the plain computation it
