@@ -23,21 +23,28 @@ enum Bytes {
         isAlnum(b) || b == 0x5F || b == 0x24
     }
 
+    // Scans eight bytes at a time: a little-endian word has its first byte in its lowest bits.
+    static let ones: UInt64 = 0x0101_0101_0101_0101
+    static let highs: UInt64 = 0x8080_8080_8080_8080
+
+    /// The eight bytes from `p + k` as one word.
+    @inline(__always) static func word(_ p: UnsafePointer<UInt8>, _ k: Int) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(p).loadUnaligned(fromByteOffset: k, as: UInt64.self))
+    }
+
+    /// The high bit of each byte of `x` below `n` (at most 0x80). The lowest flagged byte is
+    /// exact: a borrow only runs from a flagged byte to later ones.
+    @inline(__always) static func below(_ x: UInt64, _ n: UInt64) -> UInt64 { (x &- ones &* n) & ~x & highs }
+
     /// The end of the line that starts at `i` (the first `\n` or `\r` from `i` on, or `n`), and
     /// whether the line holds an `@` (without one, no e-mail address starts on it). Reads
     /// eight bytes at a time while none of the three is among them.
     @inline(__always) static func lineEnd(_ p: UnsafePointer<UInt8>, from i: Int, to n: Int) -> (end: Int, hasAt: Bool) {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let raw = UnsafeRawPointer(p)
         var k = i
         while k + 8 <= n {
-            let w = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self))
-            let a = w ^ (ones &* 0x0A)
-            let c = w ^ (ones &* 0x0D)
-            let t = w ^ (ones &* 0x40)
-            // A byte of `a`, `c` or `t` is zero where `w` holds `\n`, `\r` or `@` (the lowest
-            // flagged byte is exact).
-            let found = (((a &- ones) & ~a) | ((c &- ones) & ~c) | ((t &- ones) & ~t)) & (ones &* 0x80)
+            let w = word(p, k)
+            // A zero byte of one of these where `w` holds `\n`, `\r` or `@`.
+            let found = below(w ^ (ones &* 0x0A), 1) | below(w ^ (ones &* 0x0D), 1) | below(w ^ (ones &* 0x40), 1)
             if found != 0 {
                 k += found.trailingZeroBitCount >> 3
                 break
@@ -57,10 +64,9 @@ enum Bytes {
     /// The first index from `k` on (up to `end`) that is not white space: runs of plain
     /// spaces, the padding of crash-log columns, eight bytes at a time.
     @inline(__always) static func skipSpaces(_ p: UnsafePointer<UInt8>, _ k: Int, _ end: Int) -> Int {
-        let raw = UnsafeRawPointer(p)
         var k = k
         while k + 8 <= end {
-            let d = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self)) ^ 0x2020_2020_2020_2020
+            let d = word(p, k) ^ (ones &* 0x20)
             if d != 0 {
                 k += d.trailingZeroBitCount >> 3  // the first byte that is not a plain space
                 break
@@ -73,15 +79,11 @@ enum Bytes {
 
     /// The first index from `k` on (up to `end`) that is white space: eight bytes at a time.
     @inline(__always) static func tokenEnd(_ p: UnsafePointer<UInt8>, _ k: Int, _ end: Int) -> Int {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let raw = UnsafeRawPointer(p)
         var k = k
         while k + 8 <= end {
-            let w = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self))
-            let d = w ^ (ones &* 0x7F)
-            // A byte below 0x21 (space or a control character), or DEL. The lowest flagged
-            // byte is exact: a borrow only runs from a flagged byte to later ones.
-            let found = (((w &- ones &* 0x21) & ~w) | ((d &- ones) & ~d)) & (ones &* 0x80)
+            let w = word(p, k)
+            // A byte below 0x21 (space or a control character), or DEL.
+            let found = below(w, 0x21) | below(w ^ (ones &* 0x7F), 1)
             if found != 0 { return k + found.trailingZeroBitCount >> 3 }
             k += 8
         }
@@ -92,21 +94,18 @@ enum Bytes {
     /// The first index from `k` on (up to `end`) whose byte is not an ASCII word byte
     /// (letter, digit, `_`, `$`): eight bytes at a time.
     @inline(__always) static func asciiWordEnd(_ p: UnsafePointer<UInt8>, _ k: Int, _ end: Int) -> Int {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs = ones &* 0x80
         // For bytes below 0x80, the high bit of `x + (0x80 - lo)` says `x >= lo`, with no
         // carry into the next byte.
         @inline(__always) func within(_ x: UInt64, _ lo: UInt64, _ hi: UInt64) -> UInt64 {
             (x &+ ones &* (0x80 - lo)) & ~(x &+ ones &* (0x7F - hi))
         }
-        let raw = UnsafeRawPointer(p)
         var k = k
         while k + 8 <= end {
-            let w = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k, as: UInt64.self))
-            let word =
+            let w = word(p, k)
+            let inWord =
                 within(w | ones &* 0x20, 0x61, 0x7A) | within(w, 0x30, 0x39) | within(w, 0x5F, 0x5F) | within(w, 0x24, 0x24)
             // A byte of 0x80 or more stops here too (carries from it only reach later bytes).
-            let stop = (~word & highs) | (w & highs)
+            let stop = (~inWord & highs) | (w & highs)
             if stop != 0 { return k + stop.trailingZeroBitCount >> 3 }
             k += 8
         }
@@ -117,13 +116,11 @@ enum Bytes {
     /// The index after the last `b` in `p[from..<to]`, or `from` when there is none: eight
     /// bytes at a time, from the end.
     @inline(__always) static func afterLast(_ b: UInt8, _ p: UnsafePointer<UInt8>, _ from: Int, _ to: Int) -> Int {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let raw = UnsafeRawPointer(p)
         var k = to
         while k - 8 >= from {
-            let x = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: k - 8, as: UInt64.self)) ^ (ones &* UInt64(b))
+            let x = word(p, k - 8) ^ (ones &* UInt64(b))
             // The high bit of each byte that is zero in `x` (exact for every byte).
-            let zero = ~(((x & (ones &* 0x7F)) &+ (ones &* 0x7F)) | x) & (ones &* 0x80)
+            let zero = ~(((x & ~highs) &+ ~highs) | x) & highs
             if zero != 0 { return k - 8 + (63 - zero.leadingZeroBitCount) >> 3 + 1 }
             k -= 8
         }
@@ -152,17 +149,13 @@ enum Bytes {
 
     /// Whether `bytes` are ASCII without a line break (`\n` or `\r`).
     static func isOneASCIILine(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
         let n = bytes.count
         var k = 0
         if let p = bytes.baseAddress {
-            let raw = UnsafeRawPointer(p)
             while k + 8 <= n {
-                let w = raw.loadUnaligned(fromByteOffset: k, as: UInt64.self)
-                let a = w ^ (ones &* 0x0A)
-                let c = w ^ (ones &* 0x0D)
-                // A byte of 0x80 or more, or a zero byte of `a` or `c` (`\n` or `\r` in `w`).
-                if (w | ((a &- ones) & ~a) | ((c &- ones) & ~c)) & (ones &* 0x80) != 0 { return false }
+                let w = word(p, k)
+                // A byte of 0x80 or more, `\n` or `\r`.
+                if (w & highs) | below(w ^ (ones &* 0x0A), 1) | below(w ^ (ones &* 0x0D), 1) != 0 { return false }
                 k += 8
             }
         }
