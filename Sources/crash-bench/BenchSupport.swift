@@ -4,7 +4,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 
-/// Shared pieces of the benchmark commands: latency summaries, a seeded RNG, a one-off
+/// Shared pieces of the benchmark commands: latency summaries, a one-off
 /// PostgreSQL connection from a URL, running `crash-server project create`, and
 /// sampling a process's RSS and CPU from /proc.
 enum Bench {
@@ -194,19 +194,6 @@ final class ProcessSampler: @unchecked Sendable {
 struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// SplitMix64: fast, seedable, good enough to vary generated traffic.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// Ranks 0..<n with P(k) proportional to 1/(k+1)^s, `s` chosen so rank 0 gets `hottest`.

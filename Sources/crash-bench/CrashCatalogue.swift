@@ -1,5 +1,6 @@
 import CrashWire
 import Foundation
+import SeededRandom
 
 /// A generated catalogue of distinct crash sites, and occurrences of each with the
 /// variation real traffic has: what `crash-bench grouping` groups to count merges and splits.
