@@ -29,38 +29,36 @@ enum Bench {
         Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
     }
 
-    /// The first line of a shell command's output ("unknown" when it fails).
-    static func shell(_ command: String) -> String {
+    /// Runs `executable` to its end: its standard output and exit status. Standard error
+    /// goes to ours, or nowhere when `quiet`.
+    static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, quiet: Bool = false
+    ) throws -> (output: Data, status: Int32) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
         let pipe = Pipe()
         process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return "unknown"
-        }
+        if quiet { process.standardError = FileHandle.nullDevice }
+        try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        return (data, process.terminationStatus)
+    }
+
+    /// A shell command's output, trimmed ("unknown" when it cannot be started).
+    static func shell(_ command: String) -> String {
+        guard let (data, _) = try? run("/bin/sh", ["-c", command], quiet: true) else { return "unknown" }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Runs `crash-server project create NAME` with `DATABASE_URL` set; returns its keys.
     static func createProject(serverBinary: String, databaseURL: String, name: String) throws -> (ingestKey: String, readToken: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: serverBinary)
-        process.arguments = ["project", "create", name, "--log-level", "error"]
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = databaseURL
-        process.environment = env
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0,
+        let (data, status) = try run(serverBinary, ["project", "create", name, "--log-level", "error"], environment: env)
+        guard status == 0,
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             let ingest = object["ingestKey"] as? String, let read = object["readToken"] as? String
         else {
