@@ -1,3 +1,4 @@
+import CrashGrouping
 import CrashWire
 import Foundation
 
@@ -19,11 +20,22 @@ struct GroupingInput: Codable, Sendable {
     var fingerprint: [String]?
 }
 
+extension GroupingInput {
+    /// Its signature hash under `version`, with `kind` (a group's) or else its own (`custom`
+    /// when it has none).
+    func signature(_ version: GroupingVersion, kind: ReportKind? = nil) -> String {
+        Grouping.signature(kind: kind ?? self.kind ?? .custom, reason: reason, stack: stack, fingerprint: fingerprint, version: version).hash
+    }
+}
+
 struct SameGroup: Codable, Sendable, CustomStringConvertible {
     var name: String
     var kind: ReportKind
     var variants: [GroupingInput]
     var description: String { name }
+
+    /// The variants' signature hashes under `version`, with the group's kind.
+    func signatures(_ version: GroupingVersion) -> [String] { variants.map { $0.signature(version, kind: kind) } }
 }
 
 struct DistinctPair: Codable, Sendable, CustomStringConvertible {
