@@ -14,6 +14,11 @@ import Testing
     /// Deadline 4 s: the ingest transaction's lock and statement timeouts are 2 s.
     let config = TestEnvironment.configuration { $0.databaseTimeout = 4 }
 
+    /// The ids stored for project `slug`.
+    func stored(_ slug: String) async throws -> Set<UUID> {
+        Set(try await withTestDatabase(config) { try await $0.storedReportIDs(slug: slug) })
+    }
+
     @Test func rowLockHeldPastTheTimeoutIs503BusyNothingStoredAndTheDatabaseStaysUp() async throws {
         let blocked = try await makeProject(config)
         let other = try await makeProject(config)
@@ -37,13 +42,12 @@ import Testing
             }
             // Lock released: nothing of the refused request committed after its 503.
             try await Task.sleep(for: .milliseconds(500))
-            #expect(try await withTestDatabase(config) { try await $0.storedReportIDs(slug: blocked.project) } == [first])
+            #expect(try await stored(blocked.project) == [first])
 
             let retry = try await client.ingest(key: blocked.ingestKey, body: batchBody([reportJSON(id: refusedID)]))
             #expect(retry.status == .accepted)
             #expect(try retry.decode(IngestResponse.self).accepted == 1)
-            let stored = try await withTestDatabase(config) { try await $0.storedReportIDs(slug: blocked.project) }
-            #expect(Set(stored) == [first, refusedID])
+            #expect(try await stored(blocked.project) == [first, refusedID])
         }
     }
 
@@ -63,8 +67,7 @@ import Testing
             let response = try await request.value
             #expect(response.status == .accepted)
             #expect(try response.decode(IngestResponse.self).accepted == 1)
-            let stored = try await withTestDatabase(config) { try await $0.storedReportIDs(slug: project.project) }
-            #expect(Set(stored) == [first, waiting])
+            #expect(try await stored(project.project) == [first, waiting])
         }
     }
 

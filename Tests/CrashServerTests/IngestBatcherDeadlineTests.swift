@@ -23,6 +23,26 @@ extension IngestBatcherTests {
         }
     }
 
+    /// A store whose first call runs `first` (which hangs) and whose later calls store everything.
+    func hangingOnce(_ first: @escaping @Sendable (CommitGate) async throws -> Void) -> IngestBatcher.Store {
+        let calls = Mutex(0)
+        return { items, gate in
+            let call = calls.withLock { calls in
+                calls += 1
+                return calls
+            }
+            if call == 1 { try await first(gate) }
+            return Set(items.map(\.key))
+        }
+    }
+
+    /// The batcher goes on after a hung batch: once the probe clears the mark, the next batch is stored.
+    func expectNextBatchStored(_ batcher: IngestBatcher) async throws {
+        while batcher.isDatabaseDown { try await Task.sleep(for: .milliseconds(20)) }
+        let next = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
+        #expect((try? next.get()) == [true])
+    }
+
     func batcher(
         timeout: Duration, maxBatchReports: Int = 100, maxBatchBytes: Int = .max,
         probe: @escaping @Sendable () async throws -> Void = {}, store: @escaping IngestBatcher.Store
@@ -81,20 +101,14 @@ extension IngestBatcherTests {
     /// never returns then held the batcher (and SIGTERM) forever.
     @Test func aHungTransactionIsAnswered503AtTheDeadlineAndNeverCommits() async throws {
         let hung = Hung()
-        let calls = Mutex(0)
         let committedAfterItsAnswer = Mutex<Bool?>(nil)
-        let batcher = batcher(timeout: .milliseconds(300)) { items, gate in
-            guard
-                calls.withLock({
-                    $0 += 1
-                    return $0
-                }) == 1
-            else { return Set(items.map(\.key)) }
-            await hung.forever()
-            // The call returns at last: its transaction may no longer commit.
-            committedAfterItsAnswer.withLock { $0 = (try? gate.commit()) != nil }
-            return Set(items.map(\.key))
-        }
+        let batcher = batcher(
+            timeout: .milliseconds(300),
+            store: hangingOnce { gate in
+                await hung.forever()
+                // The call returns at last: its transaction may no longer commit.
+                committedAfterItsAnswer.withLock { $0 = (try? gate.commit()) != nil }
+            })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
             let refused = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
@@ -103,10 +117,7 @@ extension IngestBatcherTests {
                 return
             }
             #expect(refusal.status == .serviceUnavailable)
-            // The batcher goes on: once the probe clears the mark, the next batch is stored.
-            while batcher.isDatabaseDown { try await Task.sleep(for: .milliseconds(20)) }
-            let next = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
-            #expect((try? next.get()) == [true])
+            try await expectNextBatchStored(batcher)
             hung.release()
             while committedAfterItsAnswer.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
             #expect(committedAfterItsAnswer.withLock { $0 } == false)
@@ -136,18 +147,12 @@ extension IngestBatcherTests {
     /// 503 (which promises nothing was stored); the batcher goes on after two deadlines.
     @Test func aCommitNeverAnsweredIs500OutcomeUnknown() async throws {
         let hung = Hung()
-        let calls = Mutex(0)
-        let batcher = batcher(timeout: .milliseconds(300)) { items, gate in
-            guard
-                calls.withLock({
-                    $0 += 1
-                    return $0
-                }) == 1
-            else { return Set(items.map(\.key)) }
-            try gate.commit()
-            await hung.forever()
-            return Set(items.map(\.key))
-        }
+        let batcher = batcher(
+            timeout: .milliseconds(300),
+            store: hangingOnce { gate in
+                try gate.commit()
+                await hung.forever()
+            })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
             let unknown = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
@@ -158,9 +163,7 @@ extension IngestBatcherTests {
             #expect(refusal.status == .internalServerError)
             #expect(refusal.retryAfter != nil)
             #expect(refusal.message.contains("may or may not"))
-            while batcher.isDatabaseDown { try await Task.sleep(for: .milliseconds(20)) }
-            let next = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
-            #expect((try? next.get()) == [true])
+            try await expectNextBatchStored(batcher)
             hung.release()
             group.cancelAll()
         }
