@@ -117,10 +117,43 @@ extension IngestBatcherTests {
                 return
             }
             #expect(refusal.status == .serviceUnavailable)
+            // The probe answers: the database is up, the transaction was only slow.
+            #expect(refusal.message.contains("busy"))
+            #expect(!batcher.isDatabaseDown)
             try await expectNextBatchStored(batcher)
             hung.release()
             while committedAfterItsAnswer.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
             #expect(committedAfterItsAnswer.withLock { $0 } == false)
+            group.cancelAll()
+        }
+    }
+
+    /// Past the deadline with the probe failing too, the database is unreachable: marked down,
+    /// and the batches queued behind the hung one fail at once, without a try.
+    @Test func aHungTransactionWithTheDatabaseGoneMarksItDown() async throws {
+        let hung = Hung()
+        let calls = Mutex(0)
+        let batcher = batcher(timeout: .milliseconds(300), maxBatchReports: 1, probe: { throw DeadlineExceeded() }) { _, _ in
+            calls.withLock { $0 += 1 }
+            await hung.forever()
+            return []
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await batcher.run() }
+            let first = Task { await self.answer(batcher, [self.item()]) }
+            while calls.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            let queued = (0..<3).map { _ in Task { await self.answer(batcher, [self.item()]) } }
+            for task in [first] + queued {
+                let answer = try await withDeadline(.seconds(20)) { await task.value }
+                guard case .failure(let refusal) = answer else {
+                    Issue.record("stored while the database was gone")
+                    continue
+                }
+                #expect(refusal.message.contains("unreachable"))
+            }
+            #expect(batcher.isDatabaseDown)
+            #expect(calls.withLock { $0 } == 1)
+            hung.release()
             group.cancelAll()
         }
     }

@@ -16,8 +16,9 @@ import Synchronization
 ///
 /// A 503 means nothing was stored (docs/server.md, "Database timeouts"): a lock wait or a
 /// slow statement is ended and rolled back by PostgreSQL itself before the deadline ("database
-/// busy", this batch only); past the deadline the batch is answered 503 at once if its `COMMIT`
-/// was not sent (``CommitGate``), and otherwise only once that `COMMIT` is answered, or with
+/// busy", this batch only); past the deadline the batch is answered 503 without waiting for
+/// its transaction if its `COMMIT` was not sent (``CommitGate``), and otherwise only once that
+/// `COMMIT` is answered, or with
 /// a 500 "outcome unknown" when it is not answered within one more deadline. Nothing here
 /// waits on the database without a bound: a call that never returns does not hold the batcher.
 final class IngestBatcher: Service, Sendable {
@@ -177,7 +178,8 @@ final class IngestBatcher: Service, Sendable {
         }
         // A job that waited a whole deadline in the queue (the batches before it were slow) is
         // refused before any transaction: so a request is answered within 3 x the deadline
-        // (queue, transaction, COMMIT's answer), before a proxy in front gives up on it.
+        // (queue, transaction, COMMIT's answer) plus a 2 s probe, before a proxy in front
+        // gives up on it.
         let now = ContinuousClock.now
         var jobs: [Job] = []
         for job in taken {
@@ -213,29 +215,27 @@ final class IngestBatcher: Service, Sendable {
         }
     }
 
-    /// Stores `batch` and says what became of it, within two deadlines whatever the database
-    /// or the driver does.
+    /// Stores `batch` and says what became of it, within two deadlines and a 2 s probe
+    /// whatever the database or the driver does.
     ///
     /// Within the deadline, the store's own answer. Past it, the ``CommitGate`` decides: if
     /// `COMMIT` was not sent it never will be, so the answer is 503 at once and the transaction
     /// is left to roll back (its connection is closed, which also frees a call hung on it).
     /// If `COMMIT` was sent, its answer is awaited for one more deadline; without one, the
     /// outcome is unknown: 500, and the client's retry is counted once (the `report_ids`
-    /// ledger). In both cases the database is marked down: a deadline passes only when a
-    /// connection stops answering, since PostgreSQL's own timeouts end busy transactions at
-    /// half of it.
+    /// ledger). See ``giveUp(_:_:committing:)`` for whether the database is marked down.
     private func settledStore(_ batch: [IngestItem]) async -> Result<Set<ReportKey>, APIError> {
         let gate = CommitGate()
         let work = Task { try await self.store(batch, gate) }
         do {
             return .success(try await withDeadline(timeout) { try await work.value })
         } catch is DeadlineExceeded {
-            if gate.abandon() { return .failure(giveUp(work, gate, committing: false)) }
+            if gate.abandon() { return .failure(await giveUp(work, gate, committing: false)) }
             logger.warning("ingest COMMIT unanswered at the deadline; waiting for its answer")
             do {
                 return .success(try await withDeadline(timeout) { try await work.value })
             } catch is DeadlineExceeded {
-                return .failure(giveUp(work, gate, committing: !gate.abandon()))
+                return .failure(await giveUp(work, gate, committing: !gate.abandon()))
             } catch {
                 return .failure(refusal(for: error))
             }
@@ -244,15 +244,25 @@ final class IngestBatcher: Service, Sendable {
         }
     }
 
-    /// Stops waiting for a transaction: closes its connection, marks the database down and
-    /// answers 503 (nothing committed) or, with `committing`, 500 (outcome unknown).
-    private func giveUp(_ work: Task<Set<ReportKey>, any Error>, _ gate: CommitGate, committing: Bool) -> APIError {
+    /// Stops waiting for a transaction: closes its connection and answers 503 (nothing
+    /// committed) or, with `committing`, 500 (outcome unknown).
+    ///
+    /// A deadline passes when the connection stopped answering, but also when the transaction
+    /// was merely slow while the database was fine (a CPU-starved server encoding its
+    /// parameters, PostgreSQL idle in the transaction waiting for them: seen in the fault
+    /// smoke). So the database is marked down only if a probe now fails too; otherwise the
+    /// refusal is "database busy".
+    private func giveUp(_ work: Task<Set<ReportKey>, any Error>, _ gate: CommitGate, committing: Bool) async -> APIError {
         work.cancel()
         gate.release()
-        markDown(DeadlineExceeded())
-        guard committing else { return .unavailable("database unreachable", retryAfter: 5) }
-        logger.error("ingest COMMIT unanswered after two deadlines: outcome unknown")
-        return Self.outcomeUnknown
+        let reachable = (try? await withDeadline(.seconds(2)) { try await self.probe() }) != nil
+        if !reachable { markDown(DeadlineExceeded()) }
+        if committing {
+            logger.error("ingest COMMIT unanswered after two deadlines: outcome unknown")
+            return Self.outcomeUnknown
+        }
+        logger.warning("ingest transaction abandoned at the deadline, before its COMMIT", metadata: ["db.reachable": "\(reachable)"])
+        return reachable ? .unavailable("database busy; retry later", retryAfter: 1) : .unavailable("database unreachable", retryAfter: 5)
     }
 
     /// The answer for a batch whose store failed.
