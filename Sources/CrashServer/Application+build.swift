@@ -16,10 +16,11 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let batcher = IngestBatcher(
         maxQueuedReports: configuration.maxQueuedReports,
         maxBatchReports: configuration.maxBatchReports,
+        maxBatchBytes: configuration.maxBatchBytes,
         timeout: timeout,
         metrics: metrics,
         logger: logger,
-        store: { try await database.store($0) },
+        store: { try await database.store($0, gate: $1) },
         probe: { try await database.ping() }
     )
     metrics.observeQueue(of: batcher)

@@ -41,4 +41,13 @@ import Testing
         #expect(ConnectionLimits(configuration: config).maxConnections == 7)
         #expect(ServerConfiguration().maxConnections == 10_000)
     }
+
+    @Test func maxBatchBytesIsAFlagAndAnEnvironmentVariable() throws {
+        let (status, output) = try crashServer(["serve", "--max-batch-bytes", "0"])
+        #expect(status != 0, "\(output)")
+        #expect(output.contains("max batch bytes: at least 1"), "\(output)")
+        let config = try ServerConfiguration(environment: ["CRASHGUARD_MAX_BATCH_BYTES": "4096"])
+        #expect(config.maxBatchBytes == 4096)
+        #expect(ServerConfiguration().maxBatchBytes == 16 << 20)
+    }
 }

@@ -40,6 +40,11 @@ public struct ServerConfiguration: Sendable {
     public var maxQueuedReports = 100_000
     /// Most reports written in one group-commit transaction (`CRASHGUARD_MAX_BATCH_REPORTS`).
     public var maxBatchReports = 5_000
+    /// Most estimated bytes of reports written in one group-commit transaction
+    /// (`CRASHGUARD_MAX_BATCH_BYTES`); one request over it is written alone. About one largest
+    /// request, far below PostgreSQL's 1 GB message limit even if escaping makes the encoded
+    /// text 6 times larger, and quick enough for the statement timeout (docs/server.md).
+    public var maxBatchBytes = 16 << 20
     /// Days of raw reports kept (`CRASHGUARD_RETENTION_DAYS`), at least 31; groups and rollups stay.
     public var retentionDays = 90
     /// Database connections (`CRASHGUARD_DB_POOL_SIZE`).
@@ -92,6 +97,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_RATE_BURST", Double.init) { rateBurst = v }
         if let v = try value("CRASHGUARD_MAX_QUEUED_REPORTS", Int.init) { maxQueuedReports = v }
         if let v = try value("CRASHGUARD_MAX_BATCH_REPORTS", Int.init) { maxBatchReports = v }
+        if let v = try value("CRASHGUARD_MAX_BATCH_BYTES", Int.init) { maxBatchBytes = v }
         if let v = try value("CRASHGUARD_RETENTION_DAYS", Int.init) { retentionDays = v }
         if let v = try value("CRASHGUARD_DB_POOL_SIZE", Int.init) { databasePoolSize = v }
         if let v = try value("CRASHGUARD_DB_TIMEOUT", Double.init) { databaseTimeout = v }
@@ -121,6 +127,7 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("max queued reports: at least \(WireProtocol.maxReportsPerBatch)")
         }
         guard maxBatchReports >= 1 else { throw ConfigurationError("max batch reports: at least 1") }
+        guard maxBatchBytes >= 1 else { throw ConfigurationError("max batch bytes: at least 1") }
         guard retentionDays >= 31 else {
             throw ConfigurationError("retention days: at least 31 (reports up to 30 days old are accepted)")
         }

@@ -21,17 +21,29 @@ extension CrashDatabase {
     /// concurrent batches do not deadlock; a deadlock or serialization failure that
     /// happens anyway is retried.
     ///
+    /// The transaction runs under PostgreSQL's own lock and statement timeouts
+    /// (``setIngestTimeouts(_:)``), and sends `COMMIT` only if `gate` lets it: once the
+    /// batcher's deadline has passed it rolls back instead.
+    ///
     /// - Returns: the keys of the reports stored by this call.
-    func store(_ items: [IngestItem]) async throws -> Set<ReportKey> {
+    /// - Throws: ``CommitOutcomeUnknown`` when the connection failed after `COMMIT` was sent,
+    ///   before its answer; any other error means nothing was stored.
+    func store(_ items: [IngestItem], gate: CommitGate) async throws -> Set<ReportKey> {
         var attempt = 0
         while true {
             do {
                 return try await client.withTransaction(logger: logger) { connection in
-                    try await storeInTransaction(items, connection)
+                    try gate.begin { Task { try? await connection.close() } }
+                    try await setIngestTimeouts(connection)
+                    let fresh = try await storeInTransaction(items, connection)
+                    try gate.commit()
+                    return fresh
                 }
             } catch  where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 attempt += 1
                 logger.debug("ingest transaction retried", metadata: ["db.sqlstate": "\(sqlState(error) ?? "")"])
+            } catch let error as PostgresTransactionError where error.commitError.map(isAnsweredCommitFailure) == false {
+                throw CommitOutcomeUnknown(underlying: error)
             }
         }
     }

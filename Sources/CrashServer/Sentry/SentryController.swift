@@ -219,7 +219,9 @@ struct SentryController: Sendable {
         switch status {
         case .unauthorized:
             status = .forbidden
-        case .tooManyRequests, .serviceUnavailable:
+        case .tooManyRequests, .serviceUnavailable, .internalServerError:
+            // 500 only for an ingest COMMIT left unanswered: Sentry SDKs drop an event on a
+            // 5xx, and a retry is counted once.
             status = .tooManyRequests
             let seconds = error.retryAfter ?? 1
             headers[.retryAfter] = String(seconds)
