@@ -407,3 +407,17 @@ LANGUAGE sql STABLE AS $$
     SELECT r.group_id, count(*), min(r.ts), max(r.ts), bool_or(coalesce(r.fatal, false))
     FROM reports r WHERE r.project_id = p_project GROUP BY 1
 $$;
+
+-- Ingest-key caches (docs/server.md "Keys"): every server caches which project an ingest key
+-- belongs to, and LISTENs on crashguard_keys to drop its cache. Any change to projects,
+-- by `project rotate`, `project grouping` or by hand in psql, notifies it when it commits;
+-- the payload is the transaction id, which each server echoes on crashguard_keys_dropped
+-- so `project rotate` can wait until no server still accepts the old key.
+CREATE OR REPLACE FUNCTION crashguard_projects_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('crashguard_keys', pg_current_xact_id()::text);
+    RETURN NULL;
+END;
+$$;
+CREATE OR REPLACE TRIGGER projects_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON projects
+    FOR EACH STATEMENT EXECUTE FUNCTION crashguard_projects_changed();
