@@ -431,3 +431,17 @@ EXCEPTION WHEN feature_not_supported THEN
     NULL;
 END;
 $$;
+
+-- Ingest-key caches (docs/server.md "Keys"): every server caches which project an ingest key
+-- belongs to, and LISTENs on crashguard_keys to drop its cache. Any change to projects,
+-- by `project rotate`, `project grouping` or by hand in psql, notifies it when it commits;
+-- the payload is the transaction id, which each server echoes on crashguard_keys_dropped
+-- so `project rotate` can wait until no server still accepts the old key.
+CREATE OR REPLACE FUNCTION crashguard_projects_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('crashguard_keys', pg_current_xact_id()::text);
+    RETURN NULL;
+END;
+$$;
+CREATE OR REPLACE TRIGGER projects_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON projects
+    FOR EACH STATEMENT EXECUTE FUNCTION crashguard_projects_changed();

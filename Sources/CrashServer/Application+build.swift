@@ -27,9 +27,11 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
     let symbolizers = SymbolizerPool(
         executable: configuration.llvmSymbolizer, size: configuration.symbolizers, logger: logger)
+    let keys = IngestKeyCache()
+    let keyListener = try IngestKeyListener(cache: keys, databaseURL: configuration.databaseURL, logger: logger)
     let router = try buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
-        symbolizers: symbolizers, logger: logger)
+        keys: keys, symbolizers: symbolizers, logger: logger)
     let webhooks = WebhookSender(
         database: database, settings: configuration.webhooks, publicURL: configuration.publicURL, metrics: metrics,
         logger: logger)
@@ -47,7 +49,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.
-        services: [shutdownDeadline] + database.services + [batcher, partitions, webhooks, spikes, symbolizers],
+        services: [shutdownDeadline] + database.services + [keyListener, batcher, partitions, webhooks, spikes, symbolizers],
         logger: logger
     )
     app.beforeServerStarts {
@@ -59,7 +61,8 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
 /// The routes and middleware, over already-built components.
 func buildRouter(
     database: CrashDatabase, batcher: IngestBatcher, metrics: ServerMetrics,
-    configuration: ServerConfiguration, timeout: Duration, symbolizers: SymbolizerPool? = nil, logger: Logger
+    configuration: ServerConfiguration, timeout: Duration, keys: IngestKeyCache = IngestKeyCache(),
+    symbolizers: SymbolizerPool? = nil, logger: Logger
 ) throws -> Router<CrashRequestContext> {
     let router = Router(context: CrashRequestContext.self)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
@@ -67,23 +70,16 @@ func buildRouter(
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: ReadAfterMiddleware(enabled: database.reader != nil))
     OperationsController(database: database, metrics: metrics).addRoutes(to: router)
-    // One limiter for every ingest door: a project's rate counts all its requests.
-    let limiter = RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst)
-    IngestController(
-        database: database,
-        batcher: batcher,
-        limiter: limiter,
-        metrics: metrics,
-        maxBodyBytes: configuration.maxBodyBytes,
-        maxDecompressedBytes: configuration.maxDecompressedBytes,
-        databaseTimeout: timeout,
-        budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes)
-    ).addRoutes(to: router)
-    SentryController(
-        database: database, batcher: batcher, limiter: limiter, metrics: metrics,
-        body: IngestBody(maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes),
-        databaseTimeout: timeout
-    ).addRoutes(to: router)
+    metrics.observeKeys(of: keys)
+    // One authentication, rate limit and body budget for every ingest door.
+    let authenticator = IngestAuthenticator(
+        database: database, keys: keys, batcher: batcher,
+        limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), databaseTimeout: timeout)
+    let body = IngestBody(
+        maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes,
+        budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes))
+    IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
+    SentryController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
     QueryController(
         store: database, symbolicator: symbolizers.map { ReportSymbolicator(database: database, pool: $0, logger: logger) }
     ).addRoutes(to: router)
