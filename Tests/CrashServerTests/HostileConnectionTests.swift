@@ -111,26 +111,45 @@ import Testing
         }
     }
 
-    @Test func requestsOverTheConcurrencyLimitGet503WithRetryAfter() async throws {
+    @Test func uploadsOverTheirPoolAreRefusedAndOtherRequestsServed() async throws {
         let project = try await makeProject()
         let config = TestEnvironment.configuration {
-            $0.maxConcurrentRequests = 2
-            $0.readTimeout = 5
+            $0.maxConcurrentRequests = 4
+            $0.ingestShare = 0.5  // two upload slots, two for the rest
+            $0.readTimeout = 10
         }
         try await hostileLiveApp(config) { client, port in
-            // Two requests in flight: heads sent, bodies held back.
+            // Two uploads in flight fill their pool: heads sent, bodies held back.
             let holders = try (0..<2).map { _ in try HostileSocket(port: port) }
             for socket in holders {
                 #expect(socket.send(hostileRequestHead(key: project.ingestKey, contentLength: 1000, extra: ["Connection: close"]) + "{"))
             }
             try await Task.sleep(for: .milliseconds(300))
-            let refused = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()]))
-            #expect(refused.status == .serviceUnavailable)
-            #expect(refused.headers[.retryAfter] == "1")
-            #expect(refused.errorMessage?.contains("concurrent requests") == true)
-            // Health and metrics are never refused.
+            // Every upload route is refused at once, before authentication or routing.
+            let body = gzip(batchBody([reportJSON()]))
+            let ingest = try await hostileExchange(
+                port: port, head: hostileRequestHead(key: project.ingestKey, contentLength: body.count, encoding: "gzip"), body: body)
+            #expect(ingest?.status == 503)
+            #expect(ingest?.headers["retry-after"] == "1")
+            #expect(ingest?.errorMessage?.contains("limit of 2 concurrent uploads") == true, "\(ingest?.body ?? "no answer")")
+            let sentry = try await hostileExchange(
+                port: port,
+                head: "POST /api/1/envelope/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n", body: Array("{}".utf8))
+            #expect(sentry?.status == 429, "Sentry SDKs drop an event on a 5xx")
+            #expect(sentry?.headers["x-sentry-rate-limits"] == "1::organization")
+            #expect(sentry?.headers["retry-after"] == "1")
+            let debugFile = try await hostileExchange(
+                port: port,
+                head: "POST /v1/projects/\(project.project)/debug-files?name=a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\n",
+                body: Array("\u{7F}ELF".utf8))
+            #expect(debugFile?.status == 503)
+            // Queries, health and metrics are served from the other pool.
+            let query = try await client.execute(
+                uri: "/v1/projects/\(project.project)/crashes", method: .get, headers: [.authorization: "Bearer \(project.readToken)"])
+            #expect(query.status == .ok)
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
-            #expect(try await client.execute(uri: "/metrics", method: .get).status == .ok)
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(String(buffer: metrics.body).contains(#"crashguard_requests_in_flight{pool="uploads"} 2"#))
             // Freed slots serve again.
             for socket in holders { _ = socket.send([UInt8](repeating: 0x20, count: 999)) }
             for socket in holders {
@@ -171,5 +190,27 @@ import Testing
         counter.leave()
         #expect(counter.enter(limit: 2))
         #expect(counter.current == 2)
+    }
+
+    @Test func poolsSplitTheLimit() {
+        let defaults = RequestPools(limit: 1024, ingestShare: 0.75)
+        #expect(defaults.uploads.limit == 768 && defaults.others.limit == 256)
+        let smallest = RequestPools(limit: 2, ingestShare: 0.75)
+        #expect(smallest.uploads.limit == 1 && smallest.others.limit == 1)
+        #expect(RequestPools(limit: 10, ingestShare: 0.01).uploads.limit == 1)
+        #expect(RequestPools(limit: 10, ingestShare: 0.99).others.limit == 1)
+    }
+
+    @Test(arguments: [
+        ("POST", "/v1/reports", RequestPools.Kind.uploads), ("POST", "/v1/reports/", .uploads),
+        ("POST", "/api/42/envelope/", .uploads), ("POST", "/api/42/store/", .uploads), ("POST", "/api/42/store", .uploads),
+        ("POST", "/v1/projects/app/debug-files", .uploads),
+        ("GET", "/v1/reports", .others), ("OPTIONS", "/api/42/envelope/", .others), ("GET", "/v1/projects/app/crashes", .others),
+        ("POST", "/v1/projects/app/webhooks", .others), ("POST", "/signin", .others), ("GET", "/", .others),
+        ("POST", "/api/42/other/", .others), ("POST", "/v1/projects/app/crashes/1", .others),
+    ])
+    func requestsGoToTheirPool(method: String, path: String, kind: RequestPools.Kind) throws {
+        let method = try #require(HTTPRequest.Method(method))
+        #expect(RequestPools.kind(method: method, path: path) == kind)
     }
 }

@@ -17,6 +17,14 @@ import Synchronization
 /// - **Header size**: NIO's decoder stops at 80 KiB of header fields (Hummingbird's
 ///   default); the server answers 431 with `{"error": ...}` and closes the connection,
 ///   having buffered no more than the limit.
+/// - **Answered before received**: a response that starts before its request has been
+///   received completely (a refusal before the body is read: 503 at the concurrency limit,
+///   401, 413, 429...) says `Connection: close` and ends the connection, instead of leaving
+///   Hummingbird to read and discard the rest of the body: a refused slow sender would keep
+///   its connection for the whole read timeout. After the response the server stops
+///   writing (FIN) and discards what still arrives until the request ends or ``lingerSeconds``
+///   pass, then closes: closing at once, with body bytes unread, would send a reset that can
+///   destroy the response before the client reads it.
 ///
 /// Idle keep-alive connections are closed by Hummingbird after `CRASHGUARD_IDLE_TIMEOUT`.
 public struct ConnectionLimits: Sendable {
@@ -26,6 +34,8 @@ public struct ConnectionLimits: Sendable {
     public var maxConnections: Int
     /// Header bytes accepted (NIO decoder limit; Hummingbird's default).
     public var maxHeaderBytes: Int = 80 * 1024
+    /// Seconds a connection answered before its request was received keeps discarding input.
+    public var lingerSeconds: Double = 2
 
     public init(readTimeout: Double, maxConnections: Int) {
         self.readTimeout = readTimeout
@@ -62,6 +72,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var counted = false
     private var refusing = false
     private var headsRead = 0
+    private var endsRead = 0
     private var responsesEnded = 0
     private var responseStarted = false
     private var readingRequest = false
@@ -69,6 +80,10 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var finished = false
     private var context: ChannelHandlerContext?
     private var headSeen = false
+    /// The response being written was started before its request was received completely.
+    private var answeringEarly = false
+    /// Output closed after an early answer; input is discarded until the connection closes.
+    private var lingering = false
 
     init(limits: ConnectionLimits, counter: ConnectionCounter) {
         self.limits = limits
@@ -123,8 +138,13 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if finished { return }
         let part = unwrapInboundIn(data)
+        if lingering {
+            // The rest of an answered request: once it has all arrived nothing is left unread.
+            if case .end = part { context.close(promise: nil) }
+            return
+        }
+        if finished { return }
         if refusing {
             if case .head = part {
                 respond(
@@ -142,6 +162,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         case .body:
             break
         case .end:
+            endsRead += 1
             readingRequest = false
             timer?.cancel()
             timer = nil
@@ -151,13 +172,53 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head: responseStarted = true
+        case .head(var response):
+            responseStarted = true
+            // The request this answers (number responsesEnded + 1) is still arriving.
+            if !finished, endsRead <= responsesEnded {
+                answeringEarly = true
+                response.headerFields[.connection] = "close"
+                context.write(wrapOutboundOut(.head(response)), promise: promise)
+                return
+            }
         case .body: break
         case .end:
             responsesEnded += 1
             responseStarted = false
+            if answeringEarly, !finished {
+                finished = true
+                let written = context.eventLoop.makePromise(of: Void.self)
+                written.futureResult.cascade(to: promise)
+                context.write(data, promise: written)
+                written.futureResult.assumeIsolatedUnsafeUnchecked().whenComplete { _ in
+                    self.linger(context)
+                }
+                return
+            }
         }
         context.write(data, promise: promise)
+    }
+
+    /// After an early answer: closes at once when the request has arrived meanwhile; else
+    /// stops writing, discards input until the request ends, and closes after the linger.
+    private func linger(_ context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        guard context.channel.isActive else { return }
+        if endsRead >= responsesEnded {
+            context.close(promise: nil)
+            return
+        }
+        lingering = true
+        let halfClosed = context.eventLoop.makePromise(of: Void.self)
+        context.close(mode: .output, promise: halfClosed)
+        halfClosed.futureResult.assumeIsolatedUnsafeUnchecked().whenFailure { _ in context.close(promise: nil) }
+        timer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(
+            in: .milliseconds(Int64(limits.lingerSeconds * 1000))
+        ) {
+            self.timer = nil
+            context.close(promise: nil)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
