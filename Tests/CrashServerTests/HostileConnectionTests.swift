@@ -79,6 +79,40 @@ import Testing
         }
     }
 
+    /// The read timeout counts the time the server waits for the client, not the time it
+    /// takes to work through what it has: a fast client of a busy server is not cut off.
+    @Test func aServerSlowToReadABodyDoesNotCutAFastClientOff() async throws {
+        let router = Router()
+        router.post("/slow") { request, _ -> String in
+            var total = 0
+            for try await chunk in request.body {
+                total += chunk.readableBytes
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return "\(total)"
+        }
+        let limits = ConnectionLimits(readTimeout: 1, maxConnections: 10)
+        let counter = ConnectionCounter()
+        let app = Application(
+            router: router,
+            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionGuardHandler(limits: limits, counter: counter)])),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.live) { client in
+            let socket = try HostileSocket(port: try #require(client.port))
+            // 8 MiB at once: the server takes seconds to read it, holding back reads meanwhile.
+            let body = [UInt8](repeating: UInt8(ascii: "a"), count: 8 << 20)
+            let sender = Task.detached {
+                socket.send("POST /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.count)\r\n\r\n") && socket.send(body)
+            }
+            let started = ContinuousClock.now
+            let response = await socket.readResponse(timeout: 60)
+            #expect(await sender.value)
+            #expect(response?.status == 200, "\(response?.body ?? "no answer")")
+            #expect(response?.body == "\(body.count)")
+            #expect(ContinuousClock.now - started > .seconds(1), "the body took longer than the read timeout to read")
+        }
+    }
+
     @Test func slowHeadersGet408AtTheReadTimeout() async throws {
         let config = TestEnvironment.configuration { $0.readTimeout = 1 }
         try await hostileLiveApp(config) { client, port in

@@ -7,11 +7,14 @@ import Synchronization
 
 /// Per-connection limits that Hummingbird's HTTP/1 channel does not enforce by itself.
 ///
-/// - **Read timeout** (`CRASHGUARD_READ_TIMEOUT`, 30 s): a request must be complete (head
-///   and body) within the timeout of its first byte arriving. Else the server answers 408
-///   with `{"error": ...}` (when no response has started) and closes the connection: a
-///   slowloris client, slow in its headers or its body, holds a connection for at most the
-///   read timeout. A connection that sends nothing is left to the idle timeout.
+/// - **Read timeout** (`CRASHGUARD_READ_TIMEOUT`, 30 s): from its first byte, a request must
+///   be complete (head and body) after the server has waited at most the timeout for it.
+///   Else the server answers 408 with `{"error": ...}` (when no response has started) and
+///   closes the connection: a slowloris client, slow in its headers or its body, holds a
+///   connection for at most the read timeout. Only waiting counts: while the server holds
+///   back reading because it is still busy with the bytes it has (backpressure: a large body
+///   decoded on a busy server), the clock stops, so a fast client is never cut off for the
+///   server's slowness. A connection that sends nothing is left to the idle timeout.
 /// - **Connections** (`CRASHGUARD_MAX_CONNECTIONS`, 10000): a connection over the limit is
 ///   answered 503 with `Retry-After: 1` on its first request, then closed.
 /// - **Header size**: NIO's decoder stops at 80 KiB of header fields (Hummingbird's
@@ -76,7 +79,15 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var responsesEnded = 0
     private var responseStarted = false
     private var readingRequest = false
+    /// Fires at the read timeout; scheduled only while the server waits for the client.
     private var timer: Scheduled<Void>?
+    /// A read has been asked for (the server wants bytes) and has not completed.
+    private var readAsked = false
+    /// Time the server has waited for the open request's bytes, before `waitingSince`.
+    private var waited: TimeAmount = .zero
+    /// Since when the server waits for the open request's bytes (nil: not waiting).
+    private var waitingSince: NIODeadline?
+    private var lingerTimer: Scheduled<Void>?
     private var finished = false
     private var context: ChannelHandlerContext?
     private var headSeen = false
@@ -102,9 +113,49 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// Bytes arrived on the socket: when no request is open, one starts now.
     fileprivate func bytesArrived() {
         guard let context, !readingRequest, !finished else { return }
-        readingRequest = true
         headSeen = false
-        startTimer(context)
+        startRequest(context)
+    }
+
+    // MARK: - The read clock
+
+    /// The first byte of a request: its clock starts from zero.
+    private func startRequest(_ context: ChannelHandlerContext) {
+        readingRequest = true
+        waited = .zero
+        waitingSince = nil
+        if readAsked { startWaiting(context) }
+    }
+
+    private func startWaiting(_ context: ChannelHandlerContext) {
+        guard readingRequest, !finished, waitingSince == nil else { return }
+        waitingSince = .now()
+        timer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: max(.zero, timeout - waited)) {
+            self.timer = nil
+            self.timedOut(context)
+        }
+    }
+
+    private func stopWaiting() {
+        guard let since = waitingSince else { return }
+        waited = waited + (.now() - since)
+        waitingSince = nil
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// The server asks for bytes: from now on it waits for the client.
+    func read(context: ChannelHandlerContext) {
+        readAsked = true
+        startWaiting(context)
+        context.read()
+    }
+
+    /// A read is done; unless the server asks for the next one, it is busy, not waiting.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        readAsked = false
+        stopWaiting()
+        context.fireChannelReadComplete()
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -131,6 +182,8 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func release() {
         timer?.cancel()
         timer = nil
+        lingerTimer?.cancel()
+        lingerTimer = nil
         if counted {
             counted = false
             counter.decrement()
@@ -156,16 +209,16 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         switch part {
         case .head:
             headsRead += 1
-            readingRequest = true
+            // Normally running since the request's first byte (`bytesArrived`); a pipelined
+            // request's bytes came while the one before was still open.
+            if !readingRequest { startRequest(context) }
             headSeen = true
-            startTimer(context)  // running since the request's first byte
         case .body:
             break
         case .end:
             endsRead += 1
+            stopWaiting()
             readingRequest = false
-            timer?.cancel()
-            timer = nil
         }
         context.fireChannelRead(data)
     }
@@ -202,8 +255,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// After an early answer: closes at once when the request has arrived meanwhile; else
     /// stops writing, discards input until the request ends, and closes after the linger.
     private func linger(_ context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        stopWaiting()
         guard context.channel.isActive else { return }
         if endsRead >= responsesEnded {
             context.close(promise: nil)
@@ -213,10 +265,10 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         let halfClosed = context.eventLoop.makePromise(of: Void.self)
         context.close(mode: .output, promise: halfClosed)
         halfClosed.futureResult.assumeIsolatedUnsafeUnchecked().whenFailure { _ in context.close(promise: nil) }
-        timer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(
+        lingerTimer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(
             in: .milliseconds(Int64(limits.lingerSeconds * 1000))
         ) {
-            self.timer = nil
+            self.lingerTimer = nil
             context.close(promise: nil)
         }
     }
@@ -231,14 +283,6 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             return
         }
         context.fireErrorCaught(error)
-    }
-
-    private func startTimer(_ context: ChannelHandlerContext) {
-        guard timer == nil else { return }
-        timer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: timeout) {
-            self.timer = nil
-            self.timedOut(context)
-        }
     }
 
     private func timedOut(_ context: ChannelHandlerContext) {
