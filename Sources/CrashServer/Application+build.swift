@@ -66,7 +66,7 @@ func buildRouter(
 ) throws -> Router<CrashRequestContext> {
     let router = Router(context: CrashRequestContext.self)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
-    router.add(middleware: ConcurrencyLimitMiddleware(limit: configuration.maxConcurrentRequests))
+    router.add(middleware: ConcurrencyLimitMiddleware(configuration: configuration, metrics: metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: ReadAfterMiddleware(enabled: database.reader != nil))
     OperationsController(database: database, metrics: metrics).addRoutes(to: router)

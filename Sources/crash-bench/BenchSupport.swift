@@ -102,10 +102,17 @@ enum Bench {
 }
 
 /// Samples one process's resident memory and CPU time from /proc while a run lasts.
+///
+/// The peak is also read from the kernel's own mark (`VmHWM`), reset when sampling starts
+/// (`/proc/PID/clear_refs`, allowed for one's own processes): a spike shorter than the
+/// sampling interval, such as one refused bomb, is still seen.
 final class ProcessSampler: @unchecked Sendable {
     private let pid: Int32
     private let lock = NSLock()
     private var peakRSS = 0
+    /// Resident bytes when sampling started.
+    let startRSS: Int
+    private let highWaterReset: Bool
     private var startCPU = 0.0
     private var startMachine: (busy: Double, total: Double) = (0, 0)
     private var task: Task<Void, Never>?
@@ -116,7 +123,9 @@ final class ProcessSampler: @unchecked Sendable {
         self.pid = pid
         startCPU = Self.cpuSeconds(pid) ?? 0
         startMachine = Self.machineTicks()
-        peakRSS = Self.rssBytes(pid) ?? 0
+        highWaterReset = (try? "5".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)) != nil
+        startRSS = Self.rssBytes(pid) ?? 0
+        peakRSS = startRSS
         task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(100))
@@ -134,13 +143,17 @@ final class ProcessSampler: @unchecked Sendable {
         let cpu = (Self.cpuSeconds(pid) ?? startCPU) - startCPU
         let now = Self.machineTicks()
         let busy = (now.busy - startMachine.busy) / max(1, now.total - startMachine.total) * 100
-        let rss = lock.withLock { max(peakRSS, Self.rssBytes(pid) ?? 0) }
+        let highWater = highWaterReset ? Self.statusBytes(pid, "VmHWM:") ?? 0 : 0
+        let rss = lock.withLock { max(peakRSS, highWater, Self.rssBytes(pid) ?? 0) }
         return (rss, cpu / max(elapsed, 0.001) * 100, busy)
     }
 
-    static func rssBytes(_ pid: Int32) -> Int? {
+    static func rssBytes(_ pid: Int32) -> Int? { statusBytes(pid, "VmRSS:") }
+
+    /// A `kB` field of /proc/PID/status, in bytes.
+    static func statusBytes(_ pid: Int32, _ field: String) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        for line in text.split(separator: "\n") where line.hasPrefix(field) {
             let kb = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             return kb * 1024
         }

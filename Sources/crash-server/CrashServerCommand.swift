@@ -64,6 +64,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
     @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
     @Option(help: "Client connections served at once; more get 503 (env CRASHGUARD_MAX_CONNECTIONS).") var maxConnections: Int?
+    @Option(help: "Share of the concurrent requests uploads may hold, 0 to 1; the rest is for queries (env CRASHGUARD_INGEST_SHARE).")
+    var ingestShare: Double?
 
     func run() async throws {
         var config = try common.configuration()
@@ -81,6 +83,7 @@ struct Serve: AsyncParsableCommand {
         if let retentionDays { config.retentionDays = retentionDays }
         if let dbPoolSize { config.databasePoolSize = dbPoolSize }
         if let maxConnections { config.maxConnections = maxConnections }
+        if let ingestShare { config.ingestShare = ingestShare }
         try config.validate()
         let app = try await buildApplication(configuration: config, logger: makeLogger(config))
         try await app.runService()

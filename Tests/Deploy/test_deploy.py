@@ -73,6 +73,8 @@ def _swift_constant(expr: str) -> str | None:
         return m.group(1)
     if re.fullmatch(r"\.[a-z]\w*", expr):
         return expr[1:]
+    if re.fullmatch(r"\d+\.\d+", expr):  # a decimal literal, not `Type.constant`
+        return expr
     m = re.fullmatch(r"(\w+)\.(\w+)", expr)
     if m:  # a static constant elsewhere in Sources
         for f in (ROOT / "Sources").rglob("*.swift"):

@@ -58,6 +58,10 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Double = 75
     /// Most requests handled at once before new ones get 503 (`CRASHGUARD_MAX_CONCURRENT_REQUESTS`).
     public var maxConcurrentRequests = 1024
+    /// Share of ``maxConcurrentRequests`` that uploads may hold (`CRASHGUARD_INGEST_SHARE`):
+    /// `/v1/reports`, the Sentry routes and debug files, whose clients set how long their body
+    /// takes; the rest is kept for queries, the dashboard and everything else. Above 0, below 1.
+    public var ingestShare = 0.75
     /// Connections served at once; one more is answered 503 and closed (`CRASHGUARD_MAX_CONNECTIONS`).
     public var maxConnections = 10_000
     /// Symbolication (docs/symbolication.md): largest debug file upload
@@ -104,6 +108,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_READ_TIMEOUT", Double.init) { readTimeout = v }
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
+        if let v = try value("CRASHGUARD_INGEST_SHARE", Double.init) { ingestShare = v }
         if let v = try value("CRASHGUARD_MAX_CONNECTIONS", Int.init) { maxConnections = v }
         if let v = try value("CRASHGUARD_MAX_DEBUG_FILE_BYTES", Int.init) { maxDebugFileBytes = v }
         if let v = try value("CRASHGUARD_LLVM_SYMBOLIZER", { $0 }) { llvmSymbolizer = v }
@@ -133,7 +138,12 @@ public struct ServerConfiguration: Sendable {
         }
         guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
-        guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
+        guard maxConcurrentRequests >= 2 else {
+            throw ConfigurationError("max concurrent requests: at least 2 (one for uploads, one for everything else)")
+        }
+        guard ingestShare > 0, ingestShare < 1 else {
+            throw ConfigurationError("ingest share: above 0 and below 1 (the part of the concurrent requests uploads may hold)")
+        }
         guard maxConnections >= 1 else { throw ConfigurationError("max connections: at least 1") }
         guard readMaxLag > 0, readMaxLag <= 3600 else { throw ConfigurationError("read max lag: 0 < seconds <= 3600") }
         guard maxDebugFileBytes >= 1024 else { throw ConfigurationError("max debug file bytes: at least 1024") }
