@@ -235,7 +235,7 @@ final class IngestBatcher: Service, Sendable {
         if !gate.isCommitting, !(await probeAnswers()), gate.abandon() {
             return .failure(giveUp(work, gate, committing: false, reachable: false))
         }
-        logger.warning("ingest transaction past the deadline; the database answers, so it gets two more")
+        logger.warning("ingest transaction past the deadline; waiting for it until three deadlines")
         if let outcome = await outcome(of: work, within: started + timeout * 3 - .now) { return outcome }
         let committing = !gate.abandon()
         return .failure(giveUp(work, gate, committing: committing, reachable: await probeAnswers()))
