@@ -37,8 +37,9 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         logger: logger)
     let spikes = SpikeDetector(database: database, settings: configuration.webhooks, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
+    // The batch in flight takes at most three database timeouts (IngestBatcher), plus 5 s.
     let shutdownDeadline = ShutdownDeadline(
-        grace: .milliseconds(Int64(configuration.databaseTimeout * 2000)) + .seconds(5), logger: logger)
+        grace: .milliseconds(Int64(configuration.databaseTimeout * 3000)) + .seconds(5), logger: logger)
     let connections = ConnectionCounter()
     var app = Application(
         router: router,

@@ -117,7 +117,8 @@ extension IngestBatcherTests {
                 return
             }
             #expect(refusal.status == .serviceUnavailable)
-            // The probe answers: the database is up, the transaction was only slow.
+            // The probe answers: the database is up, so the transaction got three deadlines and
+            // was then rolled back as "busy".
             #expect(refusal.message.contains("busy"))
             #expect(!batcher.isDatabaseDown)
             try await expectNextBatchStored(batcher)
@@ -163,7 +164,7 @@ extension IngestBatcherTests {
     @Test func aCommitInFlightAtTheDeadlineIsWaitedFor() async throws {
         let batcher = batcher(timeout: .seconds(2)) { items, gate in
             try gate.commit()
-            // COMMIT's answer comes 1 s after the deadline (within the second deadline).
+            // COMMIT's answer comes 1 s after the deadline (within three deadlines).
             try? await Task.sleep(for: .seconds(3))
             return Set(items.map(\.key))
         }
@@ -177,7 +178,7 @@ extension IngestBatcherTests {
     }
 
     /// A COMMIT never answered: the outcome is unknown, so the answer is 500 (retry), never
-    /// 503 (which promises nothing was stored); the batcher goes on after two deadlines.
+    /// 503 (which promises nothing was stored); the batcher goes on after three deadlines.
     @Test func aCommitNeverAnsweredIs500OutcomeUnknown() async throws {
         let hung = Hung()
         let batcher = batcher(

@@ -51,6 +51,9 @@ final class CommitGate: Sendable {
         }
     }
 
+    /// `true` once `COMMIT` was sent (or is about to be).
+    var isCommitting: Bool { state.withLock { $0.phase == .committing } }
+
     /// Called by the batcher past its deadline: `true` when `COMMIT` has not been sent and now
     /// never will be; `false` while a `COMMIT` awaits its answer.
     func abandon() -> Bool {

@@ -16,11 +16,11 @@ import Synchronization
 ///
 /// A 503 means nothing was stored (docs/server.md, "Database timeouts"): a lock wait or a
 /// slow statement is ended and rolled back by PostgreSQL itself before the deadline ("database
-/// busy", this batch only); past the deadline the batch is answered 503 without waiting for
-/// its transaction if its `COMMIT` was not sent (``CommitGate``), and otherwise only once that
-/// `COMMIT` is answered, or with
-/// a 500 "outcome unknown" when it is not answered within one more deadline. Nothing here
-/// waits on the database without a bound: a call that never returns does not hold the batcher.
+/// busy", this batch only); past the deadline a transaction that has not sent `COMMIT` is
+/// abandoned (``CommitGate``) and answered 503 at once if the database does not answer a probe,
+/// else after three deadlines at most; a `COMMIT` never answered is a 500 "outcome unknown".
+/// Nothing here waits on the database without a bound: a call that never returns does not
+/// hold the batcher.
 final class IngestBatcher: Service, Sendable {
     /// What became of one request's reports: `true` where newly stored, `false` for a duplicate.
     typealias Outcome = [Bool]
@@ -177,9 +177,8 @@ final class IngestBatcher: Service, Sendable {
             return
         }
         // A job that waited a whole deadline in the queue (the batches before it were slow) is
-        // refused before any transaction: so a request is answered within 3 x the deadline
-        // (queue, transaction, COMMIT's answer) plus a 2 s probe, before a proxy in front
-        // gives up on it.
+        // refused before any transaction: so a request is answered within 4 x the deadline
+        // (queue, transaction) plus two 2 s probes, before a proxy in front gives up on it.
         let now = ContinuousClock.now
         var jobs: [Job] = []
         for job in taken {
@@ -215,53 +214,56 @@ final class IngestBatcher: Service, Sendable {
         }
     }
 
-    /// Stores `batch` and says what became of it, within two deadlines and a 2 s probe
+    /// Stores `batch` and says what became of it, within three deadlines and a 2 s probe
     /// whatever the database or the driver does.
     ///
-    /// Within the deadline, the store's own answer. Past it, the ``CommitGate`` decides: if
-    /// `COMMIT` was not sent it never will be, so the answer is 503 at once and the transaction
-    /// is left to roll back (its connection is closed, which also frees a call hung on it).
-    /// If `COMMIT` was sent, its answer is awaited for one more deadline; without one, the
-    /// outcome is unknown: 500, and the client's retry is counted once (the `report_ids`
-    /// ledger). See ``giveUp(_:_:committing:)`` for whether the database is marked down.
+    /// Within the deadline, the store's own answer. Past it, if `COMMIT` was not sent and the
+    /// database does not answer a probe, it is unreachable: the transaction is abandoned
+    /// (``CommitGate``: it can no longer commit) and the answer is 503 at once, without waiting
+    /// for it. Otherwise the transaction is slow, not stuck (a busy disk, a CPU-starved
+    /// server: the fault smoke's debug server at load 10 took 10-15 s for 1000 reports, with
+    /// PostgreSQL idle in the transaction, waiting for it), and rolling it back would only make
+    /// the retry redo the work: it gets until three deadlines from its start. Then it is
+    /// abandoned if `COMMIT` was not sent (503 "database busy": rolled back); if `COMMIT` was
+    /// sent and never answered, the outcome is unknown: 500, and the client's retry is counted
+    /// once (the `report_ids` ledger).
     private func settledStore(_ batch: [IngestItem]) async -> Result<Set<ReportKey>, APIError> {
         let gate = CommitGate()
+        let started = ContinuousClock.now
         let work = Task { try await self.store(batch, gate) }
-        do {
-            return .success(try await withDeadline(timeout) { try await work.value })
-        } catch is DeadlineExceeded {
-            if gate.abandon() { return .failure(await giveUp(work, gate, committing: false)) }
-            logger.warning("ingest COMMIT unanswered at the deadline; waiting for its answer")
-            do {
-                return .success(try await withDeadline(timeout) { try await work.value })
-            } catch is DeadlineExceeded {
-                return .failure(await giveUp(work, gate, committing: !gate.abandon()))
-            } catch {
-                return .failure(refusal(for: error))
-            }
-        } catch {
-            return .failure(refusal(for: error))
+        if let outcome = await outcome(of: work, within: timeout) { return outcome }
+        if !gate.isCommitting, !(await probeAnswers()), gate.abandon() {
+            return .failure(giveUp(work, gate, committing: false, reachable: false))
         }
+        logger.warning("ingest transaction past the deadline; waiting for it until three deadlines")
+        if let outcome = await outcome(of: work, within: started + timeout * 3 - .now) { return outcome }
+        let committing = !gate.abandon()
+        return .failure(giveUp(work, gate, committing: committing, reachable: await probeAnswers()))
     }
 
-    /// Stops waiting for a transaction: closes its connection and answers 503 (nothing
+    /// The store's outcome if it ends within `limit`; `nil` if it does not.
+    private func outcome(of work: Task<Set<ReportKey>, any Error>, within limit: Duration) async -> Result<Set<ReportKey>, APIError>? {
+        guard let result = try? await withDeadline(max(limit, .zero), { await work.result }) else { return nil }
+        return result.mapError(refusal(for:))
+    }
+
+    /// `true` when the database answers the probe within 2 s.
+    private func probeAnswers() async -> Bool {
+        (try? await withDeadline(.seconds(2)) { try await self.probe() }) != nil
+    }
+
+    /// Stops waiting for a transaction: closes its connection (so a call hung on it fails),
+    /// marks the database down unless it answered a probe, and answers 503 (nothing
     /// committed) or, with `committing`, 500 (outcome unknown).
-    ///
-    /// A deadline passes when the connection stopped answering, but also when the transaction
-    /// was merely slow while the database was fine (a CPU-starved server encoding its
-    /// parameters, PostgreSQL idle in the transaction waiting for them: seen in the fault
-    /// smoke). So the database is marked down only if a probe now fails too; otherwise the
-    /// refusal is "database busy".
-    private func giveUp(_ work: Task<Set<ReportKey>, any Error>, _ gate: CommitGate, committing: Bool) async -> APIError {
+    private func giveUp(_ work: Task<Set<ReportKey>, any Error>, _ gate: CommitGate, committing: Bool, reachable: Bool) -> APIError {
         work.cancel()
         gate.release()
-        let reachable = (try? await withDeadline(.seconds(2)) { try await self.probe() }) != nil
         if !reachable { markDown(DeadlineExceeded()) }
         if committing {
-            logger.error("ingest COMMIT unanswered after two deadlines: outcome unknown")
+            logger.error("ingest COMMIT unanswered: outcome unknown")
             return Self.outcomeUnknown
         }
-        logger.warning("ingest transaction abandoned at the deadline, before its COMMIT", metadata: ["db.reachable": "\(reachable)"])
+        logger.warning("ingest transaction abandoned before its COMMIT", metadata: ["db.reachable": "\(reachable)"])
         return reachable ? .unavailable("database busy; retry later", retryAfter: 1) : .unavailable("database unreachable", retryAfter: 5)
     }
 
