@@ -2,6 +2,7 @@ import CrashCompression
 import CrashGrouping
 import CrashWire
 import Foundation
+import SeededRandom
 
 /// The largest valid bodies (issue 13): 1000 reports, each with its fields at their limits
 /// (an 8192-byte reason, seven 1024-byte frames, a context value taking the rest), filling

@@ -147,16 +147,16 @@ import Testing
         for i in 0..<5 { copied[i].id = mine[i].id }
         let theirs = copied
         try await withTestDatabase { db in
-            let pa = try #require(try await db.project(ingestKey: a.ingestKey))
-            let pb = try #require(try await db.project(ingestKey: b.ingestKey))
+            let pa = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(a.ingestKey))?.project)
+            let pb = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(b.ingestKey))?.project)
             let first = mine.prefix(20).map { IngestItem(project: pa, report: $0) }
-            #expect(try await db.store(first) == Set(first.map(\.key)))
+            #expect(try await db.store(first, gate: CommitGate()) == Set(first.map(\.key)))
             let rest = mine.dropFirst(10).map { IngestItem(project: pa, report: $0) }
             let other = theirs.map { IngestItem(project: pb, report: $0) }
             var mixed = rest + other
             var rng = SystemRandomNumberGenerator()
             mixed.shuffle(using: &rng)
-            let fresh = try await db.store(mixed)
+            let fresh = try await db.store(mixed, gate: CommitGate())
             #expect(fresh == Set(rest.dropFirst(10).map(\.key) + other.map(\.key)))
             #expect(try await db.storedReportIDs(slug: a.project).count == mine.count)
             #expect(Set(try await db.storedReportIDs(slug: b.project)) == Set(theirs.map(\.id)))
