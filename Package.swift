@@ -118,11 +118,13 @@ let package = Package(
         .executableTarget(
             name: "crashguard-example", dependencies: ["CrashGuard"], path: "Examples/crashguard-example",
             swiftSettings: strict),
+        // A seeded random generator for generated traffic and replayable random tests.
+        .target(name: "SeededRandom", swiftSettings: strict),
         // Load generator and micro-benchmarks.
         .executableTarget(
             name: "crash-bench",
             dependencies: [
-                "CrashWire", "CrashCompression", "CrashGrouping",
+                "CrashWire", "CrashCompression", "CrashGrouping", "SeededRandom",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -142,11 +144,11 @@ let package = Package(
         .testTarget(name: "CrashCompressionTests", dependencies: ["CrashCompression"], swiftSettings: strict),
         .testTarget(
             name: "CrashIngestTests",
-            dependencies: ["CrashIngest", "CrashWire", "CrashCompression", "CrashGrouping", "CodecTestSupport"],
+            dependencies: ["CrashIngest", "CrashWire", "CrashCompression", "CrashGrouping", "CodecTestSupport", "SeededRandom"],
             swiftSettings: strict),
         .testTarget(
             name: "CrashGroupingTests",
-            dependencies: ["CrashGrouping"],
+            dependencies: ["CrashGrouping", "SeededRandom"],
             resources: [.copy("Corpus")],
             swiftSettings: strict
         ),

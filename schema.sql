@@ -151,8 +151,9 @@ CREATE TABLE IF NOT EXISTS group_daily (
 );
 DO $$ BEGIN IF to_regclass('group_daily_group') IS NULL THEN CREATE INDEX group_daily_group ON group_daily (group_id, day); END IF; END; $$;
 
--- All-time count per group and report dimension (facet app, version, os or model): the
--- `versions` list, and the upper bounds that let a filtered top-N stop early.
+-- All-time count per group and report dimension (facet app, version or os; 'model' rows,
+-- which nothing read, are no longer written: see the end of this file): the `versions`
+-- list, and the upper bounds that let a filtered top-N stop early.
 CREATE TABLE IF NOT EXISTS group_facets (
     project_id bigint NOT NULL,
     group_id   bigint NOT NULL,
@@ -384,9 +385,8 @@ RETURNS TABLE (project_id bigint, group_id bigint, facet text, value text, count
 LANGUAGE sql STABLE AS $$
     SELECT r.project_id, r.group_id, f.facet, f.value, count(*), min(r.ts), max(r.ts)
     FROM reports r,
-         LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, '')), ('model', r.model))
-             AS f(facet, value)
-    WHERE r.project_id = p_project AND f.value IS NOT NULL GROUP BY 1, 2, 3, 4
+         LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, ''))) AS f(facet, value)
+    WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4
 $$;
 CREATE OR REPLACE FUNCTION crashguard_rollup_group_model_hourly(p_project bigint)
 RETURNS TABLE (group_id bigint, hour timestamptz, model text, count bigint)
@@ -407,3 +407,41 @@ LANGUAGE sql STABLE AS $$
     SELECT r.group_id, count(*), min(r.ts), max(r.ts), bool_or(coalesce(r.fatal, false))
     FROM reports r WHERE r.project_id = p_project GROUP BY 1
 $$;
+
+-- Ingest path v2 (issue 13, docs/performance.md "Session 5"). Nothing reads a group's 'model'
+-- facet (the models breakdown reads group_model_hourly): ingest stopped writing it, one
+-- upsert and two index entries per report group less, and its rows go.
+DELETE FROM group_facets WHERE facet = 'model';
+
+-- stack, fingerprint and context (about 2.5 kB of JSON per report, compressed inline) use lz4
+-- instead of pglz: less CPU per stored report for the same size. Only rows written from now on
+-- (no rewrite); partitions created later inherit the parent's setting; each table is checked
+-- first so a re-application takes no lock. A server built without lz4 keeps pglz.
+DO $$
+DECLARE
+    t regclass;
+BEGIN
+    FOR t IN SELECT 'reports'::regclass UNION ALL SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'reports'::regclass LOOP
+        IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname IN ('stack', 'fingerprint', 'context') AND attcompression <> 'l') THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN stack SET COMPRESSION lz4, ALTER COLUMN fingerprint SET COMPRESSION lz4, '
+                           'ALTER COLUMN context SET COMPRESSION lz4', t);
+        END IF;
+    END LOOP;
+EXCEPTION WHEN feature_not_supported THEN
+    NULL;
+END;
+$$;
+
+-- Ingest-key caches (docs/server.md "Keys"): every server caches which project an ingest key
+-- belongs to, and LISTENs on crashguard_keys to drop its cache. Any change to projects,
+-- by `project rotate`, `project grouping` or by hand in psql, notifies it when it commits;
+-- the payload is the transaction id, which each server echoes on crashguard_keys_dropped
+-- so `project rotate` can wait until no server still accepts the old key.
+CREATE OR REPLACE FUNCTION crashguard_projects_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('crashguard_keys', pg_current_xact_id()::text);
+    RETURN NULL;
+END;
+$$;
+CREATE OR REPLACE TRIGGER projects_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON projects
+    FOR EACH STATEMENT EXECUTE FUNCTION crashguard_projects_changed();

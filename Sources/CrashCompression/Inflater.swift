@@ -8,18 +8,16 @@ import CZlib
 public final class Inflater {
     private let stream: UnsafeMutablePointer<z_stream>
     private let format: CompressionFormat
-    private let maxOutputBytes: Int
     private var output: [UInt8] = []
-    private var produced = 0
+    private var out: CappedOutput
     private var finishedMember = false
     /// `.deflate` only: the first bytes, held until they tell a zlib stream from raw deflate.
     private var head: [UInt8]? = nil
-    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     /// Creates an inflater that fails once more than `maxOutputBytes` would come out.
     public init(format: CompressionFormat, maxOutputBytes: Int) throws {
         self.format = format
-        self.maxOutputBytes = maxOutputBytes
+        out = CappedOutput(maxOutputBytes: maxOutputBytes)
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
         let status = czlib_inflate_init(stream, format.windowBits)
@@ -105,19 +103,12 @@ public final class Inflater {
     /// Runs inflate until it needs more input or ends a member.
     private func pump(_ emit: (UnsafeBufferPointer<UInt8>) throws -> Void) throws -> Int32 {
         while true {
-            let status: Int32 = chunk.withUnsafeMutableBufferPointer { buf in
+            let status: Int32 = out.chunk.withUnsafeMutableBufferPointer { buf in
                 stream.pointee.next_out = buf.baseAddress
                 stream.pointee.avail_out = uInt(buf.count)
                 return CZlib.inflate(stream, Z_NO_FLUSH)
             }
-            let count = chunk.count - Int(stream.pointee.avail_out)
-            if count > 0 {
-                guard produced + count <= maxOutputBytes else {
-                    throw CompressionError.outputLimitExceeded(limit: maxOutputBytes)
-                }
-                produced += count
-                try chunk.withUnsafeBufferPointer { try emit(UnsafeBufferPointer(rebasing: $0[0..<count])) }
-            }
+            try out.emit(out.chunk.count - Int(stream.pointee.avail_out), to: emit)
             switch status {
             case Z_STREAM_END:
                 return status

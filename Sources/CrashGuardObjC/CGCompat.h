@@ -89,6 +89,15 @@ IMP CGOriginal(CG_UNSAFE id object, SEL sel);
 /// Swizzles `sel` in every class from `base` down that defines it, remembering originals.
 /// Returns how many classes were changed.
 unsigned CGSwizzleCluster(Class base, SEL sel, IMP imp, BOOL meta);
+/// One guarded instance method of a class cluster: `sel` of `base` and of every class below
+/// it that defines it, replaced by `imp` (which calls CGOriginal).
+typedef struct {
+    CG_UNSAFE Class base;
+    SEL sel;
+    IMP imp;
+} CGClusterMethod;
+/// CGSwizzleCluster for each of the `count` entries of a family's table.
+void CGSwizzleClusterMethods(const CGClusterMethod *methods, size_t count);
 /// Makes a change to `cls`'s methods visible to it and its subclasses.
 void CGRebuildDispatch(Class cls);
 

@@ -35,6 +35,26 @@ static NSString *beyondBounds(NSUInteger index, NSUInteger count) {
     return [NSString stringWithFormat:@"index %lu beyond bounds [0 .. %lu]", (unsigned long)index, (unsigned long)(count - 1)];
 }
 
+// The checks of the mutating methods: YES when the write is refused (recorded, and the
+// caller returns without calling the original). Always inlined: a recorded stack shows the
+// guarded method's own function on top of reportContainer, as it did before they were shared.
+
+/// A nil `value` (`what`: "object" or "key").
+static inline __attribute__((always_inline)) BOOL refusedNil(id self, SEL cmd, id value, NSString *what) {
+    if (value != nil) return NO;
+    reportContainer(self, cmd, @"ignored", NSInvalidArgumentException, @"%@ cannot be nil", what);
+    return YES;
+}
+
+/// An `index` at or past the array's count (past it where `appends`: an index equal to the
+/// count adds at the end).
+static inline __attribute__((always_inline)) BOOL refusedIndex(id self, SEL cmd, NSUInteger index, BOOL appends) {
+    NSUInteger count = [self count];
+    if (appends ? index <= count : index < count) return NO;
+    reportContainer(self, cmd, @"ignored", NSRangeException, @"%@", beyondBounds(index, count));
+    return YES;
+}
+
 // ---- NSArray ----
 
 static id cgArrayObjectAtIndex(id self, SEL _cmd, NSUInteger index) {
@@ -96,10 +116,8 @@ static id cgArrayInitWithObjectsCount(CG_CONSUMED id self, SEL _cmd, const CG_UN
 static void cgArrayInsertObjectAtIndex(id self, SEL _cmd, id object, NSUInteger index) {
     IMP original = CGOriginal(self, _cmd);
     if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
-        if (object == nil) {
-            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
-            return;
-        }
+        if (refusedNil(self, _cmd, object, @"object")) return;
+        // Foundation's own message here names the bounds [0 .. count], the insert positions.
         NSUInteger count = [self count];
         if (index > count) {
             reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@",
@@ -113,56 +131,31 @@ static void cgArrayInsertObjectAtIndex(id self, SEL _cmd, id object, NSUInteger 
 
 static void cgArrayAddObject(id self, SEL _cmd, id object) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && object == nil) {
-        reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
-        return;
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && refusedNil(self, _cmd, object, @"object")) return;
     ((void (*)(id, SEL, id))original)(self, _cmd, object);
 }
 
 static void cgArrayRemoveObjectAtIndex(id self, SEL _cmd, NSUInteger index) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
-        NSUInteger count = [self count];
-        if (index >= count) {
-            reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@", beyondBounds(index, count));
-            return;
-        }
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && refusedIndex(self, _cmd, index, NO)) return;
     ((void (*)(id, SEL, NSUInteger))original)(self, _cmd, index);
 }
 
 // -replaceObjectAtIndex:withObject:.
 static void cgArrayReplaceObjectAtIndex(id self, SEL _cmd, NSUInteger index, id object) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
-        if (object == nil) {
-            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
-            return;
-        }
-        NSUInteger count = [self count];
-        if (index >= count) {
-            reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@", beyondBounds(index, count));
-            return;
-        }
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)
+        && (refusedNil(self, _cmd, object, @"object") || refusedIndex(self, _cmd, index, NO)))
+        return;
     ((void (*)(id, SEL, NSUInteger, id))original)(self, _cmd, index, object);
 }
 
 // -setObject:atIndexedSubscript: (object first; index == count appends).
 static void cgArraySetObjectAtIndexedSubscript(id self, SEL _cmd, id object, NSUInteger index) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
-        if (object == nil) {
-            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
-            return;
-        }
-        NSUInteger count = [self count];
-        if (index > count) {
-            reportContainer(self, _cmd, @"ignored", NSRangeException, @"%@", beyondBounds(index, count));
-            return;
-        }
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)
+        && (refusedNil(self, _cmd, object, @"object") || refusedIndex(self, _cmd, index, YES)))
+        return;
     ((void (*)(id, SEL, id, NSUInteger))original)(self, _cmd, object, index);
 }
 
@@ -214,24 +207,14 @@ static void cgDictionarySetObjectForKey(id self, SEL _cmd, id object, id key) {
         // setObject:forKeyedSubscript: with a nil object removes the key (documented), so
         // only a nil key is an error there.
         BOOL subscript = sel_isEqual(_cmd, @selector(setObject:forKeyedSubscript:));
-        if (key == nil) {
-            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"key cannot be nil");
-            return;
-        }
-        if (object == nil && !subscript) {
-            reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"object cannot be nil");
-            return;
-        }
+        if (refusedNil(self, _cmd, key, @"key") || (!subscript && refusedNil(self, _cmd, object, @"object"))) return;
     }
     ((void (*)(id, SEL, id, id))original)(self, _cmd, object, key);
 }
 
 static void cgDictionaryRemoveObjectForKey(id self, SEL _cmd, id key) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && key == nil) {
-        reportContainer(self, _cmd, @"ignored", NSInvalidArgumentException, @"key cannot be nil");
-        return;
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && refusedNil(self, _cmd, key, @"key")) return;
     ((void (*)(id, SEL, id))original)(self, _cmd, key);
 }
 
@@ -265,19 +248,22 @@ void CGInstallContainerGuards(void) {
     warmClusters();
     Class array = [NSArray class], mutableArray = [NSMutableArray class];
     Class dictionary = [NSDictionary class], mutableDictionary = [NSMutableDictionary class];
-    CGSwizzleCluster(array, @selector(objectAtIndex:), (IMP)cgArrayObjectAtIndex, NO);
-    CGSwizzleCluster(array, @selector(objectAtIndexedSubscript:), (IMP)cgArrayObjectAtIndex, NO);
-    CGSwizzleCluster(array, @selector(subarrayWithRange:), (IMP)cgArraySubarrayWithRange, NO);
-    CGSwizzleCluster(array, @selector(initWithObjects:count:), (IMP)cgArrayInitWithObjectsCount, NO);
-    CGSwizzleCluster(mutableArray, @selector(insertObject:atIndex:), (IMP)cgArrayInsertObjectAtIndex, NO);
-    CGSwizzleCluster(mutableArray, @selector(addObject:), (IMP)cgArrayAddObject, NO);
-    CGSwizzleCluster(mutableArray, @selector(removeObjectAtIndex:), (IMP)cgArrayRemoveObjectAtIndex, NO);
-    CGSwizzleCluster(mutableArray, @selector(replaceObjectAtIndex:withObject:), (IMP)cgArrayReplaceObjectAtIndex, NO);
-    CGSwizzleCluster(mutableArray, @selector(setObject:atIndexedSubscript:), (IMP)cgArraySetObjectAtIndexedSubscript, NO);
-    CGSwizzleCluster(dictionary, @selector(initWithObjects:forKeys:count:), (IMP)cgDictionaryInitWithObjectsForKeysCount, NO);
-    CGSwizzleCluster(mutableDictionary, @selector(setObject:forKey:), (IMP)cgDictionarySetObjectForKey, NO);
-    CGSwizzleCluster(mutableDictionary, @selector(setObject:forKeyedSubscript:), (IMP)cgDictionarySetObjectForKey, NO);
-    CGSwizzleCluster(mutableDictionary, @selector(removeObjectForKey:), (IMP)cgDictionaryRemoveObjectForKey, NO);
+    const CGClusterMethod methods[] = {
+        {array, @selector(objectAtIndex:), (IMP)cgArrayObjectAtIndex},
+        {array, @selector(objectAtIndexedSubscript:), (IMP)cgArrayObjectAtIndex},
+        {array, @selector(subarrayWithRange:), (IMP)cgArraySubarrayWithRange},
+        {array, @selector(initWithObjects:count:), (IMP)cgArrayInitWithObjectsCount},
+        {mutableArray, @selector(insertObject:atIndex:), (IMP)cgArrayInsertObjectAtIndex},
+        {mutableArray, @selector(addObject:), (IMP)cgArrayAddObject},
+        {mutableArray, @selector(removeObjectAtIndex:), (IMP)cgArrayRemoveObjectAtIndex},
+        {mutableArray, @selector(replaceObjectAtIndex:withObject:), (IMP)cgArrayReplaceObjectAtIndex},
+        {mutableArray, @selector(setObject:atIndexedSubscript:), (IMP)cgArraySetObjectAtIndexedSubscript},
+        {dictionary, @selector(initWithObjects:forKeys:count:), (IMP)cgDictionaryInitWithObjectsForKeysCount},
+        {mutableDictionary, @selector(setObject:forKey:), (IMP)cgDictionarySetObjectForKey},
+        {mutableDictionary, @selector(setObject:forKeyedSubscript:), (IMP)cgDictionarySetObjectForKey},
+        {mutableDictionary, @selector(removeObjectForKey:), (IMP)cgDictionaryRemoveObjectForKey},
+    };
+    CGSwizzleClusterMethods(methods, sizeof methods / sizeof methods[0]);
 }
 
 #endif  // CRASHGUARD_OBJC_ENABLED

@@ -227,6 +227,10 @@ unsigned CGSwizzleCluster(Class base, SEL sel, IMP imp, BOOL meta) {
     return changed;
 }
 
+void CGSwizzleClusterMethods(const CGClusterMethod *methods, size_t count) {
+    for (size_t i = 0; i < count; i++) CGSwizzleCluster(methods[i].base, methods[i].sel, methods[i].imp, NO);
+}
+
 #if CG_GNU_RUNTIME
 static void cgDispatchMarker(id self, SEL _cmd) { (void)self; (void)_cmd; }
 #endif
@@ -312,6 +316,15 @@ static void growIfNeeded(CGSideTable *table) {
     free(old);
 }
 
+/// Empties `slot` (a tombstone, so later probes go on) and returns its retained value.
+static void *removeSlot(CGSideTable *table, CGSlot *slot) {
+    void *value = slot->value;
+    slot->key = CG_TOMBSTONE;
+    slot->value = NULL;
+    table->live--;
+    return value;
+}
+
 id CGSideTableGet(CGSideTable *table, CG_UNSAFE id object) {
     const void *key = (__bridge const void *)object;
     pthread_mutex_lock(&table->lock);
@@ -327,13 +340,11 @@ void CGSideTableSet(CGSideTable *table, CG_UNSAFE id object, id value) {
     pthread_mutex_lock(&table->lock);
     CGSlot *slot = findSlot(table, key);
     if (slot != NULL) {
-        old = slot->value;
         if (value != nil) {
+            old = slot->value;
             slot->value = CG_BRIDGE_RETAINED(value);
         } else {
-            slot->key = CG_TOMBSTONE;
-            slot->value = NULL;
-            table->live--;
+            old = removeSlot(table, slot);
         }
     } else if (value != nil) {
         growIfNeeded(table);
@@ -348,12 +359,7 @@ id CGSideTableTake(CGSideTable *table, CG_UNSAFE id object) {
     void *taken = NULL;
     pthread_mutex_lock(&table->lock);
     CGSlot *slot = findSlot(table, key);
-    if (slot != NULL) {
-        taken = slot->value;
-        slot->key = CG_TOMBSTONE;
-        slot->value = NULL;
-        table->live--;
-    }
+    if (slot != NULL) taken = removeSlot(table, slot);
     pthread_mutex_unlock(&table->lock);
     return taken != NULL ? CG_BRIDGE_TRANSFER(taken) : nil;
 }

@@ -135,13 +135,16 @@ static void warmStrings(void) {
 void CGInstallStringGuards(void) {
     warmStrings();
     Class string = [NSString class], mutableString = [NSMutableString class];
-    CGSwizzleCluster(string, @selector(substringFromIndex:), (IMP)cgSubstringFromIndex, NO);
-    CGSwizzleCluster(string, @selector(substringToIndex:), (IMP)cgSubstringToIndex, NO);
-    CGSwizzleCluster(string, @selector(substringWithRange:), (IMP)cgSubstringWithRange, NO);
-    CGSwizzleCluster(string, @selector(characterAtIndex:), (IMP)cgCharacterAtIndex, NO);
-    CGSwizzleCluster(mutableString, @selector(appendString:), (IMP)cgAppendString, NO);
-    CGSwizzleCluster(mutableString, @selector(insertString:atIndex:), (IMP)cgInsertStringAtIndex, NO);
-    CGSwizzleCluster(mutableString, @selector(deleteCharactersInRange:), (IMP)cgDeleteCharactersInRange, NO);
+    const CGClusterMethod methods[] = {
+        {string, @selector(substringFromIndex:), (IMP)cgSubstringFromIndex},
+        {string, @selector(substringToIndex:), (IMP)cgSubstringToIndex},
+        {string, @selector(substringWithRange:), (IMP)cgSubstringWithRange},
+        {string, @selector(characterAtIndex:), (IMP)cgCharacterAtIndex},
+        {mutableString, @selector(appendString:), (IMP)cgAppendString},
+        {mutableString, @selector(insertString:atIndex:), (IMP)cgInsertStringAtIndex},
+        {mutableString, @selector(deleteCharactersInRange:), (IMP)cgDeleteCharactersInRange},
+    };
+    CGSwizzleClusterMethods(methods, sizeof methods / sizeof methods[0]);
 }
 
 #endif  // CRASHGUARD_OBJC_ENABLED

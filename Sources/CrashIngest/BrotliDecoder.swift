@@ -6,17 +6,15 @@ import CrashCompression
 /// brotli bomb costs at most the cap (and the decoder's window, 16 MiB at most) in memory.
 final class BrotliDecoder: StreamDecoder {
     private let state: OpaquePointer
-    private let maxOutputBytes: Int
-    private var produced = 0
+    private var out: CappedOutput
     private var finished = false
-    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     init(maxOutputBytes: Int) throws {
         guard let state = BrotliDecoderCreateInstance(nil, nil, nil) else {
             throw CompressionError.corrupt("brotli decoder could not be created")
         }
         self.state = state
-        self.maxOutputBytes = maxOutputBytes
+        out = CappedOutput(maxOutputBytes: maxOutputBytes)
     }
 
     deinit { BrotliDecoderDestroyInstance(state) }
@@ -27,19 +25,12 @@ final class BrotliDecoder: StreamDecoder {
         var nextIn: UnsafePointer<UInt8>? = base.assumingMemoryBound(to: UInt8.self)
         var availIn = input.count
         while true {
-            var availOut = chunk.count
-            let result = chunk.withUnsafeMutableBufferPointer { buf -> BrotliDecoderResult in
+            var availOut = out.chunk.count
+            let result = out.chunk.withUnsafeMutableBufferPointer { buf -> BrotliDecoderResult in
                 var nextOut: UnsafeMutablePointer<UInt8>? = buf.baseAddress
                 return BrotliDecoderDecompressStream(state, &availIn, &nextIn, &availOut, &nextOut, nil)
             }
-            let count = chunk.count - availOut
-            if count > 0 {
-                guard produced + count <= maxOutputBytes else {
-                    throw CompressionError.outputLimitExceeded(limit: maxOutputBytes)
-                }
-                produced += count
-                try chunk.withUnsafeBufferPointer { try output(UnsafeBufferPointer(rebasing: $0[0..<count])) }
-            }
+            try out.emit(out.chunk.count - availOut, to: output)
             switch result {
             case BROTLI_DECODER_RESULT_SUCCESS:
                 finished = true

@@ -10,19 +10,17 @@ final class ZstdDecoder: StreamDecoder {
     /// log2 of the largest window accepted: 8 MiB.
     static let windowLogMax: Int32 = 23
     private let stream: OpaquePointer
-    private let maxOutputBytes: Int
-    private var produced = 0
+    private var out: CappedOutput
     /// True between frames: nothing fed yet, or the last frame ended with the last byte fed.
     private var atFrameBoundary = true
     private var fedAny = false
-    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     init(maxOutputBytes: Int) throws {
         guard let stream = ZSTD_createDStream() else {
             throw CompressionError.corrupt("zstd decoder could not be created")
         }
         self.stream = stream
-        self.maxOutputBytes = maxOutputBytes
+        out = CappedOutput(maxOutputBytes: maxOutputBytes)
         let status = ZSTD_DCtx_setParameter(stream, ZSTD_d_windowLogMax, Self.windowLogMax)
         if ZSTD_isError(status) != 0 {
             ZSTD_freeDStream(stream)
@@ -38,7 +36,7 @@ final class ZstdDecoder: StreamDecoder {
         var inBuffer = ZSTD_inBuffer(src: base, size: input.count, pos: 0)
         while true {
             let consumedBefore = inBuffer.pos
-            let (hint, count) = chunk.withUnsafeMutableBytes { buf -> (Int, Int) in
+            let (hint, count) = out.chunk.withUnsafeMutableBytes { buf -> (Int, Int) in
                 var outBuffer = ZSTD_outBuffer(dst: buf.baseAddress, size: buf.count, pos: 0)
                 let hint = ZSTD_decompressStream(stream, &outBuffer, &inBuffer)
                 return (hint, outBuffer.pos)
@@ -46,19 +44,13 @@ final class ZstdDecoder: StreamDecoder {
             if ZSTD_isError(hint) != 0 {
                 throw CompressionError.corrupt(String(cString: ZSTD_getErrorName(hint)))
             }
-            if count > 0 {
-                guard produced + count <= maxOutputBytes else {
-                    throw CompressionError.outputLimitExceeded(limit: maxOutputBytes)
-                }
-                produced += count
-                try chunk.withUnsafeBufferPointer { try output(UnsafeBufferPointer(rebasing: $0[0..<count])) }
-            }
+            try out.emit(count, to: output)
             // 0: a frame ended and everything it decoded was flushed. A call that neither read
             // nor wrote anything (after output that exactly filled the buffer at a frame's end)
             // changes nothing: zstd then only hints at the next frame's header.
             if count > 0 || inBuffer.pos > consumedBefore { atFrameBoundary = hint == 0 }
             // A full output buffer may hold back more output; otherwise all input is consumed.
-            if inBuffer.pos == inBuffer.size && count < chunk.count { return }
+            if inBuffer.pos == inBuffer.size && count < out.chunk.count { return }
         }
     }
 

@@ -16,26 +16,30 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let batcher = IngestBatcher(
         maxQueuedReports: configuration.maxQueuedReports,
         maxBatchReports: configuration.maxBatchReports,
+        maxBatchBytes: configuration.maxBatchBytes,
         timeout: timeout,
         metrics: metrics,
         logger: logger,
-        store: { try await database.store($0) },
+        store: { try await database.store($0, gate: $1) },
         probe: { try await database.ping() }
     )
     metrics.observeQueue(of: batcher)
     let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
     let symbolizers = SymbolizerPool(
         executable: configuration.llvmSymbolizer, size: configuration.symbolizers, logger: logger)
+    let keys = IngestKeyCache()
+    let keyListener = try IngestKeyListener(cache: keys, databaseURL: configuration.databaseURL, logger: logger)
     let router = try buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
-        symbolizers: symbolizers, logger: logger)
+        keys: keys, symbolizers: symbolizers, logger: logger)
     let webhooks = WebhookSender(
         database: database, settings: configuration.webhooks, publicURL: configuration.publicURL, metrics: metrics,
         logger: logger)
     let spikes = SpikeDetector(database: database, settings: configuration.webhooks, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
+    // The batch in flight takes at most three database timeouts (IngestBatcher), plus 5 s.
     let shutdownDeadline = ShutdownDeadline(
-        grace: .milliseconds(Int64(configuration.databaseTimeout * 2000)) + .seconds(5), logger: logger)
+        grace: .milliseconds(Int64(configuration.databaseTimeout * 3000)) + .seconds(5), logger: logger)
     let connections = ConnectionCounter()
     var app = Application(
         router: router,
@@ -46,7 +50,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.
-        services: [shutdownDeadline] + database.services + [batcher, partitions, webhooks, spikes, symbolizers],
+        services: [shutdownDeadline] + database.services + [keyListener, batcher, partitions, webhooks, spikes, symbolizers],
         logger: logger
     )
     app.beforeServerStarts {
@@ -58,31 +62,25 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
 /// The routes and middleware, over already-built components.
 func buildRouter(
     database: CrashDatabase, batcher: IngestBatcher, metrics: ServerMetrics,
-    configuration: ServerConfiguration, timeout: Duration, symbolizers: SymbolizerPool? = nil, logger: Logger
+    configuration: ServerConfiguration, timeout: Duration, keys: IngestKeyCache = IngestKeyCache(),
+    symbolizers: SymbolizerPool? = nil, logger: Logger
 ) throws -> Router<CrashRequestContext> {
     let router = Router(context: CrashRequestContext.self)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
-    router.add(middleware: ConcurrencyLimitMiddleware(limit: configuration.maxConcurrentRequests))
+    router.add(middleware: ConcurrencyLimitMiddleware(configuration: configuration, metrics: metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: ReadAfterMiddleware(enabled: database.reader != nil))
     OperationsController(database: database, metrics: metrics).addRoutes(to: router)
-    // One limiter for every ingest door: a project's rate counts all its requests.
-    let limiter = RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst)
-    IngestController(
-        database: database,
-        batcher: batcher,
-        limiter: limiter,
-        metrics: metrics,
-        maxBodyBytes: configuration.maxBodyBytes,
-        maxDecompressedBytes: configuration.maxDecompressedBytes,
-        databaseTimeout: timeout,
-        budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes)
-    ).addRoutes(to: router)
-    SentryController(
-        database: database, batcher: batcher, limiter: limiter, metrics: metrics,
-        body: IngestBody(maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes),
-        databaseTimeout: timeout
-    ).addRoutes(to: router)
+    metrics.observeKeys(of: keys)
+    // One authentication, rate limit and body budget for every ingest door.
+    let authenticator = IngestAuthenticator(
+        database: database, keys: keys, batcher: batcher,
+        limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), databaseTimeout: timeout)
+    let body = IngestBody(
+        maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes,
+        budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes))
+    IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
+    SentryController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
     QueryController(
         store: database, symbolicator: symbolizers.map { ReportSymbolicator(database: database, pool: $0, logger: logger) }
     ).addRoutes(to: router)

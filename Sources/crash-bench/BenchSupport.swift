@@ -4,7 +4,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 
-/// Shared pieces of the benchmark commands: latency summaries, a seeded RNG, a one-off
+/// Shared pieces of the benchmark commands: latency summaries, a one-off
 /// PostgreSQL connection from a URL, running `crash-server project create`, and
 /// sampling a process's RSS and CPU from /proc.
 enum Bench {
@@ -29,38 +29,36 @@ enum Bench {
         Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
     }
 
-    /// The first line of a shell command's output ("unknown" when it fails).
-    static func shell(_ command: String) -> String {
+    /// Runs `executable` to its end: its standard output and exit status. Standard error
+    /// goes to ours, or nowhere when `quiet`.
+    static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, quiet: Bool = false
+    ) throws -> (output: Data, status: Int32) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
         let pipe = Pipe()
         process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return "unknown"
-        }
+        if quiet { process.standardError = FileHandle.nullDevice }
+        try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        return (data, process.terminationStatus)
+    }
+
+    /// A shell command's output, trimmed ("unknown" when it cannot be started).
+    static func shell(_ command: String) -> String {
+        guard let (data, _) = try? run("/bin/sh", ["-c", command], quiet: true) else { return "unknown" }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Runs `crash-server project create NAME` with `DATABASE_URL` set; returns its keys.
     static func createProject(serverBinary: String, databaseURL: String, name: String) throws -> (ingestKey: String, readToken: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: serverBinary)
-        process.arguments = ["project", "create", name, "--log-level", "error"]
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = databaseURL
-        process.environment = env
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0,
+        let (data, status) = try run(serverBinary, ["project", "create", name, "--log-level", "error"], environment: env)
+        guard status == 0,
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             let ingest = object["ingestKey"] as? String, let read = object["readToken"] as? String
         else {
@@ -104,10 +102,17 @@ enum Bench {
 }
 
 /// Samples one process's resident memory and CPU time from /proc while a run lasts.
+///
+/// The peak is also read from the kernel's own mark (`VmHWM`), reset when sampling starts
+/// (`/proc/PID/clear_refs`, allowed for one's own processes): a spike shorter than the
+/// sampling interval, such as one refused bomb, is still seen.
 final class ProcessSampler: @unchecked Sendable {
     private let pid: Int32
     private let lock = NSLock()
     private var peakRSS = 0
+    /// Resident bytes when sampling started.
+    let startRSS: Int
+    private let highWaterReset: Bool
     private var startCPU = 0.0
     private var startMachine: (busy: Double, total: Double) = (0, 0)
     private var task: Task<Void, Never>?
@@ -118,7 +123,9 @@ final class ProcessSampler: @unchecked Sendable {
         self.pid = pid
         startCPU = Self.cpuSeconds(pid) ?? 0
         startMachine = Self.machineTicks()
-        peakRSS = Self.rssBytes(pid) ?? 0
+        highWaterReset = (try? "5".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)) != nil
+        startRSS = Self.rssBytes(pid) ?? 0
+        peakRSS = startRSS
         task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(100))
@@ -136,13 +143,17 @@ final class ProcessSampler: @unchecked Sendable {
         let cpu = (Self.cpuSeconds(pid) ?? startCPU) - startCPU
         let now = Self.machineTicks()
         let busy = (now.busy - startMachine.busy) / max(1, now.total - startMachine.total) * 100
-        let rss = lock.withLock { max(peakRSS, Self.rssBytes(pid) ?? 0) }
+        let highWater = highWaterReset ? Self.statusBytes(pid, "VmHWM:") ?? 0 : 0
+        let rss = lock.withLock { max(peakRSS, highWater, Self.rssBytes(pid) ?? 0) }
         return (rss, cpu / max(elapsed, 0.001) * 100, busy)
     }
 
-    static func rssBytes(_ pid: Int32) -> Int? {
+    static func rssBytes(_ pid: Int32) -> Int? { statusBytes(pid, "VmRSS:") }
+
+    /// A `kB` field of /proc/PID/status, in bytes.
+    static func statusBytes(_ pid: Int32, _ field: String) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        for line in text.split(separator: "\n") where line.hasPrefix(field) {
             let kb = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             return kb * 1024
         }
@@ -194,19 +205,6 @@ final class ProcessSampler: @unchecked Sendable {
 struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// SplitMix64: fast, seedable, good enough to vary generated traffic.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// Ranks 0..<n with P(k) proportional to 1/(k+1)^s, `s` chosen so rank 0 gets `hottest`.

@@ -7,26 +7,57 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// `crash-bench bomb`: how fast and how cheaply the server refuses a zip bomb.
+/// `crash-bench bomb`: how fast and how cheaply the server refuses a hostile body.
 ///
-/// The body is a gzip stream just under the compressed limit that inflates to about
-/// `--inflated-mb` of JSON-looking filler (zeros after `{"reports":[`): far over the
-/// decompressed limit. Sends it `--requests` times (`--connections` at once) and reports
-/// the time to the 413 and the server's peak RSS meanwhile.
+/// - `--kind zeros` (the zip bomb): a gzip stream just under the compressed limit that
+///   inflates to about `--inflated-mb` (1000) of JSON-looking filler (spaces after
+///   `{"reports":[`): far over the decompressed limit, so 413.
+/// - `--kind array` (the array bomb of issue 13): `{"reports":[1,1,1,...]}` inflating to
+///   `--inflated-mb` (16: about 8.4 million numbers in 16 KB of gzip): 400 at the 1001st element.
+///
+/// Sends it `--requests` times (`--connections` at once) and reports the time to the refusal,
+/// the server's peak RSS and its extra RSS over what it held before the first bomb. Fails
+/// on any other answer.
 struct BombCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bomb",
-        abstract: "Zip-bomb refusal: time to 413 and server RSS."
+        abstract: "Zip-bomb (413) and array-bomb (400) refusal: time to the refusal and server RSS."
     )
+
+    enum Kind: String, ExpressibleByArgument {
+        case zeros, array
+    }
 
     @Option(help: "Server base URL.") var url = "http://127.0.0.1:8080"
     @Option(help: "Any valid ingest key (the body is read after authentication).") var key: String
-    @Option(help: "Decompressed size of the bomb, in MiB.") var inflatedMb = 1000
+    @Option(help: "zeros (zip bomb, 413) or array ({\"reports\":[1,1,...]}, 400).") var kind = Kind.zeros
+    @Option(help: "Decompressed size of the bomb, in MiB (default 1000 for zeros, 16 for array).") var inflatedMb: Int?
     @Option(help: "Bombs to send.") var requests = 8
     @Option(help: "Bombs in flight at once.") var connections = 4
     @Option(help: "Server process id: sample its RSS.") var serverPid: Int32?
 
     func run() async throws {
+        let (body, name, expected) = try kind == .array ? arrayBomb(mebibytes: inflatedMb ?? 16) : zipBomb(mebibytes: inflatedMb ?? 1000)
+        let results = try await send(body)
+        try report(results, name: name, expected: expected)
+    }
+
+    /// `{"reports":[1,1,...,1]}` of `mebibytes` MiB, one gzip member.
+    func arrayBomb(mebibytes: Int) throws -> (body: [UInt8], name: String, expected: Int) {
+        let count = (mebibytes << 20) / 2 - 8  // just under the size: refused by the scanner, not by the cap
+        var json = Array("{\"reports\":[".utf8)
+        json.reserveCapacity(mebibytes << 20)
+        var numbers = Array("1,".utf8)
+        while numbers.count < count * 2 { numbers += numbers }
+        json += numbers.prefix(count * 2 - 1)
+        json += Array("]}".utf8)
+        let body = try Deflater.compress(json, format: .gzip, level: 9)
+        print("bomb: \(body.count) B gzip inflating to \(json.count) B: {\"reports\":[1,1,...]} with \(count) numbers")
+        return (body, "array bomb (\(mebibytes) MiB, \(count / 1_000_000) M numbers, \(body.count / 1000) KB gzip)", 400)
+    }
+
+    /// A filler bomb just under the compressed limit.
+    func zipBomb(mebibytes inflatedMb: Int) throws -> (body: [UInt8], name: String, expected: Int) {
         // Compress in 16 MiB slices of one deflate stream would need a streaming API; a
         // gzip member per slice, concatenated, is a valid gzip body too, and inflaters
         // that stop at the first member still see 16 MiB, which is already at the limit.
@@ -42,7 +73,12 @@ struct BombCommand: AsyncParsableCommand {
         print(
             "bomb: \(body.count) B gzip inflating to \(inflated) MiB (\(body.count == member.count ? 1 : (body.count - member.count) / rest.count + 1) gzip members)"
         )
+        return (body, "zip bomb (\(inflated) MiB)", 413)
+    }
 
+    /// Sends `body` `requests` times, `connections` at once: status (0: closed without an
+    /// answer) and seconds of each, and the server's peak RSS and its start.
+    func send(_ body: [UInt8]) async throws -> (results: [(Int, Double)], peakRSS: Int?, startRSS: Int?) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var config = HTTPClient.Configuration()
         config.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
@@ -83,13 +119,27 @@ struct BombCommand: AsyncParsableCommand {
         let usage = sampler?.finish()
         try? await client.shutdown()
         try? await group.shutdownGracefully()
-        let latency = Bench.Latency(results.map(\.1))
-        let statuses = Dictionary(grouping: results, by: \.0).mapValues(\.count)
+        return (results, usage?.peakRSS, sampler?.startRSS)
+    }
+
+    /// Prints the result line and its ROW; fails unless every bomb got `expected` (a zip
+    /// bomb's connection may also be closed once it is refused).
+    func report(_ run: (results: [(Int, Double)], peakRSS: Int?, startRSS: Int?), name: String, expected: Int) throws {
+        let latency = Bench.Latency(run.results.map(\.1))
+        let statuses = Dictionary(grouping: run.results, by: \.0).mapValues(\.count)
             .sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "closed" : String($0.key)) x\($0.value)" }.joined(separator: ", ")
-        let rss = usage.map { String(format: "%.0f", Double($0.peakRSS) / 1_048_576) } ?? "-"
+        func mb(_ bytes: Int?) -> String { bytes.map { String(format: "%.0f", Double($0) / 1_048_576) } ?? "-" }
+        let extra = run.peakRSS.flatMap { peak in run.startRSS.map { max(0, peak - $0) } }
         print(
-            String(format: "bomb: refused in p50 %.1f ms, max %.1f ms; ", latency.p50, latency.max) + "status \(statuses); server peak RSS \(rss) MB")
-        print("ROW|zip bomb (\(inflated) MiB)|" + String(format: "%.1f|%.1f", latency.p50, latency.max) + "|\(statuses)|\(rss)")
-        if results.contains(where: { $0.0 != 413 && $0.0 != 0 }) { throw ExitCode(1) }
+            String(format: "bomb: refused in p50 %.1f ms, max %.1f ms; ", latency.p50, latency.max)
+                + "status \(statuses); server peak RSS \(mb(run.peakRSS)) MB, \(mb(extra)) MB over its \(mb(run.startRSS)) MB before")
+        print(
+            "ROW|\(name)|\(requests)|\(min(connections, requests))|" + String(format: "%.1f|%.1f", latency.p50, latency.max)
+                + "|\(statuses)|\(mb(run.peakRSS))|\(mb(extra))")
+        let allowed: Set<Int> = kind == .zeros ? [expected, 0] : [expected]
+        if run.results.contains(where: { !allowed.contains($0.0) }) {
+            print("bomb FAILED: every answer must be \(expected)")
+            throw ExitCode(1)
+        }
     }
 }

@@ -7,7 +7,7 @@ struct CrashBench: AsyncParsableCommand {
         commandName: "crash-bench",
         abstract: "Benchmarks for the CrashGuard server and grouping engine.",
         subcommands: [
-            LoadCommand.self, SeedCommand.self, QueryCommand.self, BombCommand.self, NormalizeCommand.self,
+            LoadCommand.self, SeedCommand.self, QueryCommand.self, BombCommand.self, SlowCommand.self, NormalizeCommand.self,
             GroupingCommand.self,
         ]
     )

@@ -1,5 +1,6 @@
 import CrashWire
 import Foundation
+import SeededRandom
 
 /// A generated catalogue of distinct crash sites, and occurrences of each with the
 /// variation real traffic has: what `crash-bench grouping` groups to count merges and splits.
@@ -127,6 +128,14 @@ struct CrashCatalogue {
         func method(_ k: Int) -> String {
             verbs[(id &* 7 &+ k &* 3) % verbs.count] + objects[(id &+ k) % objects.count]
         }
+        /// "" for the innermost app frame, then "1", "2" ...: its type's or method's suffix.
+        func nth(_ k: Int) -> String { k == 0 ? "" : String(k) }
+        /// The site, with five app frames in `image`, `symbol(k)` naming the k-th (innermost first).
+        func site(_ kind: ReportKind, _ reason: String, _ top: [Frame], image: String, symbol: (Int) -> String) -> Site {
+            Site(
+                id: id, platform: platform, kind: kind, reason: reason, top: top,
+                app: (0..<5).map { Frame(image: image, symbol: symbol($0)) })
+        }
         let ownReason = id % 3 != 0  // a third of the sites share one of the common reasons
         switch platform {
         case .iOSException:
@@ -149,9 +158,7 @@ struct CrashCatalogue {
             }
             top.append(Frame(image: "UIKitCore", symbol: "-[UITableView _endCellAnimationsWithContext:]"))
             top.append(Frame(image: "UIKitCore", symbol: "-[UITableView endUpdates]"))
-            return Site(
-                id: id, platform: platform, kind: .exception, reason: reason, top: top,
-                app: (0..<5).map { Frame(image: "Shop", symbol: "-[\(type)\($0 == 0 ? "" : String($0)) \(method($0)):]") })
+            return site(.exception, reason, top, image: "Shop") { "-[\(type)\(nth($0)) \(method($0)):]" }
         case .iOSSignal:
             let shared = sharedReasons.filter { $0.0 == .signal }
             let reason = ownReason ? "Fatal error: \(type).\(method(0)) found {n} pending \(noun.lowercased()) updates" : shared[id % shared.count].1
@@ -180,9 +187,7 @@ struct CrashCatalogue {
             } else {
                 top = [Frame(image: "libobjc.A.dylib", symbol: "objc_msgSend")]
             }
-            return Site(
-                id: id, platform: platform, kind: .signal, reason: reason, top: top,
-                app: (0..<5).map { Frame(image: "Shop", symbol: "Shop.\(type)\($0 == 0 ? "" : String($0)).\(method($0))() -> ()") })
+            return site(.signal, reason, top, image: "Shop") { "Shop.\(type)\(nth($0)).\(method($0))() -> ()" }
         case .iOSGuard, .iOSMarked:
             let guarded = sharedReasons.filter { $0.0 != .signal && $0.0 != .exception }
             let (kind, sharedReason) = guarded[id % guarded.count]
@@ -193,10 +198,7 @@ struct CrashCatalogue {
                 Frame(image: "Shop", symbol: "closure #1 in CrashGuard.ContainerGuard.install() -> ()"),
                 Frame(image: "CoreFoundation", symbol: "-[__NSArrayM objectAtIndex:]"),
             ]
-            let app = (0..<5).map {
-                Frame(image: platform == .iOSMarked ? "ShopKit" : "Shop", symbol: "-[\(type)\($0 == 0 ? "" : String($0)) \(method($0))]")
-            }
-            return Site(id: id, platform: platform, kind: kind, reason: reason, top: top, app: app)
+            return site(kind, reason, top, image: platform == .iOSMarked ? "ShopKit" : "Shop") { "-[\(type)\(nth($0)) \(method($0))]" }
         case .linuxSwift:
             let reason =
                 ownReason
@@ -206,9 +208,7 @@ struct CrashCatalogue {
                 Frame(image: "libswiftCore.so", symbol: "$ss17_assertionFailure_4file4line5flagss5NeverOs12StaticStringV_SSAHSus6UInt32VtF"),
                 Frame(image: "libc.so.6", symbol: "raise"),
             ]
-            return Site(
-                id: id, platform: platform, kind: .signal, reason: reason, top: top,
-                app: (0..<5).map { Frame(image: "shop-server", symbol: "\(type)\($0 == 0 ? "" : String($0)).\(method($0))(_:)") })
+            return site(.signal, reason, top, image: "shop-server") { "\(type)\(nth($0)).\(method($0))(_:)" }
         case .python:
             let errors = ["KeyError: 'user_id'", "IndexError: list index out of range", "AttributeError: 'NoneType' object has no attribute 'id'"]
             let reason =
@@ -233,9 +233,7 @@ struct CrashCatalogue {
                 Frame(image: "node_modules/react-dom/cjs/react-dom.production.min.js", symbol: "commitHookEffectListMount"),
                 Frame(image: "node:internal/process/task_queues", symbol: "processTicksAndRejections"),
             ]
-            return Site(
-                id: id, platform: platform, kind: .exception, reason: reason, top: top,
-                app: (0..<5).map { Frame(image: "app:///static/js/\(noun.lowercased()).js", symbol: "\(method($0))\($0 == 0 ? "" : String($0))") })
+            return site(.exception, reason, top, image: "app:///static/js/\(noun.lowercased()).js") { "\(method($0))\(nth($0))" }
         case .systemOnly:
             // No app frame at all: a watchdog kill or a crash inside a framework's own queue.
             let reason = "Watchdog: \(type) scene-update timeout (0x8badf00d) after {ms}ms"

@@ -2,6 +2,7 @@ import ArgumentParser
 import CrashGrouping
 import CrashWire
 import Foundation
+import SeededRandom
 
 /// `crash-bench grouping`: grouping quality on a generated catalogue of crash sites.
 ///

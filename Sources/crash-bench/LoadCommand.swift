@@ -18,6 +18,11 @@ import Synchronization
 /// sent or `--seconds` pass. A request without an answer is resent (the ids make that
 /// safe); 429 and 503 are counted and not resent.
 ///
+/// `--limits` sends the largest valid bodies instead (1000 reports at the field limits, near
+/// both body caps; `Traffic+largest.swift`), and `--distinct-bodies N` makes only N bodies
+/// and sends them in turn, as clients resend a refused body: reports of a body sent again
+/// count as duplicates.
+///
 /// Verification (`--database-url`, and the query API with `--read-token`): the project's
 /// stored reports equal the acknowledged `accepted` sum, its groups equal the distinct
 /// signatures among acknowledged reports, and group counts and rollups add up.
@@ -46,12 +51,23 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Client event-loop threads.") var threads = 1
     @Option(help: "Label of this run in the ROW line.") var label: String?
     @Flag(help: "Skip verification.") var noVerify = false
+    @Flag(help: "The largest valid bodies: --batch reports at the field limits, near both body caps (1000 for the default caps).")
+    var limits = false
+    @Option(help: "Make only this many bodies and send them in turn (reports sent again are duplicates).")
+    var distinctBodies: Int?
+    @Option(help: "The server's compressed body limit (for --limits).") var maxBodyBytes = WireProtocol.defaultMaxCompressedBytes
+    @Option(help: "The server's decompressed body limit (for --limits).")
+    var maxDecompressedBytes = WireProtocol.defaultMaxDecompressedBytes
 
     func validate() throws {
         guard (1...WireProtocol.maxReportsPerBatch).contains(batch) else { throw ValidationError("--batch: 1 to 1000") }
         guard connections >= 1, reports >= 1, seconds > 0 else { throw ValidationError("counts must be positive") }
         if key == nil && createProject == nil { throw ValidationError("give --key or --create-project") }
         if createProject != nil && databaseURL == nil { throw ValidationError("--create-project needs --database-url") }
+        if limits && maxDecompressedBytes / batch < Traffic.largestReportBytes {
+            throw ValidationError("--limits: a report at the field limits takes about 16 KB: lower --batch or raise --max-decompressed-bytes")
+        }
+        if let distinctBodies, distinctBodies < 1 { throw ValidationError("--distinct-bodies: at least 1") }
     }
 
     func run() async throws {
@@ -69,14 +85,18 @@ struct LoadCommand: AsyncParsableCommand {
         let seed = seed ?? UInt64(Date().timeIntervalSince1970 * 1000)
         let traffic = Traffic(signatures: signatures, hottest: hottest, seed: seed)
         let generationStart = ContinuousClock.now
-        let bodies = try await traffic.bodies(requests: requests, batch: batch)
+        let made = min(requests, distinctBodies ?? requests)
+        let bodies =
+            limits
+            ? try traffic.largestBodies(count: made, reports: batch, maxCompressed: maxBodyBytes, maxDecompressed: maxDecompressedBytes)
+            : try await traffic.bodies(requests: made, batch: batch)
         let compressed = bodies.reduce(0) { $0 + $1.gzip.count }
         let raw = bodies.reduce(0) { $0 + $1.rawBytes }
         print(
             String(
                 format: "generated %d requests x %d reports in %.1f s: %.0f B JSON, %.0f B gzip per request (%.1fx); %d signatures, hottest %.0f%%",
-                requests, batch, Bench.seconds(ContinuousClock.now - generationStart), Double(raw) / Double(requests),
-                Double(compressed) / Double(requests), Double(raw) / Double(max(1, compressed)), signatures, hottest * 100))
+                made, batch, Bench.seconds(ContinuousClock.now - generationStart), Double(raw) / Double(made),
+                Double(compressed) / Double(made), Double(raw) / Double(max(1, compressed)), signatures, hottest * 100))
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
         var config = HTTPClient.Configuration()
@@ -112,7 +132,7 @@ struct LoadCommand: AsyncParsableCommand {
                         request.headers.add(name: WireProtocol.ingestKeyHeader, value: ingestKey)
                         request.headers.add(name: "Content-Type", value: "application/json")
                         request.headers.add(name: "Content-Encoding", value: "gzip")
-                        request.body = .bytes(buffers[index])
+                        request.body = .bytes(buffers[index % buffers.count])
                         var attempts = 0
                         while true {
                             attempts += 1
@@ -147,7 +167,7 @@ struct LoadCommand: AsyncParsableCommand {
         var distinct = Set<String>()
         var hottestCount: [String: Int] = [:]
         for index in result.acknowledged {
-            for s in bodies[index].signatures {
+            for s in bodies[index % bodies.count].signatures {
                 distinct.insert(s)
                 hottestCount[s, default: 0] += 1
             }
@@ -194,7 +214,11 @@ struct LoadCommand: AsyncParsableCommand {
                 verified = verified.replacingOccurrences(of: "skipped", with: "") + "api"
             }
             if result.rejected > 0 { failures.append("\(result.rejected) reports rejected") }
-            if result.duplicates > 0 { failures.append("\(result.duplicates) duplicates on unique ids") }
+            if result.duplicates > 0, made == requests { failures.append("\(result.duplicates) duplicates on unique ids") }
+            // Refusals that ask for a retry are allowed (the byte budget's and the queue's 503);
+            // anything else says the server or the generated traffic is wrong.
+            let unexpected = result.statuses.filter { ![0, 202, 429, 503].contains($0.key) }
+            for (status, count) in unexpected.sorted(by: { $0.key < $1.key }) { failures.append("\(count) answers \(status)") }
             if result.accepted == 0 { failures.append("nothing was acknowledged") }
             if !failures.isEmpty {
                 for failure in failures { print("VERIFY FAILED: \(failure)") }

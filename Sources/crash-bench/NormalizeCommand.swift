@@ -32,8 +32,8 @@ struct NormalizeCommand: AsyncParsableCommand {
         let inputs = Self.makeInputs(count: max(1, reports))
         let reasonBytes = inputs.reduce(0) { $0 + $1.reason.utf8.count } / inputs.count
         let stackBytes = inputs.reduce(0) { $0 + $1.stack.reduce(0) { $0 + $1.utf8.count } } / inputs.count
-        let load = Self.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
-        print("machine: \(Self.shell("uname -m")), \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load); one thread used")
+        let load = Bench.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
+        print("machine: \(Bench.shell("uname -m")), \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load); one thread used")
         print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average; grouping \(version)")
 
         let signature = measure(inputs) { report in
@@ -83,7 +83,7 @@ struct NormalizeCommand: AsyncParsableCommand {
         let cpu = Self.threadCPUSeconds() - cpuStart
         let elapsed = now - start
         if sink == 42 { print("") }  // keeps the results alive
-        let secondsElapsed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        let secondsElapsed = Bench.seconds(elapsed)
         print(String(format: "  (%d calls: wall %.2f s, %.0f/s; thread CPU %.2f s)", calls, secondsElapsed, Double(calls) / secondsElapsed, cpu))
         return Double(calls) / max(cpu, 1e-9)
     }
@@ -93,22 +93,6 @@ struct NormalizeCommand: AsyncParsableCommand {
         var t = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
         return Double(t.tv_sec) + Double(t.tv_nsec) * 1e-9
-    }
-
-    static func shell(_ command: String) -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        do {
-            try process.run()
-            process.waitUntilExit()
-        } catch {
-            return "unknown"
-        }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     static func makeInputs(count: Int) -> [Input] {

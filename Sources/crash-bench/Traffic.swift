@@ -2,6 +2,7 @@ import CrashCompression
 import CrashGrouping
 import CrashWire
 import Foundation
+import SeededRandom
 
 /// Realistic ingest traffic, generated before any clock starts.
 ///

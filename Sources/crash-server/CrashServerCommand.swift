@@ -59,9 +59,13 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Ingest burst per project (env CRASHGUARD_RATE_BURST).") var rateBurst: Double?
     @Option(help: "Request body bytes in flight across ingest requests (env CRASHGUARD_MAX_INFLIGHT_BODY_BYTES).") var maxInflightBodyBytes: Int?
     @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
+    @Option(help: "Most reports in one group-commit transaction (env CRASHGUARD_MAX_BATCH_REPORTS).") var maxBatchReports: Int?
+    @Option(help: "Most estimated report bytes in one group-commit transaction (env CRASHGUARD_MAX_BATCH_BYTES).") var maxBatchBytes: Int?
     @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
     @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
     @Option(help: "Client connections served at once; more get 503 (env CRASHGUARD_MAX_CONNECTIONS).") var maxConnections: Int?
+    @Option(help: "Share of the concurrent requests uploads may hold, 0 to 1; the rest is for queries (env CRASHGUARD_INGEST_SHARE).")
+    var ingestShare: Double?
 
     func run() async throws {
         var config = try common.configuration()
@@ -73,10 +77,13 @@ struct Serve: AsyncParsableCommand {
         if let rateLimit { config.rateLimit = rateLimit }
         if let rateBurst { config.rateBurst = rateBurst }
         if let maxQueuedReports { config.maxQueuedReports = maxQueuedReports }
+        if let maxBatchReports { config.maxBatchReports = maxBatchReports }
+        if let maxBatchBytes { config.maxBatchBytes = maxBatchBytes }
         if let maxInflightBodyBytes { config.maxInflightBodyBytes = maxInflightBodyBytes }
         if let retentionDays { config.retentionDays = retentionDays }
         if let dbPoolSize { config.databasePoolSize = dbPoolSize }
         if let maxConnections { config.maxConnections = maxConnections }
+        if let ingestShare { config.ingestShare = ingestShare }
         try config.validate()
         let app = try await buildApplication(configuration: config, logger: makeLogger(config))
         try await app.runService()

@@ -1,3 +1,4 @@
+import CrashGrouping
 import CrashWire
 import Foundation
 
@@ -19,11 +20,22 @@ struct GroupingInput: Codable, Sendable {
     var fingerprint: [String]?
 }
 
+extension GroupingInput {
+    /// Its signature hash under `version`, with `kind` (a group's) or else its own (`custom`
+    /// when it has none).
+    func signature(_ version: GroupingVersion, kind: ReportKind? = nil) -> String {
+        Grouping.signature(kind: kind ?? self.kind ?? .custom, reason: reason, stack: stack, fingerprint: fingerprint, version: version).hash
+    }
+}
+
 struct SameGroup: Codable, Sendable, CustomStringConvertible {
     var name: String
     var kind: ReportKind
     var variants: [GroupingInput]
     var description: String { name }
+
+    /// The variants' signature hashes under `version`, with the group's kind.
+    func signatures(_ version: GroupingVersion) -> [String] { variants.map { $0.signature(version, kind: kind) } }
 }
 
 struct DistinctPair: Codable, Sendable, CustomStringConvertible {
@@ -110,18 +122,5 @@ enum Corpus {
             }
         }
         return out
-    }
-}
-
-/// A small seeded generator, so that a failing random case can be replayed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

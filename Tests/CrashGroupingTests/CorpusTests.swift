@@ -28,19 +28,13 @@ struct CorpusTests {
     @Test("variants of one bug share a signature", arguments: Corpus.groups.same)
     func sameGroup(_ group: SameGroup) {
         #expect(group.variants.count >= 2)
-        let signatures = group.variants.map {
-            Grouping.signature(kind: group.kind, reason: $0.reason, stack: $0.stack, fingerprint: $0.fingerprint, version: .v1).hash
-        }
+        let signatures = group.signatures(.v1)
         #expect(Set(signatures).count == 1, "\(group.name)")
     }
 
     @Test("different bugs never share a signature", arguments: Corpus.groups.distinct)
     func distinctPair(_ pair: DistinctPair) {
-        let a = Grouping.signature(
-            kind: pair.a.kind ?? .custom, reason: pair.a.reason, stack: pair.a.stack, fingerprint: pair.a.fingerprint, version: .v1)
-        let b = Grouping.signature(
-            kind: pair.b.kind ?? .custom, reason: pair.b.reason, stack: pair.b.stack, fingerprint: pair.b.fingerprint, version: .v1)
-        #expect(a.hash != b.hash, "\(pair.name)")
+        #expect(pair.a.signature(.v1) != pair.b.signature(.v1), "\(pair.name)")
     }
 
     @Test("no two corpus reasons with different expected texts share a signature")
@@ -84,19 +78,13 @@ struct CorpusV2Tests {
 
     @Test("v2: variants of one bug share a signature", arguments: Corpus.groupsV2.same)
     func sameGroup(_ group: SameGroup) {
-        let signatures = group.variants.map {
-            Grouping.signature(kind: group.kind, reason: $0.reason, stack: $0.stack, fingerprint: $0.fingerprint, version: .v2).hash
-        }
+        let signatures = group.signatures(.v2)
         #expect(group.variants.count >= 2 && Set(signatures).count == 1, "\(group.name)")
     }
 
     @Test("v2: different sites never share a signature", arguments: Corpus.groupsV2.distinct)
     func distinctPair(_ pair: DistinctPair) {
-        let a = Grouping.signature(
-            kind: pair.a.kind ?? .custom, reason: pair.a.reason, stack: pair.a.stack, fingerprint: pair.a.fingerprint, version: .v2)
-        let b = Grouping.signature(
-            kind: pair.b.kind ?? .custom, reason: pair.b.reason, stack: pair.b.stack, fingerprint: pair.b.fingerprint, version: .v2)
-        #expect(a.hash != b.hash, "\(pair.name)")
+        #expect(pair.a.signature(.v2) != pair.b.signature(.v2), "\(pair.name)")
     }
 
     /// v2's normalizer only merges what v1's kept apart (`0x0`, signs), so a v1 group decided
@@ -106,9 +94,7 @@ struct CorpusV2Tests {
         "v1's groups of variants decided by their reason stay together under v2",
         arguments: Corpus.groups.same.filter { $0.variants.allSatisfy { ($0.stack ?? []).isEmpty } })
     func v1GroupsHoldInV2(_ group: SameGroup) {
-        let signatures = group.variants.map {
-            Grouping.signature(kind: group.kind, reason: $0.reason, stack: $0.stack, fingerprint: $0.fingerprint, version: .v2).hash
-        }
+        let signatures = group.signatures(.v2)
         #expect(Set(signatures).count == 1, "\(group.name)")
     }
 }

@@ -1,5 +1,6 @@
 import CrashGrouping
 import CrashWire
+import SeededRandom
 import Testing
 
 /// Grouping v1 is frozen: stored groups must never change under their users. These tests

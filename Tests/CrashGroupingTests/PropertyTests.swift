@@ -1,5 +1,6 @@
 import CrashGrouping
 import CrashWire
+import SeededRandom
 import Testing
 
 @Suite("Properties")

@@ -1,6 +1,7 @@
 import CrashGrouping
 import CrashWire
 import Foundation
+import SeededRandom
 
 @testable import CrashIngest
 
@@ -82,20 +83,8 @@ indirect enum JSON {
     case object([(String, JSON)])
 }
 
-/// SplitMix64: a seeded generator, so a failing case can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 struct JSONRenderer {
-    var rng: SeededGenerator
+    var rng: SplitMix64
 
     mutating func render(_ value: JSON) -> String {
         var out = ""
@@ -179,7 +168,7 @@ struct JSONRenderer {
 /// objects. At most one field of a report is of the wrong type inside `context` (the old
 /// decoder checked context entries in a per-process random order).
 struct BodyGenerator {
-    var rng: SeededGenerator
+    var rng: SplitMix64
     let now: Date
 
     private mutating func chance(_ n: Int) -> Bool { Int.random(in: 0..<n, using: &rng) == 0 }
@@ -300,7 +289,7 @@ struct BodyGenerator {
         var top: [(String, JSON)] = [("reports", .array((0..<count).map { _ in report() }))]
         if chance(5) { top.append(("meta", nested(depth: 3))) }
         top.shuffle(using: &rng)
-        var renderer = JSONRenderer(rng: SeededGenerator(state: rng.next()))
+        var renderer = JSONRenderer(rng: SplitMix64(seed: rng.next()))
         return Array(renderer.render(.object(top)).utf8)
     }
 }

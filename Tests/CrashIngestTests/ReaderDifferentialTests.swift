@@ -1,6 +1,7 @@
 import CrashCompression
 import CrashWire
 import Foundation
+import SeededRandom
 import Testing
 
 @testable import CrashIngest
@@ -13,7 +14,7 @@ import Testing
 
     @Test(arguments: 0..<8)
     func generatedBodiesGetTheSameVerdict(_ seed: Int) {
-        var generator = BodyGenerator(rng: SeededGenerator(state: UInt64(seed) &* 7919), now: now)
+        var generator = BodyGenerator(rng: SplitMix64(seed: UInt64(seed) &* 7919), now: now)
         var disagreements = 0
         for n in 0..<300 {
             let body = generator.body()

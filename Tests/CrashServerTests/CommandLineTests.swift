@@ -41,4 +41,27 @@ import Testing
         #expect(ConnectionLimits(configuration: config).maxConnections == 7)
         #expect(ServerConfiguration().maxConnections == 10_000)
     }
+
+    @Test func maxBatchBytesIsAFlagAndAnEnvironmentVariable() throws {
+        let (status, output) = try crashServer(["serve", "--max-batch-bytes", "0"])
+        #expect(status != 0, "\(output)")
+        #expect(output.contains("max batch bytes: at least 1"), "\(output)")
+        let config = try ServerConfiguration(environment: ["CRASHGUARD_MAX_BATCH_BYTES": "4096"])
+        #expect(config.maxBatchBytes == 4096)
+        #expect(ServerConfiguration().maxBatchBytes == 16 << 20)
+    }
+
+    @Test func ingestShareIsAFlagAndAnEnvironmentVariable() throws {
+        for bad in ["0", "1", "1.5"] {
+            let (status, output) = try crashServer(["serve", "--ingest-share", bad])
+            #expect(status != 0, "\(output)")
+            #expect(output.contains("ingest share: above 0 and below 1"), "\(output)")
+        }
+        let config = try ServerConfiguration(environment: ["CRASHGUARD_INGEST_SHARE": "0.5", "CRASHGUARD_MAX_CONCURRENT_REQUESTS": "10"])
+        #expect(config.ingestShare == 0.5)
+        let pools = RequestPools(limit: config.maxConcurrentRequests, ingestShare: config.ingestShare)
+        #expect(pools.uploads.limit == 5 && pools.others.limit == 5)
+        #expect(ServerConfiguration().ingestShare == 0.75)
+        #expect(throws: ConfigurationError.self) { try ServerConfiguration(environment: ["CRASHGUARD_INGEST_SHARE": "most"]) }
+    }
 }

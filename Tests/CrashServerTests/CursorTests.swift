@@ -20,17 +20,13 @@ import Testing
             try await client.send((0..<6).map { queryReport("small " + String(repeating: "y", count: $0 + 1), at: now) }, key: p.ingestKey)
             try await withOpenTransactions(20) {
                 for sort in ["count", "lastSeen", "firstSeen"] {
-                    var seen: [String] = []
-                    var cursor: String?
-                    repeat {
-                        let page = try await client.query(
-                            "/v1/projects/\(p.project)/crashes?limit=2&sort=\(sort)" + (cursor.map { "&cursor=\($0)" } ?? ""),
-                            token: p.readToken)
+                    let pages = try await client.walk("/v1/projects/\(p.project)/crashes?limit=2&sort=\(sort)", token: p.readToken) { page in
                         try #require(page.status == .ok, "\(sort): \(page.json)")
-                        seen += page.json.groups.compactMap { $0["id"] as? String }
-                        cursor = page.json["nextCursor"] as? String
-                        if let cursor { #expect(cursor.utf8.count <= 160, "\(sort): \(cursor.utf8.count) bytes") }
-                    } while cursor != nil
+                        if let cursor = page.json["nextCursor"] as? String {
+                            #expect(cursor.utf8.count <= 160, "\(sort): \(cursor.utf8.count) bytes")
+                        }
+                    }
+                    let seen = pages.flatMap(\.groups).compactMap { $0["id"] as? String }
                     #expect(seen.count == 6 && Set(seen).count == 6, "\(sort): \(seen)")
                 }
             }

@@ -79,6 +79,40 @@ import Testing
         }
     }
 
+    /// The read timeout counts the time the server waits for the client, not the time it
+    /// takes to work through what it has: a fast client of a busy server is not cut off.
+    @Test func aServerSlowToReadABodyDoesNotCutAFastClientOff() async throws {
+        let router = Router()
+        router.post("/slow") { request, _ -> String in
+            var total = 0
+            for try await chunk in request.body {
+                total += chunk.readableBytes
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return "\(total)"
+        }
+        let limits = ConnectionLimits(readTimeout: 1, maxConnections: 10)
+        let counter = ConnectionCounter()
+        let app = Application(
+            router: router,
+            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionGuardHandler(limits: limits, counter: counter)])),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.live) { client in
+            let socket = try HostileSocket(port: try #require(client.port))
+            // 8 MiB at once: the server takes seconds to read it, holding back reads meanwhile.
+            let body = [UInt8](repeating: UInt8(ascii: "a"), count: 8 << 20)
+            let sender = Task.detached {
+                socket.send("POST /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.count)\r\n\r\n") && socket.send(body)
+            }
+            let started = ContinuousClock.now
+            let response = await socket.readResponse(timeout: 60)
+            #expect(await sender.value)
+            #expect(response?.status == 200, "\(response?.body ?? "no answer")")
+            #expect(response?.body == "\(body.count)")
+            #expect(ContinuousClock.now - started > .seconds(1), "the body took longer than the read timeout to read")
+        }
+    }
+
     @Test func slowHeadersGet408AtTheReadTimeout() async throws {
         let config = TestEnvironment.configuration { $0.readTimeout = 1 }
         try await hostileLiveApp(config) { client, port in
@@ -111,26 +145,45 @@ import Testing
         }
     }
 
-    @Test func requestsOverTheConcurrencyLimitGet503WithRetryAfter() async throws {
+    @Test func uploadsOverTheirPoolAreRefusedAndOtherRequestsServed() async throws {
         let project = try await makeProject()
         let config = TestEnvironment.configuration {
-            $0.maxConcurrentRequests = 2
-            $0.readTimeout = 5
+            $0.maxConcurrentRequests = 4
+            $0.ingestShare = 0.5  // two upload slots, two for the rest
+            $0.readTimeout = 10
         }
         try await hostileLiveApp(config) { client, port in
-            // Two requests in flight: heads sent, bodies held back.
+            // Two uploads in flight fill their pool: heads sent, bodies held back.
             let holders = try (0..<2).map { _ in try HostileSocket(port: port) }
             for socket in holders {
                 #expect(socket.send(hostileRequestHead(key: project.ingestKey, contentLength: 1000, extra: ["Connection: close"]) + "{"))
             }
             try await Task.sleep(for: .milliseconds(300))
-            let refused = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()]))
-            #expect(refused.status == .serviceUnavailable)
-            #expect(refused.headers[.retryAfter] == "1")
-            #expect(refused.errorMessage?.contains("concurrent requests") == true)
-            // Health and metrics are never refused.
+            // Every upload route is refused at once, before authentication or routing.
+            let body = gzip(batchBody([reportJSON()]))
+            let ingest = try await hostileExchange(
+                port: port, head: hostileRequestHead(key: project.ingestKey, contentLength: body.count, encoding: "gzip"), body: body)
+            #expect(ingest?.status == 503)
+            #expect(ingest?.headers["retry-after"] == "1")
+            #expect(ingest?.errorMessage?.contains("limit of 2 concurrent uploads") == true, "\(ingest?.body ?? "no answer")")
+            let sentry = try await hostileExchange(
+                port: port,
+                head: "POST /api/1/envelope/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n", body: Array("{}".utf8))
+            #expect(sentry?.status == 429, "Sentry SDKs drop an event on a 5xx")
+            #expect(sentry?.headers["x-sentry-rate-limits"] == "1::organization")
+            #expect(sentry?.headers["retry-after"] == "1")
+            let debugFile = try await hostileExchange(
+                port: port,
+                head: "POST /v1/projects/\(project.project)/debug-files?name=a HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\n",
+                body: Array("\u{7F}ELF".utf8))
+            #expect(debugFile?.status == 503)
+            // Queries, health and metrics are served from the other pool.
+            let query = try await client.execute(
+                uri: "/v1/projects/\(project.project)/crashes", method: .get, headers: [.authorization: "Bearer \(project.readToken)"])
+            #expect(query.status == .ok)
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
-            #expect(try await client.execute(uri: "/metrics", method: .get).status == .ok)
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(String(buffer: metrics.body).contains(#"crashguard_requests_in_flight{pool="uploads"} 2"#))
             // Freed slots serve again.
             for socket in holders { _ = socket.send([UInt8](repeating: 0x20, count: 999)) }
             for socket in holders {
@@ -171,5 +224,27 @@ import Testing
         counter.leave()
         #expect(counter.enter(limit: 2))
         #expect(counter.current == 2)
+    }
+
+    @Test func poolsSplitTheLimit() {
+        let defaults = RequestPools(limit: 1024, ingestShare: 0.75)
+        #expect(defaults.uploads.limit == 768 && defaults.others.limit == 256)
+        let smallest = RequestPools(limit: 2, ingestShare: 0.75)
+        #expect(smallest.uploads.limit == 1 && smallest.others.limit == 1)
+        #expect(RequestPools(limit: 10, ingestShare: 0.01).uploads.limit == 1)
+        #expect(RequestPools(limit: 10, ingestShare: 0.99).others.limit == 1)
+    }
+
+    @Test(arguments: [
+        ("POST", "/v1/reports", RequestPools.Kind.uploads), ("POST", "/v1/reports/", .uploads),
+        ("POST", "/api/42/envelope/", .uploads), ("POST", "/api/42/store/", .uploads), ("POST", "/api/42/store", .uploads),
+        ("POST", "/v1/projects/app/debug-files", .uploads),
+        ("GET", "/v1/reports", .others), ("OPTIONS", "/api/42/envelope/", .others), ("GET", "/v1/projects/app/crashes", .others),
+        ("POST", "/v1/projects/app/webhooks", .others), ("POST", "/signin", .others), ("GET", "/", .others),
+        ("POST", "/api/42/other/", .others), ("POST", "/v1/projects/app/crashes/1", .others),
+    ])
+    func requestsGoToTheirPool(method: String, path: String, kind: RequestPools.Kind) throws {
+        let method = try #require(HTTPRequest.Method(method))
+        #expect(RequestPools.kind(method: method, path: path) == kind)
     }
 }

@@ -104,6 +104,39 @@ final class HostileSocket: @unchecked Sendable {
             out += buffer[0..<n]
         }
     }
+
+    /// Reads one whole response (head, and a body as long as its `Content-Length`); nil when
+    /// none has arrived within `timeout` seconds. Leaves the connection open.
+    func readResponse(timeout: Double) async -> HostileHTTPResponse? {
+        let deadline = Date().addingTimeInterval(timeout)
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while deadline.timeIntervalSinceNow > 0 {
+            if let response = HostileHTTPResponse(out),
+                response.body.utf8.count >= response.headers["content-length"].flatMap({ Int($0) }) ?? 0
+            {
+                return response
+            }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, 0)
+            if ready < 0 { return nil }
+            if ready == 0 {
+                try? await Task.sleep(for: .milliseconds(10))
+                continue
+            }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return HostileHTTPResponse(out) }
+            out += buffer[0..<n]
+        }
+        return nil
+    }
+}
+
+/// Sends one request on a new connection and reads its response (nil: none within 10 s).
+func hostileExchange(port: Int, head: String, body: [UInt8] = []) async throws -> HostileHTTPResponse? {
+    let socket = try HostileSocket(port: port)
+    guard socket.send(Array(head.utf8) + body) else { return nil }
+    return await socket.readResponse(timeout: 10)
 }
 
 /// A parsed raw HTTP/1.1 response: status, lower-cased headers, body.

@@ -32,8 +32,8 @@ import Testing
     @Test func fullQueueRefusesWith503AndGroupsWaitingRequests() async throws {
         let store = GatedStore()
         let batcher = IngestBatcher(
-            maxQueuedReports: 3, maxBatchReports: 100, timeout: .seconds(30), metrics: ServerMetrics(),
-            logger: TestEnvironment.logger, store: { try await store.store($0) }, probe: {})
+            maxQueuedReports: 3, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30), metrics: ServerMetrics(),
+            logger: TestEnvironment.logger, store: { items, _ in try await store.store(items) }, probe: {})
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
             // The first request is taken into a (blocked) commit.
@@ -59,8 +59,8 @@ import Testing
     @Test func databaseFailureIs503AndNothingIsAcknowledged() async throws {
         let probes = Mutex(0)
         let batcher = IngestBatcher(
-            maxQueuedReports: 100, maxBatchReports: 100, timeout: .seconds(30), metrics: ServerMetrics(),
-            logger: TestEnvironment.logger, store: { _ in throw DeadlineExceeded() },
+            maxQueuedReports: 100, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30), metrics: ServerMetrics(),
+            logger: TestEnvironment.logger, store: { _, _ in throw DeadlineExceeded() },
             probe: {
                 probes.withLock { $0 += 1 }
             })

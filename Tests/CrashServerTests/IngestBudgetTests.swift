@@ -9,17 +9,20 @@ import Testing
 /// The server-wide budget of body bytes in flight (issue 13): past it, 503 with
 /// `Retry-After` and nothing stored; what a request held is given back when it ends.
 @Suite struct IngestBudgetTests {
-    @Test func requestsPastTheBudgetGet503AndTheBudgetComesBack() async throws {
-        let project = try await makeProject()
-        // One largest request fits (100 KB received + 100 KB decoded), two do not.
-        let config = TestEnvironment.configuration {
+    /// One largest request fits (100 KB received + 100 KB decoded), two do not.
+    static var configuration: ServerConfiguration {
+        TestEnvironment.configuration {
             $0.maxBodyBytes = 100_000
             $0.maxDecompressedBytes = 100_000
             $0.maxInflightBodyBytes = 250_000
             $0.readTimeout = 10
         }
+    }
+
+    @Test func requestsPastTheBudgetGet503AndTheBudgetComesBack() async throws {
+        let project = try await makeProject()
         let id = UUID()
-        try await hostileLiveApp(config) { client, port in
+        try await hostileLiveApp(Self.configuration) { client, port in
             // A slow sender holds ~180 KB of the budget: 90 KB sent of a 90,001-byte body.
             let holder = try HostileSocket(port: port)
             let opening = Array(#"{"reports":["#.utf8)
@@ -44,6 +47,49 @@ import Testing
         }
         try await withTestDatabase { (db: CrashDatabase) async throws in
             #expect(try await db.storedReportIDs(slug: project.project).count == 2)
+        }
+    }
+
+    /// The Sentry routes read bodies under the same budget (they used to take none): a slow
+    /// Sentry upload holds its share from `/v1/reports`, and a Sentry request past the budget
+    /// gets Sentry's answer for "come back later", 429 with `Retry-After` and
+    /// `X-Sentry-Rate-Limits`, and stores nothing.
+    @Test func theSentryDoorReadsUnderTheSameBudget() async throws {
+        let project = try await makeProject()
+        var padded = SentryIngestTests.event()
+        padded["extra"] = ["pad": String(repeating: "x", count: 40_000)]
+        let paddedEnvelope = SentryIngestTests.eventEnvelope(padded)
+        let uri = "/api/\(project.sentryId)/envelope/"
+        try await hostileLiveApp(Self.configuration) { client, port in
+            // A slow Sentry upload holds ~180 KB of the budget: 90 KB sent of a 90,001-byte body.
+            let holder = try HostileSocket(port: port)
+            let head =
+                [
+                    "POST \(uri) HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/x-sentry-envelope",
+                    "X-Sentry-Auth: Sentry sentry_version=7, sentry_key=\(project.ingestKey)", "Content-Length: 90001",
+                    "Connection: close",
+                ].joined(separator: "\r\n") + "\r\n\r\n"
+            #expect(holder.send(head))
+            #expect(holder.send([UInt8](repeating: 0x20, count: 90_000)))
+            try await Task.sleep(for: .milliseconds(500))
+            let v1 = batchBody([reportJSON()]) + [UInt8](repeating: 0x20, count: 40_000)
+            let refusedV1 = try await client.ingest(key: project.ingestKey, body: v1, encoding: "identity")
+            #expect(refusedV1.status == .serviceUnavailable)
+            #expect(refusedV1.errorMessage?.contains("in flight") == true)
+            let refused = try await client.sentry(uri, headers: SentryIngestTests.auth(project.ingestKey), body: paddedEnvelope)
+            #expect(refused.status == .tooManyRequests)
+            #expect(refused.headers[.retryAfter] == "1")
+            #expect(refused.headers[SentryController.rateLimitsHeader] == "1::organization")
+            #expect((try? refused.json()["detail"] as? String)?.contains("in flight") == true)
+            // The holder ends (its body is no envelope): its share comes back.
+            #expect(holder.send("}"))
+            let (bytes, _) = await holder.readUntilClosed(timeout: 5)
+            #expect(HostileHTTPResponse(bytes)?.status == 400)
+            let retried = try await client.sentry(uri, headers: SentryIngestTests.auth(project.ingestKey), body: paddedEnvelope)
+            #expect(retried.status == .ok)
+        }
+        try await withTestDatabase { (db: CrashDatabase) async throws in
+            #expect(try await db.storedReportIDs(slug: project.project).count == 1)
         }
     }
 

@@ -19,8 +19,8 @@ extension IngestBatcherTests {
         let store = GatedStore()
         let metrics = ServerMetrics()
         let batcher = IngestBatcher(
-            maxQueuedReports: 100, maxBatchReports: 100, timeout: .seconds(30), metrics: metrics,
-            logger: TestEnvironment.logger, store: { try await store.store($0) }, probe: {})
+            maxQueuedReports: 100, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30), metrics: metrics,
+            logger: TestEnvironment.logger, store: { items, _ in try await store.store(items) }, probe: {})
         metrics.observeQueue(of: batcher)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }

@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import PostgresNIO
 import Testing
 
 @testable import CrashServer
@@ -311,6 +312,88 @@ import Testing
             #expect(errors[8]?.hasPrefix("reason:") == true)
             #expect(errors[9] == nil)
         }
+    }
+
+    /// The ingest transaction binds every column as a binary array (`unnest`), the nullable
+    /// ones with NULL elements and `stack`/`fingerprint`/`context` as `jsonb` text: absent
+    /// stays NULL, `""`/`[]`/`{}` stay themselves, and quotes, backslashes, every control
+    /// character but NUL (refused at validation), U+2028 and non-ASCII come back exactly,
+    /// through the database and `GET .../reports`.
+    @Test func everyColumnRoundTripsExactly() async throws {
+        let project = try await makeProject()
+        let tricky = [
+            "quote \" backslash \\ slash / \\\" \\\\", String((1..<0x20).map { Character(Unicode.Scalar(UInt8($0))) }),
+            "ü 漢字 🚀 \u{7F} \u{85} \u{2028} \u{2029} \u{FEFF} e\u{301}", "", "\\u0041 is not A", "</script>{\"k\": [1]}",
+        ]
+        let at = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 3600).rounded(.down))
+        let fingerprint = ["round trip", tricky[0], tricky[2]]
+        func report(_ n: Int, _ fields: [String: Any]) -> [String: Any] {
+            var r = reportJSON(timestamp: at.addingTimeInterval(Double(n)), extra: ["fingerprint": fingerprint])
+            r.removeValue(forKey: "device")
+            for (key, value) in fields { r[key] = value }
+            return r
+        }
+        let sent = [
+            // Nothing optional: NULL in every nullable column.
+            report(0, [:]),
+            // Every optional field present and empty where the contract allows it.
+            report(
+                1,
+                [
+                    "device": ["os": "", "osVersion": "", "model": "", "id": ""], "stack": [], "context": [:], "fatal": false,
+                    "app": ["id": "com.example.demo", "version": "1.0.0", "build": "b\"1\\"],
+                ]),
+            // Some device fields NULL, some empty, some set.
+            report(2, ["device": ["os": "iOS", "id": ""], "fatal": true]),
+            report(3, ["device": ["osVersion": tricky[2], "model": tricky[1]]]),
+            // Escapes in every JSON column and in the text ones.
+            report(
+                4,
+                [
+                    "stack": tricky, "reason": tricky.joined(separator: "|"),
+                    "context": Dictionary(uniqueKeysWithValues: tricky.enumerated().map { ("k\($0.offset) \($0.element.prefix(20))", $0.element) }),
+                    "device": ["os": tricky[0], "osVersion": "17.1", "model": tricky[2], "id": tricky[1]],
+                ]),
+        ].map(TestReport.init(object:))
+        try await withApp { client in
+            let response = try await client.ingest(key: project.ingestKey, body: batchBody(sent.map(\.object))).decode(IngestResponse.self)
+            #expect(response.accepted == sent.count, "rejected: \(response.rejected)")
+            let list = try await client.query("/v1/projects/\(project.project)/crashes", token: project.readToken)
+            let groups = list.json["groups"] as? [[String: Any]] ?? []
+            #expect(groups.count == 1)
+            let id = try #require(groups.first?["id"] as? String)
+            let page = try await client.query("/v1/projects/\(project.project)/crashes/\(id)/reports", token: project.readToken)
+            let listed = (page.json["reports"] as? [[String: Any]] ?? []).reversed().map { report in
+                report.filter { $0.key != "receivedAt" }
+            }
+            #expect(listed.count == sent.count)
+            for (got, want) in zip(listed, sent.map(\.object)) {
+                #expect(NSDictionary(dictionary: got).isEqual(to: want), "sent \(want)\ngot  \(got)")
+            }
+        }
+        // NULL and "" are apart in the columns themselves, not only in the API's rendering.
+        let columns = try await withTestDatabase { db in
+            try await db.client.withConnection { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT r.os, r.os_version, r.model, r.device_id, r.app_build, r.fatal, r.stack::text, r.context::text
+                    FROM reports r JOIN projects p ON p.id = r.project_id WHERE p.slug = \(project.project) ORDER BY r.ts
+                    """, logger: TestEnvironment.logger)
+                var out: [String] = []
+                for try await row in rows.decode((String?, String?, String?, String?, String?, Bool?, String?, String?).self) {
+                    out.append(
+                        [row.0, row.1, row.2, row.3, row.4, row.5.map { "\($0)" }, row.6, row.7].map { $0.map { "'\($0.prefix(8))'" } ?? "NULL" }
+                            .joined(separator: " "))
+                }
+                return out
+            }
+        }
+        #expect(
+            columns.prefix(3) == [
+                "NULL NULL NULL NULL NULL NULL NULL NULL",
+                "'' '' '' '' 'b\"1\\' 'false' '[]' '{}'",
+                "'iOS' NULL NULL '' NULL 'true' NULL NULL",
+            ])
     }
 
     @Test func healthReadinessAndMetrics() async throws {

@@ -22,6 +22,22 @@ extension TestClientProtocol {
         return (response.status, json)
     }
 
+    /// Walks a list from `uri` (which has a query string) page by page through `nextCursor`;
+    /// `page` sees each answer as it comes. Returns the pages' bodies in order.
+    func walk(
+        _ uri: String, token: String?, _ page: ((status: HTTPResponse.Status, json: [String: Any])) throws -> Void
+    ) async throws -> [[String: Any]] {
+        var bodies: [[String: Any]] = []
+        var cursor: String?
+        repeat {
+            let answer = try await query(uri + (cursor.map { "&cursor=\($0)" } ?? ""), token: token)
+            try page(answer)
+            bodies.append(answer.json)
+            cursor = answer.json["nextCursor"] as? String
+        } while cursor != nil
+        return bodies
+    }
+
     /// Ingests `reports`; expects all accepted.
     func send(_ reports: [TestReport], key: String) async throws {
         for chunk in stride(from: 0, to: reports.count, by: 500) {

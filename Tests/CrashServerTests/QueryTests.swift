@@ -181,16 +181,10 @@ import Testing
                         try await client.send(more.shuffled(), key: p.ingestKey)
                     }
                 }
-                var seen: [String] = []
-                var cursor: String?
-                repeat {
-                    let page = try await client.query(
-                        "/v1/projects/\(p.project)/crashes?limit=3&sort=\(sort)" + (cursor.map { "&cursor=\($0)" } ?? ""),
-                        token: p.readToken)
+                let pages = try await client.walk("/v1/projects/\(p.project)/crashes?limit=3&sort=\(sort)", token: p.readToken) { page in
                     #expect(page.status == .ok, "\(page.json)")
-                    seen += page.json.groups.compactMap { $0["id"] as? String }
-                    cursor = page.json["nextCursor"] as? String
-                } while cursor != nil
+                }
+                let seen = pages.flatMap(\.groups).compactMap { $0["id"] as? String }
                 try await writer.value
                 #expect(Set(seen).count == seen.count, "\(sort): a group was listed twice: \(seen)")
                 #expect(seen.count >= 40, "\(sort): \(seen.count) groups")
@@ -321,16 +315,10 @@ import Testing
             #expect(latest.allSatisfy { $0["stack"] == nil && $0["receivedAt"] is String })
             #expect((latest.first?["context"] as? [String: String]) == ["screen": "home"])
 
-            var walked: [[String: Any]] = []
-            var cursor: String?
-            repeat {
-                let page = try await client.query(
-                    "/v1/projects/\(p.project)/crashes/\(id)/reports?limit=3" + (cursor.map { "&cursor=\($0)" } ?? ""),
-                    token: p.readToken)
+            let pages = try await client.walk("/v1/projects/\(p.project)/crashes/\(id)/reports?limit=3", token: p.readToken) { page in
                 #expect(page.status == .ok)
-                walked += page.json["reports"] as? [[String: Any]] ?? []
-                cursor = page.json["nextCursor"] as? String
-            } while cursor != nil
+            }
+            let walked = pages.flatMap { $0["reports"] as? [[String: Any]] ?? [] }
             #expect(walked.compactMap { $0["id"] as? String } == reports.reversed().compactMap { $0["id"] as? String })
             let first = try #require(walked.last)
             #expect(first["stack"] as? [String] == ["0 Demo 0x1 main + 1"])

@@ -1,3 +1,4 @@
+import CrashWire
 import Foundation
 import HummingbirdTesting
 import PostgresNIO
@@ -128,7 +129,46 @@ import Testing
             }
             try await client.send(theirs, key: other.ingestKey)
         }
-        let project = p.project
+        try await Self.expectRollupsMatch(slug: p.project)
+    }
+
+    /// One ingest transaction, as the batcher makes of concurrent requests, holding two
+    /// projects' reports in mixed order, one id in both projects, and ids the first project
+    /// already stored: each project gets its own reports, groups and rollup rows, and the
+    /// stored ids are not new again.
+    @Test func oneTransactionMixingProjectsAndStoredIDs() async throws {
+        let a = try await makeProject(), b = try await makeProject()
+        let decoder = JSONDecoder.crashWire()
+        func decoded(_ reports: [TestReport]) throws -> [Report] {
+            try reports.map { try decoder.decode(Report.self, from: JSONSerialization.data(withJSONObject: $0.object)) }
+        }
+        let mine = try decoded(Self.reports(seed: 3))
+        var copied = try decoded(Self.reports(seed: 4))
+        for i in 0..<5 { copied[i].id = mine[i].id }
+        let theirs = copied
+        try await withTestDatabase { db in
+            let pa = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(a.ingestKey))?.project)
+            let pb = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(b.ingestKey))?.project)
+            let first = mine.prefix(20).map { IngestItem(project: pa, report: $0) }
+            #expect(try await db.store(first, gate: CommitGate()) == Set(first.map(\.key)))
+            let rest = mine.dropFirst(10).map { IngestItem(project: pa, report: $0) }
+            let other = theirs.map { IngestItem(project: pb, report: $0) }
+            var mixed = rest + other
+            var rng = SystemRandomNumberGenerator()
+            mixed.shuffle(using: &rng)
+            let fresh = try await db.store(mixed, gate: CommitGate())
+            #expect(fresh == Set(rest.dropFirst(10).map(\.key) + other.map(\.key)))
+            #expect(try await db.storedReportIDs(slug: a.project).count == mine.count)
+            #expect(Set(try await db.storedReportIDs(slug: b.project)) == Set(theirs.map(\.id)))
+            #expect(try await db.rollupTotal(slug: a.project) == Int64(mine.count))
+            #expect(try await db.rollupTotal(slug: b.project) == Int64(theirs.count))
+        }
+        try await Self.expectRollupsMatch(slug: a.project)
+        try await Self.expectRollupsMatch(slug: b.project)
+    }
+
+    /// Compares every rollup table of project `slug` with its definition.
+    static func expectRollupsMatch(slug project: String) async throws {
         let results = try await withTestDatabase { db in
             try await db.client.withConnection { connection in
                 // Another session time zone must not move the buckets.

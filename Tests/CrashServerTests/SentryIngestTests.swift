@@ -347,8 +347,9 @@ import Testing
         let gate = Gate()
         let database = try CrashDatabase(configuration: config, logger: TestEnvironment.logger)
         let batcher = IngestBatcher(
-            maxQueuedReports: 1, maxBatchReports: 1, timeout: .seconds(60), metrics: ServerMetrics(), logger: TestEnvironment.logger,
-            store: { items in
+            maxQueuedReports: 1, maxBatchReports: 1, maxBatchBytes: .max, timeout: .seconds(60), metrics: ServerMetrics(),
+            logger: TestEnvironment.logger,
+            store: { items, _ in
                 await gate.wait()
                 return Set(items.map(\.key))
             }, probe: {})
@@ -379,8 +380,9 @@ import Testing
         }
         let database = try CrashDatabase(configuration: config, logger: TestEnvironment.logger)
         let batcher = IngestBatcher(
-            maxQueuedReports: 1000, maxBatchReports: 100, timeout: .seconds(5), metrics: ServerMetrics(), logger: TestEnvironment.logger,
-            store: { try await database.store($0) }, probe: { try await database.ping() })
+            maxQueuedReports: 1000, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(5), metrics: ServerMetrics(),
+            logger: TestEnvironment.logger,
+            store: { try await database.store($0, gate: $1) }, probe: { try await database.ping() })
         let router = try buildRouter(
             database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(5),
             logger: TestEnvironment.logger)

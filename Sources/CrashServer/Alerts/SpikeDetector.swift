@@ -11,11 +11,7 @@ struct SpikeDetector: Service {
     let logger: Logger
 
     func run() async throws {
-        guard settings.spikeInterval > 0 else {
-            // Off on this server; a service that returned would end the whole group.
-            try? await gracefulShutdown()
-            return
-        }
+        guard settings.spikeInterval > 0 else { return await PollingService.idleUntilShutdown() }
         var lastPrune = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
@@ -28,9 +24,7 @@ struct SpikeDetector: Service {
             } catch {
                 logger.warning("spike detection failed", metadata: ["error.message": "\(String(reflecting: error))"])
             }
-            try? await cancelWhenGracefulShutdown {
-                try await Task.sleep(for: .milliseconds(Int64(settings.spikeInterval * 1000)))
-            }
+            await PollingService.sleep(seconds: settings.spikeInterval)
         }
     }
 }

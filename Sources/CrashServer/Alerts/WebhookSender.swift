@@ -22,11 +22,7 @@ struct WebhookSender: Service {
     let logger: Logger
 
     func run() async throws {
-        guard settings.concurrency > 0 else {
-            // Off on this server; a service that returned would end the whole group.
-            try? await gracefulShutdown()
-            return
-        }
+        guard settings.concurrency > 0 else { return await PollingService.idleUntilShutdown() }
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: .seconds(Int64(min(settings.timeout, 5).rounded(.up)))))
@@ -51,9 +47,7 @@ struct WebhookSender: Service {
             }
             if claimed.count < settings.concurrency {
                 // Wake for the next poll, or at once on shutdown.
-                try? await cancelWhenGracefulShutdown {
-                    try await Task.sleep(for: .milliseconds(Int64(settings.pollInterval * 1000)))
-                }
+                await PollingService.sleep(seconds: settings.pollInterval)
             }
         }
     }

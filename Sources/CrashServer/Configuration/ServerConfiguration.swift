@@ -40,6 +40,11 @@ public struct ServerConfiguration: Sendable {
     public var maxQueuedReports = 100_000
     /// Most reports written in one group-commit transaction (`CRASHGUARD_MAX_BATCH_REPORTS`).
     public var maxBatchReports = 5_000
+    /// Most estimated bytes of reports written in one group-commit transaction
+    /// (`CRASHGUARD_MAX_BATCH_BYTES`); one request over it is written alone. About one largest
+    /// request, far below PostgreSQL's 1 GB message limit even if escaping makes the encoded
+    /// text 6 times larger, and quick enough for the statement timeout (docs/server.md).
+    public var maxBatchBytes = 16 << 20
     /// Days of raw reports kept (`CRASHGUARD_RETENTION_DAYS`), at least 31; groups and rollups stay.
     public var retentionDays = 90
     /// Database connections (`CRASHGUARD_DB_POOL_SIZE`).
@@ -53,6 +58,10 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Double = 75
     /// Most requests handled at once before new ones get 503 (`CRASHGUARD_MAX_CONCURRENT_REQUESTS`).
     public var maxConcurrentRequests = 1024
+    /// Share of ``maxConcurrentRequests`` that uploads may hold (`CRASHGUARD_INGEST_SHARE`):
+    /// `/v1/reports`, the Sentry routes and debug files, whose clients set how long their body
+    /// takes; the rest is kept for queries, the dashboard and everything else. Above 0, below 1.
+    public var ingestShare = 0.75
     /// Connections served at once; one more is answered 503 and closed (`CRASHGUARD_MAX_CONNECTIONS`).
     public var maxConnections = 10_000
     /// Symbolication (docs/symbolication.md): largest debug file upload
@@ -92,12 +101,14 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_RATE_BURST", Double.init) { rateBurst = v }
         if let v = try value("CRASHGUARD_MAX_QUEUED_REPORTS", Int.init) { maxQueuedReports = v }
         if let v = try value("CRASHGUARD_MAX_BATCH_REPORTS", Int.init) { maxBatchReports = v }
+        if let v = try value("CRASHGUARD_MAX_BATCH_BYTES", Int.init) { maxBatchBytes = v }
         if let v = try value("CRASHGUARD_RETENTION_DAYS", Int.init) { retentionDays = v }
         if let v = try value("CRASHGUARD_DB_POOL_SIZE", Int.init) { databasePoolSize = v }
         if let v = try value("CRASHGUARD_DB_TIMEOUT", Double.init) { databaseTimeout = v }
         if let v = try value("CRASHGUARD_READ_TIMEOUT", Double.init) { readTimeout = v }
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
+        if let v = try value("CRASHGUARD_INGEST_SHARE", Double.init) { ingestShare = v }
         if let v = try value("CRASHGUARD_MAX_CONNECTIONS", Int.init) { maxConnections = v }
         if let v = try value("CRASHGUARD_MAX_DEBUG_FILE_BYTES", Int.init) { maxDebugFileBytes = v }
         if let v = try value("CRASHGUARD_LLVM_SYMBOLIZER", { $0 }) { llvmSymbolizer = v }
@@ -121,12 +132,18 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("max queued reports: at least \(WireProtocol.maxReportsPerBatch)")
         }
         guard maxBatchReports >= 1 else { throw ConfigurationError("max batch reports: at least 1") }
+        guard maxBatchBytes >= 1 else { throw ConfigurationError("max batch bytes: at least 1") }
         guard retentionDays >= 31 else {
             throw ConfigurationError("retention days: at least 31 (reports up to 30 days old are accepted)")
         }
         guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
-        guard maxConcurrentRequests >= 1 else { throw ConfigurationError("max concurrent requests: at least 1") }
+        guard maxConcurrentRequests >= 2 else {
+            throw ConfigurationError("max concurrent requests: at least 2 (one for uploads, one for everything else)")
+        }
+        guard ingestShare > 0, ingestShare < 1 else {
+            throw ConfigurationError("ingest share: above 0 and below 1 (the part of the concurrent requests uploads may hold)")
+        }
         guard maxConnections >= 1 else { throw ConfigurationError("max connections: at least 1") }
         guard readMaxLag > 0, readMaxLag <= 3600 else { throw ConfigurationError("read max lag: 0 < seconds <= 3600") }
         guard maxDebugFileBytes >= 1024 else { throw ConfigurationError("max debug file bytes: at least 1024") }

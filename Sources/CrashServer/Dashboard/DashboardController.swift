@@ -104,9 +104,9 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             newCount: newGroups.count == 10 && newest.nextCursor != nil ? "10+" : "\(newGroups.count)",
             regressedCount: regressed.nextCursor != nil ? "10+" : "\(regressed.groups.count)",
             chart: ChartView(points: points, hourly: window.hourly),
-            hasNew: !newGroups.isEmpty, newGroups: newGroups.map { GroupRowView($0, project: project, now: now) },
+            hasNew: !newGroups.isEmpty, newGroups: newGroups.map { GroupView($0, project: project, now: now) },
             hasRegressed: !regressed.groups.isEmpty,
-            regressedGroups: regressed.groups.map { GroupRowView($0, project: project, now: now) },
+            regressedGroups: regressed.groups.map { GroupView($0, project: project, now: now) },
             renderedAt: DashboardFormat.exact(now))
         return try html(view, "overview")
     }
@@ -141,7 +141,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             clearHref: base + DashboardQuery.string(kept.filter { $0.key == "window" || $0.key == "status" }),
             filterSummary: filters.isEmpty ? nil : filters.joined(separator: ", "),
             hasRows: !list.groups.isEmpty,
-            rows: list.groups.map { CrashRowView($0, project: project, now: now) },
+            rows: list.groups.map { GroupView($0, project: project, now: now) },
             pager: PagerView(
                 shown: "\(list.groups.count) crash group\(list.groups.count == 1 ? "" : "s") on this page",
                 firstHref: q.values["cursor"] == nil ? nil : base + DashboardQuery.string(kept),
@@ -182,15 +182,9 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             }
         let view = CrashView(
             pageTitle: group.title, nav: nav(project, session, crashes: true), csrf: sessions.csrfToken(for: session),
-            project: project.slug, groupID: group.id, groupTitle: group.title, groupKind: group.kind, groupFatal: group.fatal,
-            groupStatus: group.status.rawValue, groupStatusLabel: DashboardFormat.statusLabel(group.status), groupResolvedIn: group.resolvedIn,
-            signature: group.signature, windowLabel: window.label,
-            windows: windowTabs(q, base: "/projects/\(project.slug)/crashes/\(group.id)"), notice: notice,
-            groupCount: DashboardFormat.number(group.count), groupDevices: DashboardFormat.number(group.devices),
-            firstSeen: DashboardFormat.relative(group.firstSeen, now: now), firstSeenExact: DashboardFormat.exact(group.firstSeen),
-            lastSeen: DashboardFormat.relative(group.lastSeen, now: now), lastSeenExact: DashboardFormat.exact(group.lastSeen),
-            versionsShort: DashboardFormat.versions(group.versions), versionsAll: group.versions.joined(separator: ", "),
-            isOpen: group.status == .open, isIgnored: group.status == .ignored,
+            project: project.slug, group: GroupView(group, project: project, now: now), signature: group.signature,
+            windowLabel: window.label, windows: windowTabs(q, base: "/projects/\(project.slug)/crashes/\(group.id)"),
+            notice: notice, isOpen: group.status == .open, isIgnored: group.status == .ignored,
             chart: ChartView(points: points, hourly: window.hourly),
             breakdowns: [
                 BreakdownView("Versions", detail.breakdown.versions), BreakdownView("OS", detail.breakdown.os),

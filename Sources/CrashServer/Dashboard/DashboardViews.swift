@@ -43,37 +43,10 @@ struct OverviewView: Sendable {
     var regressedCount: String
     var chart: ChartView
     var hasNew: Bool
-    var newGroups: [GroupRowView]
+    var newGroups: [GroupView]
     var hasRegressed: Bool
-    var regressedGroups: [GroupRowView]
+    var regressedGroups: [GroupView]
     var renderedAt: String
-}
-
-/// A group in the overview's short tables.
-struct GroupRowView: Sendable {
-    var href: String
-    var title: String
-    var kind: String
-    var fatal: Bool
-    var count: String
-    var firstSeen: String
-    var firstSeenExact: String
-    var lastSeen: String
-    var lastSeenExact: String
-    var resolvedIn: String?
-
-    init(_ group: GroupBody, project: ProjectRef, now: Date) {
-        href = "/projects/\(project.slug)/crashes/\(group.id)"
-        title = group.title
-        kind = group.kind
-        fatal = group.fatal
-        count = DashboardFormat.number(group.count)
-        firstSeen = DashboardFormat.relative(group.firstSeen, now: now)
-        firstSeenExact = DashboardFormat.exact(group.firstSeen)
-        lastSeen = DashboardFormat.relative(group.lastSeen, now: now)
-        lastSeenExact = DashboardFormat.exact(group.lastSeen)
-        resolvedIn = group.resolvedIn
-    }
 }
 
 struct KindOption: Sendable {
@@ -103,13 +76,14 @@ struct CrashesView: Sendable {
     var clearHref: String
     var filterSummary: String?
     var hasRows: Bool
-    var rows: [CrashRowView]
+    var rows: [GroupView]
     var pager: PagerView
     var renderedAt: String
 }
 
-/// A row of the top-crashes table.
-struct CrashRowView: Sendable {
+/// A crash group as the dashboard shows it: a row of the top-crashes table or of the
+/// overview's short tables, and the head of its crash page (`group.` in crash.mustache).
+struct GroupView: Sendable {
     var id: String
     var href: String
     var title: String
@@ -126,6 +100,7 @@ struct CrashRowView: Sendable {
     var versionsAll: String
     var status: String
     var statusLabel: String
+    var resolvedIn: String?
     var sparkLine: String
     var sparkArea: String
     var sparkLabel: String
@@ -147,6 +122,7 @@ struct CrashRowView: Sendable {
         versionsAll = group.versions.joined(separator: ", ")
         status = group.status.rawValue
         statusLabel = DashboardFormat.statusLabel(group.status)
+        resolvedIn = group.resolvedIn
         let trend = DashboardFormat.downsample((group.trend ?? []).map(\.count), to: 56)
         (sparkLine, sparkArea) = DashboardFormat.sparkline(trend)
         sparkLabel = "Trend over the window, peak \(trend.max() ?? 0)"
@@ -221,25 +197,11 @@ struct CrashView: Sendable {
     var nav: NavView
     var csrf: String
     var project: String
-    var groupID: String
-    var groupTitle: String
-    var groupKind: String
-    var groupFatal: Bool
-    var groupStatus: String
-    var groupStatusLabel: String
-    var groupResolvedIn: String?
+    var group: GroupView
     var signature: String
     var windowLabel: String
     var windows: [TabView]
     var notice: String?
-    var groupCount: String
-    var groupDevices: String
-    var firstSeen: String
-    var firstSeenExact: String
-    var lastSeen: String
-    var lastSeenExact: String
-    var versionsShort: String
-    var versionsAll: String
     var isOpen: Bool
     var isIgnored: Bool
     var chart: ChartView

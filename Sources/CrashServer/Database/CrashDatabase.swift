@@ -11,6 +11,9 @@ public struct CrashDatabase: Sendable {
     /// see `withReadSnapshot` and docs/scaling.md.
     let reader: ReadReplica?
     let logger: Logger
+    /// PostgreSQL's timeouts for an ingest transaction, below the server's deadline
+    /// (`CRASHGUARD_DB_TIMEOUT`); see ``setIngestTimeouts(_:)``.
+    let ingestTimeouts: IngestTimeouts
 
     /// Creates the pool for `configuration.databaseURL`; sessions run in UTC, without JIT
     /// (its compile time, 15 ms and more, exceeded the run time of the query API's reads).
@@ -29,12 +32,45 @@ public struct CrashDatabase: Sendable {
                 maxLag: .milliseconds(Int64(configuration.readMaxLag * 1000)), logger: logger)
         }
         self.logger = logger
+        ingestTimeouts = IngestTimeouts(deadline: configuration.databaseTimeout)
+    }
+
+    /// Sets this transaction's `lock_timeout`, `statement_timeout` and
+    /// `idle_in_transaction_session_timeout` (`set_config(..., true)` is `SET LOCAL`: they end
+    /// with the transaction, so pooled connections keep their defaults for every other query).
+    func setIngestTimeouts(_ connection: PostgresConnection) async throws {
+        let statement = "\(ingestTimeouts.statementMilliseconds)ms"
+        let idle = "\(ingestTimeouts.idleMilliseconds)ms"
+        try await connection.query(
+            """
+            SELECT set_config('lock_timeout', \(statement), true), set_config('statement_timeout', \(statement), true),
+                   set_config('idle_in_transaction_session_timeout', \(idle), true)
+            """, logger: logger)
     }
 
     /// The pools and the standby's monitor, to run as services (the primary's first).
     public var services: [any Service] {
         guard let reader else { return [client] }
         return [client, reader.client, ReadReplicaMonitor(database: self, reader: reader)]
+    }
+}
+
+/// PostgreSQL's own timeouts for the ingest transaction, derived from the server's deadline.
+///
+/// A lock wait or a slow statement is ended by PostgreSQL at **half** the deadline: the
+/// transaction is rolled back and the database says so (SQLSTATE 55P03 or 57014) well before
+/// the server would give up on it, so the answer is a 503 that is known to have stored
+/// nothing. The idle timeout is the whole deadline: it only ends a transaction whose client
+/// stopped talking to it (the batcher gave up on it), so its row locks do not outlive it.
+struct IngestTimeouts: Sendable {
+    /// `lock_timeout` and `statement_timeout`.
+    var statementMilliseconds: Int
+    /// `idle_in_transaction_session_timeout`.
+    var idleMilliseconds: Int
+
+    init(deadline seconds: Double) {
+        statementMilliseconds = max(1, Int(seconds * 500))
+        idleMilliseconds = max(1, Int(seconds * 1000))
     }
 }
 
@@ -74,6 +110,30 @@ func isConnectionError(_ error: any Error) -> Bool {
         }
     }
     return false
+}
+
+/// `true` for a lock or statement timeout (SQLSTATE 55P03, 57014): the database is up but
+/// busy; it rolled the transaction back, and only the requests of that batch are refused.
+func isTimeoutError(_ error: any Error) -> Bool {
+    guard let state = sqlState(error) else { return false }
+    return state == "55P03" || state == "57014"
+}
+
+/// `true` when a failed `COMMIT` was answered by the database, so it is known not to have
+/// committed: an error response to it, or a connection that an earlier error had already
+/// closed (PostgresNIO 1.33 then fails the query without sending it, with that earlier error
+/// as `underlying`). Anything else (the connection dropped while `COMMIT` was in flight) leaves
+/// the outcome unknown.
+func isAnsweredCommitFailure(_ error: any Error) -> Bool {
+    guard let psql = error as? PSQLError else { return false }
+    switch psql.code {
+    case .server:
+        return true
+    case .clientClosedConnection, .serverClosedConnection:
+        return psql.underlying is PSQLError
+    default:
+        return false
+    }
 }
 
 /// The SQLSTATE of a server error, looking inside transaction errors.

@@ -18,12 +18,13 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
         case unsupportedMediaType
         case tooManyRequests
         case unavailable
+        case outcomeUnknown
     }
 
     private let code: Code
     /// What was wrong, for the client.
     public let message: String
-    /// Seconds to wait before retrying (429, 503).
+    /// Seconds to wait before retrying (429, 503, and the 500 of ``outcomeUnknown(_:retryAfter:)``).
     public let retryAfter: Int?
 
     private init(_ code: Code, _ message: String, retryAfter: Int? = nil) {
@@ -51,6 +52,12 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
         .init(.unavailable, message, retryAfter: max(1, retryAfter))
     }
 
+    /// 500: the database did not answer an ingest `COMMIT`, so the reports may or may not be
+    /// stored (not 503, which promises nothing was); a retry is counted once.
+    public static func outcomeUnknown(_ message: String, retryAfter: Int) -> Self {
+        .init(.outcomeUnknown, message, retryAfter: max(1, retryAfter))
+    }
+
     /// The client's error for a body the ingest pipeline refused.
     init(ingest error: IngestError) {
         switch error.status {
@@ -70,6 +77,7 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
         case .unsupportedMediaType: return .unsupportedMediaType
         case .tooManyRequests: return .tooManyRequests
         case .unavailable: return .serviceUnavailable
+        case .outcomeUnknown: return .internalServerError
         }
     }
 

@@ -11,6 +11,10 @@ public struct CrashRequestContext: RequestContext {
     /// `ReadAuthenticationMiddleware` on the `/v1/projects/{project}/...` routes).
     public var readProject: ProjectRef?
 
+    /// The project whose ingest key authenticated the request (set by
+    /// `IngestAuthenticationMiddleware` on the ingest doors).
+    public var ingestProject: ProjectRef?
+
     /// Creates the context for one request.
     public init(source: Source) {
         coreContext = .init(source: source)

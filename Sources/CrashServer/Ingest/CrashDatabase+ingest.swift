@@ -21,17 +21,29 @@ extension CrashDatabase {
     /// concurrent batches do not deadlock; a deadlock or serialization failure that
     /// happens anyway is retried.
     ///
+    /// The transaction runs under PostgreSQL's own lock and statement timeouts
+    /// (``setIngestTimeouts(_:)``), and sends `COMMIT` only if `gate` lets it: once the
+    /// batcher's deadline has passed it rolls back instead.
+    ///
     /// - Returns: the keys of the reports stored by this call.
-    func store(_ items: [IngestItem]) async throws -> Set<ReportKey> {
+    /// - Throws: ``CommitOutcomeUnknown`` when the connection failed after `COMMIT` was sent,
+    ///   before its answer; any other error means nothing was stored.
+    func store(_ items: [IngestItem], gate: CommitGate) async throws -> Set<ReportKey> {
         var attempt = 0
         while true {
             do {
                 return try await client.withTransaction(logger: logger) { connection in
-                    try await storeInTransaction(items, connection)
+                    try gate.begin { Task { try? await connection.close() } }
+                    try await setIngestTimeouts(connection)
+                    let fresh = try await storeInTransaction(items, connection)
+                    try gate.commit()
+                    return fresh
                 }
             } catch  where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 attempt += 1
                 logger.debug("ingest transaction retried", metadata: ["db.sqlstate": "\(sqlState(error) ?? "")"])
+            } catch let error as PostgresTransactionError where error.commitError.map(isAnsweredCommitFailure) == false {
+                throw CommitOutcomeUnknown(underlying: error)
             }
         }
     }
@@ -50,28 +62,20 @@ extension CrashDatabase {
 
     /// Creates missing groups and returns the id of every group in `items`.
     private func upsertGroups(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> [GroupKey: Int64] {
-        struct Row: Encodable {
-            var p: Int64, s: String, v: String, k: String, t: String, n: String, ts: Date
-        }
         var first: [GroupKey: IngestItem] = [:]
         for item in items {
             if let seen = first[item.groupKey], seen.report.timestamp <= item.report.timestamp { continue }
             first[item.groupKey] = item
         }
-        let rows = first.values
-            .sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
-            .map {
-                Row(
-                    p: $0.projectID, s: $0.signature.hash, v: $0.signature.version.rawValue, k: $0.report.kind.rawValue,
-                    t: $0.signature.title, n: $0.signature.normalizedReason, ts: $0.report.timestamp)
-            }
-        let json = try Self.json(rows)
+        let rows = first.values.sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
         var ids: [GroupKey: Int64] = [:]
         let result = try await connection.query(
             """
             WITH input AS (
-                SELECT * FROM json_to_recordset(\(json)::json)
-                    AS r(p bigint, s text, v text, k text, t text, n text, ts timestamptz)
+                SELECT * FROM unnest(\(rows.map(\.projectID)), \(rows.map(\.signature.hash)), \(rows.map(\.signature.version.rawValue)),
+                                     \(rows.map(\.report.kind.rawValue)), \(rows.map(\.signature.title)),
+                                     \(rows.map(\.signature.normalizedReason)), \(rows.map(\.report.timestamp)))
+                    AS r(p, s, v, k, t, n, ts)
             ), ins AS (
                 INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason, first_seen, last_seen)
                 SELECT p, s, v, k, t, n, ts, ts FROM input ORDER BY p, s
@@ -100,20 +104,10 @@ extension CrashDatabase {
     /// Records the ids in the idempotency ledger; returns the keys that were new.
     /// A duplicate touches nothing else: no group, count or rollup.
     private func claimIDs(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        let rows = JSONWriter.rows(items, capacity: items.count * 96) { w, item in
-            w.key("p")
-            w.number(item.projectID)
-            w.raw(",")
-            w.key("id")
-            w.uuid(item.report.id)
-            w.raw(",")
-            w.key("ts")
-            w.date(item.report.timestamp)
-        }
         let result = try await connection.query(
             """
             INSERT INTO report_ids (project_id, id, ts)
-            SELECT p, id, ts FROM json_to_recordset(\(rows)::json) AS r(p bigint, id uuid, ts timestamptz)
+            SELECT * FROM unnest(\(items.map(\.projectID)), \(items.map(\.report.id)), \(items.map(\.report.timestamp))) AS r(p, id, ts)
             ORDER BY p, id
             ON CONFLICT (project_id, id) DO NOTHING
             RETURNING project_id, id
@@ -125,71 +119,25 @@ extension CrashDatabase {
         return fresh
     }
 
-    /// Inserts the (new) reports into the partitioned reports table.
+    /// Inserts the (new) reports into the partitioned reports table: one binary array per
+    /// column. Nullable columns keep NULL apart from `""` (``NullableArray``); `stack`,
+    /// `fingerprint` and `context` are `jsonb` elements written by ``JSONWriter``.
     private func insertReports(
         _ items: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
     ) async throws {
-        let rows = JSONWriter.rows(items, capacity: items.count * 2048) { w, item in
-            let r = item.report
-            w.key("p")
-            w.number(item.projectID)
-            w.raw(",")
-            w.key("id")
-            w.uuid(r.id)
-            w.raw(",")
-            w.key("g")
-            w.number(groups[item.groupKey]!)
-            w.raw(",")
-            w.key("ts")
-            w.date(r.timestamp)
-            w.raw(",")
-            w.key("k")
-            w.string(r.kind.rawValue)
-            w.raw(",")
-            w.key("r")
-            w.string(r.reason)
-            w.raw(",")
-            w.key("st")
-            w.strings(r.stack)
-            w.raw(",")
-            w.key("f")
-            w.bool(r.fatal)
-            w.raw(",")
-            w.key("ai")
-            w.string(r.app.id)
-            w.raw(",")
-            w.key("av")
-            w.string(r.app.version)
-            w.raw(",")
-            w.key("ab")
-            w.string(r.app.build)
-            w.raw(",")
-            w.key("os")
-            w.string(r.device?.os)
-            w.raw(",")
-            w.key("ov")
-            w.string(r.device?.osVersion)
-            w.raw(",")
-            w.key("m")
-            w.string(r.device?.model)
-            w.raw(",")
-            w.key("d")
-            w.string(r.device?.id)
-            w.raw(",")
-            w.key("fp")
-            w.strings(r.fingerprint)
-            w.raw(",")
-            w.key("c")
-            w.object(r.context)
-        }
+        let reports = items.map(\.report)
         try await connection.query(
             """
             INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
                                  app_build, os, os_version, model, device_id, fingerprint, context)
-            SELECT p, id, g, ts, k, r, st, f, ai, av, ab, os, ov, m, d, fp, c
-            FROM json_to_recordset(\(rows)::json) AS r(
-                p bigint, id uuid, g bigint, ts timestamptz, k text, r text, st jsonb, f boolean,
-                ai text, av text, ab text, os text, ov text, m text, d text, fp jsonb, c jsonb)
+            SELECT * FROM unnest(
+                \(items.map(\.projectID)), \(reports.map(\.id)), \(items.map { groups[$0.groupKey]! }), \(reports.map(\.timestamp)),
+                \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(reports.map { $0.stack.map(JSONBValue.strings) })),
+                \(NullableArray(reports.map(\.fatal))), \(reports.map(\.app.id)), \(reports.map(\.app.version)),
+                \(NullableArray(reports.map(\.app.build))), \(NullableArray(reports.map { $0.device?.os })),
+                \(NullableArray(reports.map { $0.device?.osVersion })), \(NullableArray(reports.map { $0.device?.model })),
+                \(NullableArray(reports.map { $0.device?.id })), \(NullableArray(reports.map { $0.fingerprint.map(JSONBValue.strings) })),
+                \(NullableArray(reports.map { $0.context.map(JSONBValue.object) })))
             """, logger: logger)
     }
 
@@ -224,27 +172,18 @@ extension CrashDatabase {
         for try await (id, status, resolvedIn) in locked.decode((Int64, String, String?).self) {
             states[id] = GroupState(id: id, status: status, resolvedIn: resolvedIn)
         }
-        struct Row: Encodable {
-            var id: Int64, n: Int64, f: Date, l: Date, fatal: Bool, status: String
-        }
         var regressedIDs = Set<Int64>()
-        let rows = ids.map { id -> Row in
-            let d = deltas[id]!
-            var status = states[id]?.status ?? "open"
-            if status == "resolved" {
-                let regressed: Bool
-                if let resolvedIn = states[id]?.resolvedIn {
-                    regressed = d.versions.contains { AppVersion.compare($0, resolvedIn) >= 0 }
-                } else {
-                    regressed = true
-                }
-                if regressed {
-                    status = "regressed"
-                    regressedIDs.insert(id)
-                }
-            }
-            return Row(id: id, n: d.n, f: d.first, l: d.last, fatal: d.fatal, status: status)
+        let statuses = ids.map { id -> String in
+            let status = states[id]?.status ?? "open"
+            guard status == "resolved" else { return status }
+            let regressed =
+                states[id]?.resolvedIn.map { resolvedIn in deltas[id]!.versions.contains { AppVersion.compare($0, resolvedIn) >= 0 } }
+                ?? true
+            guard regressed else { return status }
+            regressedIDs.insert(id)
+            return "regressed"
         }
+        let d = ids.map { deltas[$0]! }
         try await connection.query(
             """
             UPDATE crash_groups g SET
@@ -253,16 +192,11 @@ extension CrashDatabase {
                 last_seen = GREATEST(g.last_seen, u.l),
                 fatal = g.fatal OR u.fatal,
                 status = u.status
-            FROM json_to_recordset(\(try Self.json(rows))::json)
-                AS u(id bigint, n bigint, f timestamptz, l timestamptz, fatal boolean, status text)
+            FROM unnest(\(ids), \(d.map(\.n)), \(d.map(\.first)), \(d.map(\.last)), \(d.map(\.fatal)), \(statuses))
+                AS u(id, n, f, l, fatal, status)
             WHERE g.id = u.id
             """, logger: logger)
         return regressedIDs
-    }
-
-    /// JSON text for a `json_to_recordset` bind, dates as RFC 3339.
-    static func json(_ value: some Encodable) throws -> String {
-        String(decoding: try JSONEncoder.crashWire().encode(value), as: UTF8.self)
     }
 }
 

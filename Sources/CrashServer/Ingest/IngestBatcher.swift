@@ -10,13 +10,31 @@ import Synchronization
 ///
 /// The queue is bounded in reports; when it is full, or while the database is
 /// unreachable, `submit` fails at once with 503 and nothing of the request is stored.
+/// A batch is bounded in reports and in estimated bytes (``IngestItem/estimatedBytes``), so
+/// that its statements stay far below PostgreSQL's 1 GB message limit.
 /// On graceful shutdown every queued request is still committed before `run` returns.
+///
+/// A 503 means nothing was stored (docs/server.md, "Database timeouts"): a lock wait or a
+/// slow statement is ended and rolled back by PostgreSQL itself before the deadline ("database
+/// busy", this batch only); past the deadline a transaction that has not sent `COMMIT` is
+/// abandoned (``CommitGate``) and answered 503 at once if the database does not answer a probe,
+/// else after three deadlines at most; a `COMMIT` never answered is a 500 "outcome unknown".
+/// Nothing here waits on the database without a bound: a call that never returns does not
+/// hold the batcher.
 final class IngestBatcher: Service, Sendable {
     /// What became of one request's reports: `true` where newly stored, `false` for a duplicate.
     typealias Outcome = [Bool]
 
+    /// Writes one batch in one transaction, sending `COMMIT` only if the gate lets it; returns
+    /// the keys newly stored.
+    typealias Store = @Sendable ([IngestItem], CommitGate) async throws -> Set<ReportKey>
+
     private struct Job {
         var items: [IngestItem]
+        /// The items' estimated bytes, for the batch's byte bound.
+        var bytes: Int
+        /// When it was queued: a job that waited a whole deadline is refused, not stored.
+        var queued: ContinuousClock.Instant
         var continuation: CheckedContinuation<Outcome, any Error>
     }
 
@@ -30,28 +48,35 @@ final class IngestBatcher: Service, Sendable {
     private let state = Mutex(State())
     private let wakeup: AsyncStream<Void>
     private let wake: AsyncStream<Void>.Continuation
-    private let store: @Sendable ([IngestItem]) async throws -> Set<ReportKey>
+    private let store: Store
     private let probe: @Sendable () async throws -> Void
     private let maxQueuedReports: Int
     private let maxBatchReports: Int
+    private let maxBatchBytes: Int
     private let timeout: Duration
     private let metrics: ServerMetrics
     private let logger: Logger
 
     /// - Parameters:
-    ///   - store: writes one batch in one transaction; returns the keys newly stored.
+    ///   - maxBatchBytes: most estimated bytes in one transaction; a single request over it
+    ///     still goes, alone.
+    ///   - timeout: the deadline of one transaction (`CRASHGUARD_DB_TIMEOUT`), and the longest
+    ///     a request waits in the queue before it is refused.
+    ///   - store: writes one batch in one transaction; see ``Store``.
     ///   - probe: a cheap query that succeeds once the database is reachable again.
     init(
         maxQueuedReports: Int,
         maxBatchReports: Int,
+        maxBatchBytes: Int,
         timeout: Duration,
         metrics: ServerMetrics,
         logger: Logger,
-        store: @escaping @Sendable ([IngestItem]) async throws -> Set<ReportKey>,
+        store: @escaping Store,
         probe: @escaping @Sendable () async throws -> Void
     ) {
         self.maxQueuedReports = maxQueuedReports
         self.maxBatchReports = maxBatchReports
+        self.maxBatchBytes = maxBatchBytes
         self.timeout = timeout
         self.metrics = metrics
         self.logger = logger
@@ -69,6 +94,7 @@ final class IngestBatcher: Service, Sendable {
     /// Queues `items` and waits for the commit that stores them.
     func submit(_ items: [IngestItem]) async throws -> Outcome {
         guard !items.isEmpty else { return [] }
+        let bytes = items.reduce(0) { $0 + $1.estimatedBytes }
         return try await withCheckedThrowingContinuation { continuation in
             let refusal: APIError? = state.withLock { state in
                 if state.draining { return .unavailable("server is shutting down", retryAfter: 5) }
@@ -76,14 +102,13 @@ final class IngestBatcher: Service, Sendable {
                 if state.queuedReports + items.count > maxQueuedReports {
                     return .unavailable("ingest queue is full", retryAfter: 1)
                 }
-                state.queue.append(Job(items: items, continuation: continuation))
+                state.queue.append(Job(items: items, bytes: bytes, queued: .now, continuation: continuation))
                 state.queuedReports += items.count
                 return nil
             }
             if let refusal {
                 continuation.resume(throwing: refusal)
             } else {
-                metrics.recordQueueDepth(queuedReports)
                 wake.yield()
             }
         }
@@ -118,28 +143,52 @@ final class IngestBatcher: Service, Sendable {
         for job in left { job.continuation.resume(throwing: APIError.unavailable("server is shutting down")) }
     }
 
-    /// Commits every queued job, in batches of at most `maxBatchReports`.
+    /// Commits every queued job, in batches of at most `maxBatchReports` and `maxBatchBytes`.
     private func drain() async {
         while let jobs = takeBatch() {
             await commit(jobs)
         }
     }
 
+    /// The next batch: queued jobs in order while both bounds hold; the first job always.
     private func takeBatch() -> [Job]? {
         state.withLock { state in
             guard !state.queue.isEmpty else { return nil }
             var jobs: [Job] = []
-            var count = 0
-            while let next = state.queue.first, jobs.isEmpty || count + next.items.count <= maxBatchReports {
+            var reports = 0
+            var bytes = 0
+            while let next = state.queue.first,
+                jobs.isEmpty || (reports + next.items.count <= maxBatchReports && bytes + next.bytes <= maxBatchBytes)
+            {
                 jobs.append(state.queue.removeFirst())
-                count += next.items.count
+                reports += next.items.count
+                bytes += next.bytes
             }
-            state.queuedReports -= count
+            state.queuedReports -= reports
             return jobs
         }
     }
 
-    private func commit(_ jobs: [Job]) async {
+    private func commit(_ taken: [Job]) async {
+        // Marked down while these waited (an earlier batch found it unreachable): fail them
+        // at once rather than each batch waiting out the deadline in turn.
+        if isDatabaseDown {
+            for job in taken { job.continuation.resume(throwing: APIError.unavailable("database unreachable", retryAfter: 5)) }
+            return
+        }
+        // A job that waited a whole deadline in the queue (the batches before it were slow) is
+        // refused before any transaction: so a request is answered within 4 x the deadline
+        // (queue, transaction) plus two 2 s probes, before a proxy in front gives up on it.
+        let now = ContinuousClock.now
+        var jobs: [Job] = []
+        for job in taken {
+            if now - job.queued >= timeout {
+                job.continuation.resume(throwing: APIError.unavailable("database busy; retry later", retryAfter: 1))
+            } else {
+                jobs.append(job)
+            }
+        }
+        guard !jobs.isEmpty else { return }
         // One item per key across the batch: the first occurrence is the one stored.
         var seen = Set<ReportKey>()
         var unique: [IngestItem] = []
@@ -147,9 +196,9 @@ final class IngestBatcher: Service, Sendable {
             for item in job.items where seen.insert(item.key).inserted { unique.append(item) }
         }
         let started = ContinuousClock.now
-        do {
-            let batch = unique
-            let fresh = try await withDeadline(timeout) { try await self.store(batch) }
+        let batch = unique
+        switch await settledStore(batch) {
+        case .success(let fresh):
             metrics.recordCommit(reports: batch.count, duration: ContinuousClock.now - started)
             var claimed = Set<ReportKey>()
             for job in jobs {
@@ -160,21 +209,96 @@ final class IngestBatcher: Service, Sendable {
                 state.withLock { $0.databaseDown = false }
                 logger.notice("database reachable again")
             }
-        } catch {
-            let refusal: APIError
-            if isConnectionError(error) {
-                refusal = .unavailable("database unreachable", retryAfter: 5)
-                markDown(error)
-            } else {
-                logger.error("ingest transaction failed", metadata: ["error.message": "\(String(reflecting: error))"])
-                refusal = .unavailable("could not store reports; retry later", retryAfter: 5)
-            }
+        case .failure(let refusal):
             for job in jobs { job.continuation.resume(throwing: refusal) }
         }
     }
 
-    /// Marks the database unreachable: ingest answers 503 at once until a probe succeeds.
+    /// Stores `batch` and says what became of it, within three deadlines and a 2 s probe
+    /// whatever the database or the driver does.
+    ///
+    /// Within the deadline, the store's own answer. Past it, if `COMMIT` was not sent and the
+    /// database does not answer a probe, it is unreachable: the transaction is abandoned
+    /// (``CommitGate``: it can no longer commit) and the answer is 503 at once, without waiting
+    /// for it. Otherwise the transaction is slow, not stuck (a busy disk, a CPU-starved
+    /// server: the fault smoke's debug server at load 10 took 10-15 s for 1000 reports, with
+    /// PostgreSQL idle in the transaction, waiting for it), and rolling it back would only make
+    /// the retry redo the work: it gets until three deadlines from its start. Then it is
+    /// abandoned if `COMMIT` was not sent (503 "database busy": rolled back); if `COMMIT` was
+    /// sent and never answered, the outcome is unknown: 500, and the client's retry is counted
+    /// once (the `report_ids` ledger).
+    private func settledStore(_ batch: [IngestItem]) async -> Result<Set<ReportKey>, APIError> {
+        let gate = CommitGate()
+        let started = ContinuousClock.now
+        let work = Task { try await self.store(batch, gate) }
+        if let outcome = await outcome(of: work, within: timeout) { return outcome }
+        if !gate.isCommitting, !(await probeAnswers()), gate.abandon() {
+            return .failure(giveUp(work, gate, committing: false, reachable: false))
+        }
+        logger.warning("ingest transaction past the deadline; waiting for it until three deadlines")
+        if let outcome = await outcome(of: work, within: started + timeout * 3 - .now) { return outcome }
+        let committing = !gate.abandon()
+        return .failure(giveUp(work, gate, committing: committing, reachable: await probeAnswers()))
+    }
+
+    /// The store's outcome if it ends within `limit`; `nil` if it does not.
+    private func outcome(of work: Task<Set<ReportKey>, any Error>, within limit: Duration) async -> Result<Set<ReportKey>, APIError>? {
+        guard let result = try? await withDeadline(max(limit, .zero), { await work.result }) else { return nil }
+        return result.mapError(refusal(for:))
+    }
+
+    /// `true` when the database answers the probe within 2 s.
+    private func probeAnswers() async -> Bool {
+        (try? await withDeadline(.seconds(2)) { try await self.probe() }) != nil
+    }
+
+    /// Stops waiting for a transaction: closes its connection (so a call hung on it fails),
+    /// marks the database down unless it answered a probe, and answers 503 (nothing
+    /// committed) or, with `committing`, 500 (outcome unknown).
+    private func giveUp(_ work: Task<Set<ReportKey>, any Error>, _ gate: CommitGate, committing: Bool, reachable: Bool) -> APIError {
+        work.cancel()
+        gate.release()
+        if !reachable { markDown(DeadlineExceeded()) }
+        if committing {
+            logger.error("ingest COMMIT unanswered: outcome unknown")
+            return Self.outcomeUnknown
+        }
+        logger.warning("ingest transaction abandoned before its COMMIT", metadata: ["db.reachable": "\(reachable)"])
+        return reachable ? .unavailable("database busy; retry later", retryAfter: 1) : .unavailable("database unreachable", retryAfter: 5)
+    }
+
+    /// The answer for a batch whose store failed.
+    private func refusal(for error: any Error) -> APIError {
+        if error is CommitOutcomeUnknown {
+            logger.error("ingest connection failed while COMMIT was in flight: outcome unknown", metadata: ["error.message": "\(error)"])
+            markDown(error)
+            return Self.outcomeUnknown
+        }
+        if isTimeoutError(error) {
+            // Lock or statement timeout: rolled back by the database, which is up.
+            logger.warning("ingest transaction timed out in the database", metadata: ["error.message": "\(error)"])
+            return .unavailable("database busy; retry later", retryAfter: 1)
+        }
+        if isConnectionError(error) {
+            markDown(error)
+            return .unavailable("database unreachable", retryAfter: 5)
+        }
+        logger.error("ingest transaction failed", metadata: ["error.message": "\(String(reflecting: error))"])
+        return .unavailable("could not store reports; retry later", retryAfter: 5)
+    }
+
+    /// The answer when a batch's `COMMIT` was sent and never answered: not 503, which promises
+    /// that nothing was stored; a retry is safe (the `report_ids` ledger counts an id once).
+    static let outcomeUnknown = APIError.outcomeUnknown(
+        "the database did not answer the commit: the reports may or may not be stored; retry (a report id is never counted twice)",
+        retryAfter: 5)
+
+    /// Marks the database unreachable when `error` is a failed connection
+    /// (``isConnectionError(_:)``, which counts no answer within the deadline): ingest answers
+    /// 503 at once until a probe succeeds. Any other error (a lock or statement timeout, a
+    /// query the database refused) leaves it up.
     func markDown(_ error: any Error) {
+        guard isConnectionError(error) || error is CommitOutcomeUnknown else { return }
         let wasDown = state.withLock { state in
             defer { state.databaseDown = true }
             return state.databaseDown
@@ -196,4 +320,11 @@ final class IngestBatcher: Service, Sendable {
             }
         }
     }
+}
+
+/// The connection failed after `COMMIT` was sent and before its answer: the batch may or may
+/// not be stored.
+struct CommitOutcomeUnknown: Error, CustomStringConvertible {
+    let underlying: any Error
+    var description: String { "COMMIT outcome unknown: \(underlying)" }
 }

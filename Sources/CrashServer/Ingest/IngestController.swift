@@ -8,62 +8,34 @@ import Hummingbird
 import Logging
 import NIOCore
 
-/// `POST /v1/reports`: authenticate, rate-limit, read and inflate with caps, validate,
-/// group, and wait for the group commit before answering 202.
+/// `POST /v1/reports`: authenticated and rate-limited by ``IngestAuthenticationMiddleware``;
+/// reads and inflates with caps, validates, groups, and waits for the group commit before
+/// answering 202.
 struct IngestController: Sendable {
-    let database: CrashDatabase
+    let authenticator: IngestAuthenticator
     let batcher: IngestBatcher
-    let limiter: RateLimiter
     let metrics: ServerMetrics
-    let maxBodyBytes: Int
-    let maxDecompressedBytes: Int
-    let databaseTimeout: Duration
-    /// Body bytes in flight across all requests (received plus decoded).
-    let budget: BodyByteBudget
-
-    static let keyHeader = HTTPField.Name(WireProtocol.ingestKeyHeader)!
+    let body: IngestBody
 
     func addRoutes(to router: Router<CrashRequestContext>) {
-        router.post(RouterPath(WireProtocol.reportsPath), use: ingest)
+        router.group()
+            .add(middleware: IngestAuthenticationMiddleware(authenticator: authenticator, door: .reports))
+            .post(RouterPath(WireProtocol.reportsPath), use: ingest)
     }
 
     @Sendable func ingest(request: Request, context: CrashRequestContext) async throws -> Response {
-        guard let key = request.headers[Self.keyHeader], !key.isEmpty else {
-            throw APIError.unauthorized("missing \(WireProtocol.ingestKeyHeader) header")
-        }
+        let project = try context.requireIngestProject()
         try Self.checkContentType(request.headers[.contentType])
-        let reader = try Self.ingestError {
+        let coding = try IngestBody.compression(request.headers[.contentEncoding])
+        let reader = try IngestBody.ingestError {
             try IngestBodyReader(
-                contentEncoding: request.headers[.contentEncoding], maxBodyBytes: maxBodyBytes,
-                maxDecompressedBytes: maxDecompressedBytes)
+                coding: coding, maxBodyBytes: body.maxBodyBytes, maxDecompressedBytes: body.maxDecompressedBytes)
         }
-        if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
-        let project: ProjectRef
-        do {
-            guard let found = try await withDeadline(databaseTimeout, { try await database.project(ingestKey: key) }) else {
-                throw APIError.unauthorized("unknown \(WireProtocol.ingestKeyHeader)")
-            }
-            project = found
-        } catch let error as APIError {
-            throw error
-        } catch {
-            batcher.markDown(error)
-            throw APIError.unavailable("database unreachable", retryAfter: 5)
-        }
-        if let wait = limiter.acquire(project: project.id) {
-            throw APIError.tooManyRequests("project \(project.slug) is over its rate limit", retryAfter: wait)
-        }
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
-            throw APIError.payloadTooLarge("body is \(length) bytes, over the \(maxBodyBytes)-byte limit")
-        }
+        try body.checkDeclaredLength(request.headers)
         // Held until the request ends, reports included (they are no larger than the body).
-        let share = BodyByteBudget.Reservation(budget)
-        for try await chunk in request.body {
-            try share.grow(to: reader.receivedBytes + reader.decodedBytes + chunk.readableBytes)
-            try Self.ingestError { try chunk.withUnsafeReadableBytes { try reader.feed($0) } }
-            try share.grow(to: reader.receivedBytes + reader.decodedBytes)
-        }
-        let batch = try Self.ingestError { try reader.finish(now: Date(), version: project.groupingVersion) }
+        let share = BodyByteBudget.Reservation(body.budget)
+        try await body.read(request.body, into: reader, holding: share)
+        let batch = try IngestBody.ingestError { try reader.finish(now: Date(), version: project.groupingVersion) }
         let response = try await store(batch, project: project, logger: context.logger)
         withExtendedLifetime(share) {}
         return try Self.accepted(response)
@@ -94,15 +66,6 @@ struct IngestController: Sendable {
         let media = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingWhitespace().lowercased() } ?? ""
         guard media == WireProtocol.mediaType else {
             throw APIError.unsupportedMediaType("unsupported Content-Type '\(value)': send application/json")
-        }
-    }
-
-    /// Runs a step of the ingest pipeline, turning its refusal into the client's error.
-    static func ingestError<T>(_ step: () throws -> T) throws -> T {
-        do {
-            return try step()
-        } catch let error as IngestError {
-            throw APIError(ingest: error)
         }
     }
 

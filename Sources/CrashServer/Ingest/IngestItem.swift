@@ -10,6 +10,25 @@ struct IngestItem: Sendable {
 
     var key: ReportKey { ReportKey(project: projectID, id: report.id) }
     var groupKey: GroupKey { GroupKey(project: projectID, signature: signature.hash) }
+
+    /// About what this report weighs in the ingest statements, for the batch's byte bound:
+    /// the UTF-8 bytes of its text fields plus a fixed share for ids, numbers and field names.
+    /// Counted, not encoded (`utf8.count` of a native string is O(1)); escaping can make the
+    /// encoded text up to 6 times larger (a control character becomes `\u00XX`), which the
+    /// default bound allows for (docs/server.md).
+    var estimatedBytes: Int {
+        let r = report
+        var bytes = 256 + r.reason.utf8.count + signature.title.utf8.count + signature.normalizedReason.utf8.count
+        bytes += r.app.id.utf8.count + r.app.version.utf8.count + (r.app.build?.utf8.count ?? 0)
+        if let device = r.device {
+            bytes += (device.os?.utf8.count ?? 0) + (device.osVersion?.utf8.count ?? 0)
+            bytes += (device.model?.utf8.count ?? 0) + (device.id?.utf8.count ?? 0)
+        }
+        for frame in r.stack ?? [] { bytes += frame.utf8.count + 3 }
+        for part in r.fingerprint ?? [] { bytes += part.utf8.count + 3 }
+        for (key, value) in r.context ?? [:] { bytes += key.utf8.count + value.utf8.count + 6 }
+        return bytes
+    }
 }
 
 /// The idempotency key: a report id is stored at most once per project.

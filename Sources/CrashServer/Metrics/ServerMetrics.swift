@@ -64,13 +64,8 @@ struct ServerMetrics: Sendable {
         commitLatency.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
-    /// Records the reports waiting for a commit.
-    func recordQueueDepth(_ reports: Int) {
-        queueDepth.record(reports)
-    }
-
     /// Samples `batcher`'s queue depth into `crashguard_ingest_queue_reports` at every
-    /// render, so the gauge falls as batches are taken for commit, not only rises on submit.
+    /// render: the gauge's only source, read live, so it falls as batches are taken for commit.
     func observeQueue(of batcher: IngestBatcher) {
         queueDepthSource.read.withLock { $0 = { [weak batcher] in batcher?.queuedReports ?? 0 } }
     }

@@ -51,23 +51,26 @@ public struct GroupingPreview: Codable, Sendable {
 }
 
 extension CrashDatabase {
-    /// Switches the version a project's new reports are grouped with. Existing groups keep
-    /// theirs (their reports are never regrouped); returns the version before the switch.
+    /// Switches the version a project's new reports are grouped with, on every server from
+    /// the next request on (``changingProjects(_:)``). Existing groups keep theirs (their
+    /// reports are never regrouped); returns the version before the switch.
     @discardableResult
     public func setGroupingVersion(slug: String, to version: GroupingVersion) async throws -> GroupingVersion {
-        let rows = try await client.query(
-            """
-            UPDATE projects p SET grouping_version = \(version.rawValue)
-            FROM (SELECT id, grouping_version FROM projects WHERE slug = \(slug) FOR UPDATE) old
-            WHERE p.id = old.id RETURNING old.grouping_version
-            """, logger: logger)
-        for try await previous in rows.decode(String.self) {
-            logger.info(
-                "project grouping version switched",
-                metadata: ["project.slug": "\(slug)", "grouping.from": "\(previous)", "grouping.to": "\(version)"])
-            return GroupingVersion(rawValue: previous) ?? .v1
+        let previous: String? = try await changingProjects { (connection) -> (String?, transaction: String?) in
+            let rows = try await connection.query(
+                """
+                UPDATE projects p SET grouping_version = \(version.rawValue)
+                FROM (SELECT id, grouping_version FROM projects WHERE slug = \(slug) FOR UPDATE) old
+                WHERE p.id = old.id RETURNING old.grouping_version, pg_current_xact_id()::text
+                """, logger: logger)
+            for try await (previous, transaction) in rows.decode((String, String).self) { return (previous, transaction) }
+            return (nil, nil)
         }
-        throw ProjectError(description: "no project '\(slug)'")
+        guard let previous else { throw ProjectError(description: "no project '\(slug)'") }
+        logger.info(
+            "project grouping version switched",
+            metadata: ["project.slug": "\(slug)", "grouping.from": "\(previous)", "grouping.to": "\(version)"])
+        return GroupingVersion(rawValue: previous) ?? .v1
     }
 
     /// The grouping version a project's new reports get.

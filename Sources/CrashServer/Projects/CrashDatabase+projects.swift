@@ -50,21 +50,89 @@ extension CrashDatabase {
         return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
     }
 
-    /// Replaces a project's keys; the old ones fail from the next request on.
+    /// Replaces a project's keys; the old ones fail from the next request on, on every server:
+    /// returns once every server listening for key changes dropped its cached keys
+    /// (``changingProjects(_:)``).
     public func rotateProject(slug: String) async throws -> ProjectCredentials {
         let ingest = ProjectKeys.generate(prefix: ProjectKeys.ingestPrefix)
         let read = ProjectKeys.generate(prefix: ProjectKeys.readPrefix)
-        let rows = try await client.query(
-            """
-            UPDATE projects SET ingest_key_hash = \(ProjectKeys.hash(ingest)),
-                read_token_hash = \(ProjectKeys.hash(read)), rotated_at = now()
-            WHERE slug = \(slug) RETURNING sentry_id
-            """, logger: logger)
-        guard let sentryID = try await rows.decode(Int64.self).first(where: { _ in true }) else {
-            throw ProjectError(description: "no project '\(slug)'")
+        let sentryID: Int64? = try await changingProjects { (connection) -> (Int64?, transaction: String?) in
+            let rows = try await connection.query(
+                """
+                UPDATE projects SET ingest_key_hash = \(ProjectKeys.hash(ingest)),
+                    read_token_hash = \(ProjectKeys.hash(read)), rotated_at = now()
+                WHERE slug = \(slug) RETURNING sentry_id, pg_current_xact_id()::text
+                """, logger: logger)
+            for try await (sentryID, transaction) in rows.decode((Int64, String).self) { return (sentryID, transaction) }
+            return (nil, nil)
         }
+        guard let sentryID else { throw ProjectError(description: "no project '\(slug)'") }
         logger.info("project keys rotated", metadata: ["project.slug": "\(slug)"])
         return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
+    }
+
+    /// Runs `change`, one statement that changes `projects` and returns its result and its
+    /// transaction id (`pg_current_xact_id()::text`; nil when it changed nothing), and waits
+    /// until every server listening for key changes has dropped its cached ingest keys: the
+    /// statement's trigger notifies them (schema.sql), each confirms with that transaction id
+    /// (``IngestKeyListener``). So when `project rotate` returns, no server still accepts the
+    /// old key. A server that does not confirm within ``keyCacheConfirmationTimeout`` (hung,
+    /// or losing its connection, which makes it bypass its cache anyway) is logged, and the
+    /// change stands.
+    func changingProjects<T: Sendable>(
+        _ change: (PostgresConnection) async throws -> (T, transaction: String?)
+    ) async throws -> T {
+        try await client.withConnection { connection in
+            try await connection.listen(on: IngestKeyCache.confirmationChannel) { confirmations in
+                let rows = try await connection.query(
+                    """
+                    SELECT count(*)::int FROM pg_stat_activity
+                    WHERE datname = current_database() AND application_name = \(IngestKeyCache.listenerName)
+                    """, logger: logger)
+                var listeners = 0
+                for try await count in rows.decode(Int.self) { listeners = count }
+                let (result, transaction) = try await change(connection)
+                guard let transaction, listeners > 0 else { return result }
+                let confirmed = await Self.count(confirmations, of: transaction, upTo: listeners)
+                if confirmed < listeners {
+                    logger.warning(
+                        "not every server confirmed it dropped its cached ingest keys",
+                        metadata: ["servers.listening": "\(listeners)", "servers.confirmed": "\(confirmed)"])
+                }
+                return result
+            }
+        }
+    }
+
+    /// How long ``changingProjects(_:)`` waits for the servers' confirmations.
+    static let keyCacheConfirmationTimeout = Duration.seconds(5)
+
+    /// Confirmations carrying `payload`, counted until there are `wanted` or the timeout passed.
+    private static func count(
+        _ confirmations: PostgresNotificationSequence, of payload: String, upTo wanted: Int
+    ) async -> Int {
+        await withTaskGroup(of: Int?.self) { group in
+            group.addTask {
+                var seen = 0
+                do {
+                    for try await confirmation in confirmations where confirmation.payload == payload {
+                        seen += 1
+                        if seen >= wanted { break }
+                    }
+                } catch {}
+                return seen
+            }
+            group.addTask {
+                try? await Task.sleep(for: keyCacheConfirmationTimeout)
+                return nil
+            }
+            var seen = 0
+            for await result in group {
+                if let result { seen = result }
+                group.cancelAll()
+            }
+            return seen
+        }
     }
 
     /// Every project as a JSON array of `{"project", "createdAt", "rotatedAt", "groupingVersion",
@@ -94,13 +162,14 @@ extension CrashDatabase {
         return String(decoding: try encoder.encode(entries), as: UTF8.self)
     }
 
-    /// The project an ingest key belongs to, or nil.
-    func project(ingestKey: String) async throws -> ProjectRef? {
+    /// The project whose ingest key has the SHA-256 `hash`, or nil.
+    func keyOwner(ingestKeyHash hash: Data) async throws -> IngestKeyCache.Owner? {
         let rows = try await client.query(
-            "SELECT id, slug, grouping_version FROM projects WHERE ingest_key_hash = \(ProjectKeys.hash(ingestKey))",
-            logger: logger)
-        for try await (id, slug, grouping) in rows.decode((Int64, String, String).self) {
-            return ProjectRef(id: id, slug: slug, groupingVersion: GroupingVersion(rawValue: grouping) ?? .v1)
+            "SELECT id, slug, grouping_version, sentry_id FROM projects WHERE ingest_key_hash = \(hash)", logger: logger)
+        for try await (id, slug, grouping, sentryID) in rows.decode((Int64, String, String, Int64).self) {
+            return IngestKeyCache.Owner(
+                project: ProjectRef(id: id, slug: slug, groupingVersion: GroupingVersion(rawValue: grouping) ?? .v1),
+                sentryID: sentryID)
         }
         return nil
     }

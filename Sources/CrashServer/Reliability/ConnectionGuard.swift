@@ -7,16 +7,27 @@ import Synchronization
 
 /// Per-connection limits that Hummingbird's HTTP/1 channel does not enforce by itself.
 ///
-/// - **Read timeout** (`CRASHGUARD_READ_TIMEOUT`, 30 s): a request must be complete (head
-///   and body) within the timeout of its first byte arriving. Else the server answers 408
-///   with `{"error": ...}` (when no response has started) and closes the connection: a
-///   slowloris client, slow in its headers or its body, holds a connection for at most the
-///   read timeout. A connection that sends nothing is left to the idle timeout.
+/// - **Read timeout** (`CRASHGUARD_READ_TIMEOUT`, 30 s): from its first byte, a request must
+///   be complete (head and body) after the server has waited at most the timeout for it.
+///   Else the server answers 408 with `{"error": ...}` (when no response has started) and
+///   closes the connection: a slowloris client, slow in its headers or its body, holds a
+///   connection for at most the read timeout. Only waiting counts: while the server holds
+///   back reading because it is still busy with the bytes it has (backpressure: a large body
+///   decoded on a busy server), the clock stops, so a fast client is never cut off for the
+///   server's slowness. A connection that sends nothing is left to the idle timeout.
 /// - **Connections** (`CRASHGUARD_MAX_CONNECTIONS`, 10000): a connection over the limit is
 ///   answered 503 with `Retry-After: 1` on its first request, then closed.
 /// - **Header size**: NIO's decoder stops at 80 KiB of header fields (Hummingbird's
 ///   default); the server answers 431 with `{"error": ...}` and closes the connection,
 ///   having buffered no more than the limit.
+/// - **Answered before received**: a response that starts before its request has been
+///   received completely (a refusal before the body is read: 503 at the concurrency limit,
+///   401, 413, 429...) says `Connection: close` and ends the connection, instead of leaving
+///   Hummingbird to read and discard the rest of the body: a refused slow sender would keep
+///   its connection for the whole read timeout. After the response the server stops
+///   writing (FIN) and discards what still arrives until the request ends or ``lingerSeconds``
+///   pass, then closes: closing at once, with body bytes unread, would send a reset that can
+///   destroy the response before the client reads it.
 ///
 /// Idle keep-alive connections are closed by Hummingbird after `CRASHGUARD_IDLE_TIMEOUT`.
 public struct ConnectionLimits: Sendable {
@@ -26,6 +37,8 @@ public struct ConnectionLimits: Sendable {
     public var maxConnections: Int
     /// Header bytes accepted (NIO decoder limit; Hummingbird's default).
     public var maxHeaderBytes: Int = 80 * 1024
+    /// Seconds a connection answered before its request was received keeps discarding input.
+    public var lingerSeconds: Double = 2
 
     public init(readTimeout: Double, maxConnections: Int) {
         self.readTimeout = readTimeout
@@ -62,13 +75,26 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var counted = false
     private var refusing = false
     private var headsRead = 0
+    private var endsRead = 0
     private var responsesEnded = 0
     private var responseStarted = false
     private var readingRequest = false
+    /// Fires at the read timeout; scheduled only while the server waits for the client.
     private var timer: Scheduled<Void>?
+    /// A read has been asked for (the server wants bytes) and has not completed.
+    private var readAsked = false
+    /// Time the server has waited for the open request's bytes, before `waitingSince`.
+    private var waited: TimeAmount = .zero
+    /// Since when the server waits for the open request's bytes (nil: not waiting).
+    private var waitingSince: NIODeadline?
+    private var lingerTimer: Scheduled<Void>?
     private var finished = false
     private var context: ChannelHandlerContext?
     private var headSeen = false
+    /// The response being written was started before its request was received completely.
+    private var answeringEarly = false
+    /// Output closed after an early answer; input is discarded until the connection closes.
+    private var lingering = false
 
     init(limits: ConnectionLimits, counter: ConnectionCounter) {
         self.limits = limits
@@ -87,9 +113,49 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// Bytes arrived on the socket: when no request is open, one starts now.
     fileprivate func bytesArrived() {
         guard let context, !readingRequest, !finished else { return }
-        readingRequest = true
         headSeen = false
-        startTimer(context)
+        startRequest(context)
+    }
+
+    // MARK: - The read clock
+
+    /// The first byte of a request: its clock starts from zero.
+    private func startRequest(_ context: ChannelHandlerContext) {
+        readingRequest = true
+        waited = .zero
+        waitingSince = nil
+        if readAsked { startWaiting(context) }
+    }
+
+    private func startWaiting(_ context: ChannelHandlerContext) {
+        guard readingRequest, !finished, waitingSince == nil else { return }
+        waitingSince = .now()
+        timer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: max(.zero, timeout - waited)) {
+            self.timer = nil
+            self.timedOut(context)
+        }
+    }
+
+    private func stopWaiting() {
+        guard let since = waitingSince else { return }
+        waited = waited + (.now() - since)
+        waitingSince = nil
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// The server asks for bytes: from now on it waits for the client.
+    func read(context: ChannelHandlerContext) {
+        readAsked = true
+        startWaiting(context)
+        context.read()
+    }
+
+    /// A read is done; unless the server asks for the next one, it is busy, not waiting.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        readAsked = false
+        stopWaiting()
+        context.fireChannelReadComplete()
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -116,6 +182,8 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private func release() {
         timer?.cancel()
         timer = nil
+        lingerTimer?.cancel()
+        lingerTimer = nil
         if counted {
             counted = false
             counter.decrement()
@@ -123,8 +191,13 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if finished { return }
         let part = unwrapInboundIn(data)
+        if lingering {
+            // The rest of an answered request: once it has all arrived nothing is left unread.
+            if case .end = part { context.close(promise: nil) }
+            return
+        }
+        if finished { return }
         if refusing {
             if case .head = part {
                 respond(
@@ -136,28 +209,68 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         switch part {
         case .head:
             headsRead += 1
-            readingRequest = true
+            // Normally running since the request's first byte (`bytesArrived`); a pipelined
+            // request's bytes came while the one before was still open.
+            if !readingRequest { startRequest(context) }
             headSeen = true
-            startTimer(context)  // running since the request's first byte
         case .body:
             break
         case .end:
+            endsRead += 1
+            stopWaiting()
             readingRequest = false
-            timer?.cancel()
-            timer = nil
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head: responseStarted = true
+        case .head(var response):
+            responseStarted = true
+            // The request this answers (number responsesEnded + 1) is still arriving.
+            if !finished, endsRead <= responsesEnded {
+                answeringEarly = true
+                response.headerFields[.connection] = "close"
+                context.write(wrapOutboundOut(.head(response)), promise: promise)
+                return
+            }
         case .body: break
         case .end:
             responsesEnded += 1
             responseStarted = false
+            if answeringEarly, !finished {
+                finished = true
+                let written = context.eventLoop.makePromise(of: Void.self)
+                written.futureResult.cascade(to: promise)
+                context.write(data, promise: written)
+                written.futureResult.assumeIsolatedUnsafeUnchecked().whenComplete { _ in
+                    self.linger(context)
+                }
+                return
+            }
         }
         context.write(data, promise: promise)
+    }
+
+    /// After an early answer: closes at once when the request has arrived meanwhile; else
+    /// stops writing, discards input until the request ends, and closes after the linger.
+    private func linger(_ context: ChannelHandlerContext) {
+        stopWaiting()
+        guard context.channel.isActive else { return }
+        if endsRead >= responsesEnded {
+            context.close(promise: nil)
+            return
+        }
+        lingering = true
+        let halfClosed = context.eventLoop.makePromise(of: Void.self)
+        context.close(mode: .output, promise: halfClosed)
+        halfClosed.futureResult.assumeIsolatedUnsafeUnchecked().whenFailure { _ in context.close(promise: nil) }
+        lingerTimer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(
+            in: .milliseconds(Int64(limits.lingerSeconds * 1000))
+        ) {
+            self.lingerTimer = nil
+            context.close(promise: nil)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -170,14 +283,6 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
             return
         }
         context.fireErrorCaught(error)
-    }
-
-    private func startTimer(_ context: ChannelHandlerContext) {
-        guard timer == nil else { return }
-        timer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: timeout) {
-            self.timer = nil
-            self.timedOut(context)
-        }
     }
 
     private func timedOut(_ context: ChannelHandlerContext) {

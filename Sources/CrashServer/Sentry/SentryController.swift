@@ -5,7 +5,6 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
-import Synchronization
 
 /// The door for Sentry SDKs: `POST /api/{sentryId}/envelope/` and `POST /api/{sentryId}/store/`
 /// (the contract, "Ingest from Sentry SDKs"; docs/sentry.md).
@@ -18,84 +17,70 @@ import Synchronization
 /// `X-Sentry-Rate-Limits` (which SDKs obey; they drop an event on a 5xx) whenever
 /// `/v1/reports` would say 429 or 503.
 struct SentryController: Sendable {
-    let database: CrashDatabase
+    let authenticator: IngestAuthenticator
     let batcher: IngestBatcher
-    let limiter: RateLimiter
     let metrics: ServerMetrics
     let body: IngestBody
-    let databaseTimeout: Duration
-    /// `sentry_id` by project id: it never changes, so a project costs one lookup per process.
-    private let sentryIDs = SentryIDCache()
-
-    init(
-        database: CrashDatabase, batcher: IngestBatcher, limiter: RateLimiter, metrics: ServerMetrics, body: IngestBody,
-        databaseTimeout: Duration
-    ) {
-        self.database = database
-        self.batcher = batcher
-        self.limiter = limiter
-        self.metrics = metrics
-        self.body = body
-        self.databaseTimeout = databaseTimeout
-    }
 
     static let errorHeader = HTTPField.Name("X-Sentry-Error")!
     static let rateLimitsHeader = HTTPField.Name("X-Sentry-Rate-Limits")!
 
     func addRoutes(to router: Router<CrashRequestContext>) {
-        router.post("/api/:sentryId/envelope", use: envelope)
-        router.post("/api/:sentryId/store", use: store)
+        let api = router.group("/api/:sentryId")
+            .add(middleware: SentryResponseMiddleware())
+            .add(middleware: IngestAuthenticationMiddleware(authenticator: authenticator, door: .sentry))
+        api.post("envelope", use: envelope)
+        api.post("store", use: store)
         router.on("/api/:sentryId/envelope", method: .options, use: preflight)
         router.on("/api/:sentryId/store", method: .options, use: preflight)
     }
 
     @Sendable func envelope(request: Request, context: CrashRequestContext) async throws -> Response {
-        await answer(context.logger) {
-            let sentryID = try Self.sentryID(context)
-            let format = try IngestBody.compression(request.headers[.contentEncoding])
-            var project = try await authenticate(Self.key(request), sentryID: sentryID)
-            let bytes = try await readBody(request, format: format)
-            let header: SentryEnvelope.Header
-            let itemsStart: Int
-            do {
-                (header, itemsStart) = try SentryEnvelope.parseHeader(bytes)
-            } catch let error as SentryEnvelope.Malformed {
-                throw APIError.badRequest(error.description)
-            }
-            if project == nil {
-                project = try await authenticate(header.dsn.flatMap(SentryDSN.publicKey(ofDSN:)), sentryID: sentryID)
-            }
-            guard let project else { throw Self.missingKey }
-            let receivedAt = Date()
-            let envelopeID = header.eventID.flatMap(SentryEvent.uuid)
-            var reports: [Report] = []
-            do {
-                for item in try SentryEnvelope.parseItems(bytes, from: itemsStart) where item.type == "event" {
-                    reports.append(try SentryEvent.decode(item.payload).report(receivedAt: receivedAt, id: envelopeID))
-                }
-            } catch let error as SentryEnvelope.Malformed {
-                throw APIError.badRequest(error.description)
-            }
-            try await commit(reports, project: project, logger: context.logger)
-            return Self.success(id: reports.first?.id ?? envelopeID)
+        let format = try IngestBody.compression(request.headers[.contentEncoding])
+        let share = BodyByteBudget.Reservation(body.budget)
+        let bytes = try await readBody(request, format: format, holding: share)
+        let header: SentryEnvelope.Header
+        let itemsStart: Int
+        do {
+            (header, itemsStart) = try SentryEnvelope.parseHeader(bytes)
+        } catch let error as SentryEnvelope.Malformed {
+            throw APIError.badRequest(error.description)
         }
+        // Without a key in the headers or the query, the envelope's dsn names it.
+        var project = context.ingestProject
+        if project == nil, let key = header.dsn.flatMap(SentryDSN.publicKey(ofDSN:)) {
+            project = try await authenticator.authenticate(key, sentryID: try context.sentryID())
+        }
+        guard let project else { throw Self.missingKey }
+        let receivedAt = Date()
+        let envelopeID = header.eventID.flatMap(SentryEvent.uuid)
+        var reports: [Report] = []
+        do {
+            for item in try SentryEnvelope.parseItems(bytes, from: itemsStart) where item.type == "event" {
+                reports.append(try SentryEvent.decode(item.payload).report(receivedAt: receivedAt, id: envelopeID))
+            }
+        } catch let error as SentryEnvelope.Malformed {
+            throw APIError.badRequest(error.description)
+        }
+        try await commit(reports, project: project, logger: context.logger)
+        withExtendedLifetime(share) {}
+        return Self.success(id: reports.first?.id ?? envelopeID)
     }
 
     @Sendable func store(request: Request, context: CrashRequestContext) async throws -> Response {
-        await answer(context.logger) {
-            let sentryID = try Self.sentryID(context)
-            let format = try IngestBody.compression(request.headers[.contentEncoding])
-            guard let project = try await authenticate(Self.key(request), sentryID: sentryID) else { throw Self.missingKey }
-            let bytes = try await readBody(request, format: format)
-            let report: Report
-            do {
-                report = try SentryEvent.decode(bytes).report(receivedAt: Date())
-            } catch let error as SentryEnvelope.Malformed {
-                throw APIError.badRequest(error.description)
-            }
-            try await commit([report], project: project, logger: context.logger)
-            return Self.success(id: report.id)
+        guard let project = context.ingestProject else { throw Self.missingKey }
+        let format = try IngestBody.compression(request.headers[.contentEncoding])
+        let share = BodyByteBudget.Reservation(body.budget)
+        let bytes = try await readBody(request, format: format, holding: share)
+        let report: Report
+        do {
+            report = try SentryEvent.decode(bytes).report(receivedAt: Date())
+        } catch let error as SentryEnvelope.Malformed {
+            throw APIError.badRequest(error.description)
         }
+        try await commit([report], project: project, logger: context.logger)
+        withExtendedLifetime(share) {}
+        return Self.success(id: report.id)
     }
 
     /// CORS preflight of browser SDKs: POST from any origin with Sentry's headers.
@@ -109,39 +94,9 @@ struct SentryController: Sendable {
         return Response(status: .ok, headers: headers)
     }
 
-    /// The project `key` belongs to, when it is also the project of `sentryID`; nil when
-    /// there is no key; 403 for any other key.
-    private func authenticate(_ key: String?, sentryID: Int64) async throws -> ProjectRef? {
-        guard let key else { return nil }
-        if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
-        let project: ProjectRef
-        do {
-            let found = try await withDeadline(databaseTimeout) { () async throws -> (ProjectRef, Int64?)? in
-                guard let project = try await database.project(ingestKey: key) else { return nil }
-                if let known = sentryIDs.get(project.id) { return (project, known) }
-                let id = try await database.sentryID(project: project.id)
-                if let id { sentryIDs.set(project.id, id) }
-                return (project, id)
-            }
-            guard let found, found.1 == sentryID else {
-                throw APIError.unauthorized("the key is not a key of project \(sentryID)")
-            }
-            project = found.0
-        } catch let error as APIError {
-            throw error
-        } catch {
-            batcher.markDown(error)
-            throw APIError.unavailable("database unreachable", retryAfter: 5)
-        }
-        if let wait = limiter.acquire(project: project.id) {
-            throw APIError.tooManyRequests("project \(project.slug) is over its rate limit", retryAfter: wait)
-        }
-        return project
-    }
-
-    private func readBody(_ request: Request, format: ContentCoding) async throws -> [UInt8] {
+    private func readBody(_ request: Request, format: ContentCoding, holding share: BodyByteBudget.Reservation) async throws -> [UInt8] {
         try body.checkDeclaredLength(request.headers)
-        let bytes = try await body.read(request.body, format: format)
+        let bytes = try await body.read(request.body, format: format, holding: share)
         guard !bytes.isEmpty else { throw APIError.badRequest("body is empty") }
         return bytes
     }
@@ -166,39 +121,13 @@ struct SentryController: Sendable {
             metadata: ["project.slug": "\(project.slug)", "ingest.accepted": "\(accepted)", "ingest.events": "\(reports.count)"])
     }
 
-    /// Runs a route, rendering every ``APIError`` the way Sentry SDKs read errors.
-    private func answer(_ logger: Logger, _ body: () async throws -> Response) async -> Response {
-        do {
-            var response = try await body()
-            for field in Self.corsHeaders { response.headers.append(field) }
-            return response
-        } catch let error as APIError {
-            return Self.failure(error)
-        } catch {
-            // Sentry SDKs drop an event on a 5xx: ask for a retry instead.
-            logger.error("sentry ingest failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
-            return Self.failure(APIError.unavailable("could not store the event; retry later", retryAfter: 5))
-        }
-    }
-
     private static let missingKey = APIError.unauthorized(
         "missing sentry_key: send X-Sentry-Auth, the sentry_key query parameter or an envelope dsn")
 
-    private static let corsHeaders: HTTPFields = [
+    static let corsHeaders: HTTPFields = [
         .accessControlAllowOrigin: "*",
         .accessControlExposeHeaders: "X-Sentry-Error, X-Sentry-Rate-Limits, Retry-After",
     ]
-
-    private static func sentryID(_ context: CrashRequestContext) throws -> Int64 {
-        guard let text = context.parameters.get("sentryId"), let id = Int64(text), id > 0 else {
-            throw APIError.badRequest("the project id in the path is not a positive number")
-        }
-        return id
-    }
-
-    private static func key(_ request: Request) -> String? {
-        SentryAuth.key(headers: request.headers, query: request.uri.queryParameters.get("sentry_key"))
-    }
 
     /// 200 `{"id": "<32 hex digits>"}`, or `{}` for an envelope without any event id.
     static func success(id: UUID?) -> Response {
@@ -219,7 +148,9 @@ struct SentryController: Sendable {
         switch status {
         case .unauthorized:
             status = .forbidden
-        case .tooManyRequests, .serviceUnavailable:
+        case .tooManyRequests, .serviceUnavailable, .internalServerError:
+            // 500 only for an ingest COMMIT left unanswered: Sentry SDKs drop an event on a
+            // 5xx, and a retry is counted once.
             status = .tooManyRequests
             let seconds = error.retryAfter ?? 1
             headers[.retryAfter] = String(seconds)
@@ -239,9 +170,34 @@ struct SentryController: Sendable {
     }
 }
 
-/// Project id -> `sentry_id`, filled as projects are seen.
-private final class SentryIDCache: Sendable {
-    private let ids = Mutex<[Int64: Int64]>([:])
-    func get(_ project: Int64) -> Int64? { ids.withLock { $0[project] } }
-    func set(_ project: Int64, _ sentryID: Int64) { ids.withLock { $0[project] = sentryID } }
+/// Renders the Sentry routes' answers the way Sentry SDKs read them, whatever refused the
+/// request (``IngestAuthenticationMiddleware`` included): every ``APIError`` through
+/// ``SentryController/failure(_:)``, any other error as 429 (SDKs drop an event on a 5xx),
+/// and CORS headers on every answer.
+struct SentryResponseMiddleware: RouterMiddleware {
+    typealias Context = CrashRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            var response = try await next(request, context)
+            for field in SentryController.corsHeaders { response.headers.append(field) }
+            return response
+        } catch let error as APIError {
+            return SentryController.failure(error)
+        } catch {
+            context.logger.error(
+                "sentry ingest failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
+            return SentryController.failure(APIError.unavailable("could not store the event; retry later", retryAfter: 5))
+        }
+    }
+}
+
+extension CrashRequestContext {
+    /// The `sentryId` of the path; 400 unless a positive number.
+    func sentryID() throws -> Int64 {
+        guard let text = parameters.get("sentryId"), let id = Int64(text), id > 0 else {
+            throw APIError.badRequest("the project id in the path is not a positive number")
+        }
+        return id
+    }
 }

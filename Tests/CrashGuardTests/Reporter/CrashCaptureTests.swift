@@ -243,12 +243,15 @@ enum CrashChild {
     static let app = AppInfo(id: "com.example.crasher", version: "9.8.7", build: "1")
     static let deviceID = "crash-child-device"
 
+    /// What a Swift runtime trap raises on this architecture, and the instruction's name.
     #if arch(arm64) || arch(aarch64)
     static let trapSignal = SIGTRAP
     static let trapSignalName = "SIGTRAP"
+    static let trapInstruction = "brk"
     #else
     static let trapSignal = SIGILL
     static let trapSignalName = "SIGILL"
+    static let trapInstruction = "ud2"
     #endif
     /// `as!` failure ends in the runtime's `swift::fatalError`, which calls `abort()`.
     static let castSignal = SIGABRT

@@ -23,14 +23,6 @@ struct ReleaseCrashTests {
         var directory: URL
     }
 
-    #if arch(arm64) || arch(aarch64)
-    static let trapSignal = SIGTRAP
-    static let trapInstruction = "brk"
-    #else
-    static let trapSignal = SIGILL
-    static let trapInstruction = "ud2"
-    #endif
-
     /// The example binary: `CRASHGUARD_EXAMPLE`, else beside the test bundle in `.build/<config>/`.
     static func example() throws -> URL {
         if let path = ProcessInfo.processInfo.environment["CRASHGUARD_EXAMPLE"] { return URL(fileURLWithPath: path) }
@@ -110,8 +102,8 @@ struct ReleaseCrashTests {
         ])
     func traps(kind: String, function: String) throws {
         let crash = try Self.crash(kind)
-        #expect(crash.signal == Self.trapSignal)
-        #expect(crash.report.reason.hasPrefix("Swift runtime trap (\(Self.trapInstruction)) in "))
+        #expect(crash.signal == CrashChild.trapSignal)
+        #expect(crash.report.reason.hasPrefix("Swift runtime trap (\(CrashChild.trapInstruction)) in "))
         #expect(crash.report.reason.contains(function))
         let stack = crash.report.stack?.joined(separator: "\n") ?? ""
         #expect(crash.report.stack?.first?.contains(function) == true, "\(stack)")
@@ -140,7 +132,7 @@ struct ReleaseCrashTests {
     @Test("fatalError: its message is the reason, the stack starts at the caller of fatalError")
     func fatalErrorMessage() throws {
         let crash = try Self.crash("fatal")
-        #expect(crash.signal == Self.trapSignal)
+        #expect(crash.signal == CrashChild.trapSignal)
         #expect(crash.report.reason.contains("example fatal error"))
         #expect(crash.report.stack?.first?.contains("crashFatalError") == true, "\(crash.report.stack ?? [])")
         try Self.checkCommon(crash, kind: "fatal")

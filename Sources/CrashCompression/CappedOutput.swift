@@ -1,0 +1,23 @@
+/// The output side of a capped streaming decoder (``Inflater``, and the server's brotli and
+/// zstd decoders): a 64 KiB buffer the codec writes into, handed on piece by piece, and the
+/// cap on the total: decoding stops the moment the output would pass `maxOutputBytes`, so a
+/// bomb costs at most the cap in memory whatever its format.
+package struct CappedOutput {
+    package let maxOutputBytes: Int
+    private var produced = 0
+    /// Where the codec writes its output; ``emit(_:to:)`` hands the first bytes on.
+    package var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+
+    package init(maxOutputBytes: Int) { self.maxOutputBytes = maxOutputBytes }
+
+    /// Hands the first `count` bytes of ``chunk`` (valid only during the call) to `output`,
+    /// or throws `outputLimitExceeded` when they would take the total past the cap.
+    package mutating func emit(_ count: Int, to output: (UnsafeBufferPointer<UInt8>) throws -> Void) throws {
+        guard count > 0 else { return }
+        guard produced + count <= maxOutputBytes else {
+            throw CompressionError.outputLimitExceeded(limit: maxOutputBytes)
+        }
+        produced += count
+        try chunk.withUnsafeBufferPointer { try output(UnsafeBufferPointer(rebasing: $0[0..<count])) }
+    }
+}
