@@ -1,4 +1,5 @@
 import CrashWire
+import SeededRandom
 import Testing
 
 @testable import CrashGrouping
