@@ -13,8 +13,9 @@ import NIOPosix
 /// `POST /v1/reports` and trickle its valid gzip body at `--bytes-per-second`, never sending
 /// its last byte; a sender the server answers (503 when the upload slots are taken, 408 at
 /// the read timeout) or disconnects connects again a second later, as `Retry-After: 1` says,
-/// so the pressure stays. After `--settle` seconds the reader times top-50 again and checks
-/// `/healthz`, the dashboard's sign-in page (`GET /`) and one more ingest.
+/// so the pressure stays. After `--settle` seconds one more ingest, `/healthz` and the
+/// dashboard's sign-in page (`GET /`) are sent, then the reader times top-50 again (a phase
+/// longer than the server's read timeout also sees the senders cut off and coming back).
 ///
 /// Prints both latencies, what the senders got and a ROW line. Fails when a query, the health
 /// check or the sign-in page answers anything but 200 and, with `--require-refusal`, when the
@@ -29,7 +30,7 @@ struct SlowCommand: AsyncParsableCommand {
     @Option(help: "An ingest key (the senders are authenticated uploads).") var key: String
     @Option(help: "Project slug of the queries.") var project: String
     @Option(help: "The project's read token.") var readToken: String
-    @Option(help: "Slow connections.") var senders = 800
+    @Option(help: "Slow connections.") var senders = 1000
     @Option(help: "Body bytes each sender sends per second.") var bytesPerSecond = 4
     @Option(help: "Timed top-50 calls, idle and under the senders.") var runs = 20
     @Option(help: "Warm-up calls (not timed).") var warmup = 2
@@ -71,15 +72,17 @@ struct SlowCommand: AsyncParsableCommand {
         slow.start(senders)
         try await Task.sleep(for: .milliseconds(Int64(settle * 1000)))
         let atStart = try await slow.snapshot()
-        let loaded = Bench.Latency(try await timed("under slow senders"))
+        let extra = try await ingest(client, body: body)
+        if requireRefusal, extra != 503 {
+            failures.append("one more ingest answered \(extra), not 503: the senders did not fill the upload share")
+        }
         var others: [String] = []
         for (name, path) in [("healthz", "/healthz"), ("sign-in page", "/")] {
             let status = try await get(client, url + path)
             others.append("\(name) \(status)")
             if status != 200 { failures.append("\(name) answered \(status)") }
         }
-        let extra = try await ingest(client, body: body)
-        if requireRefusal, extra != 503 { failures.append("one more ingest answered \(extra), not 503: the senders did not fill the upload share") }
+        let loaded = Bench.Latency(try await timed("under slow senders"))
         let atEnd = try await slow.snapshot()
         try await slow.stop()
         try? await group.shutdownGracefully()
@@ -89,7 +92,7 @@ struct SlowCommand: AsyncParsableCommand {
         let answers = atEnd.statuses.sorted { $0.key < $1.key }
             .map { "\($0.key == 0 ? "closed" : String($0.key)) x\($0.value)" }.joined(separator: ", ")
         print(
-            "slow senders: \(senders) connections at \(bytesPerSecond) B/s; holding a request \(atStart.holding) after \(settle) s, "
+            "slow senders: \(senders) connections at \(bytesPerSecond) B/s; requests open \(atStart.holding) after \(settle) s, "
                 + "\(atEnd.holding) at the end; answers to senders: \(answers.isEmpty ? "none" : answers); connect errors \(atEnd.connectErrors)")
         print(
             String(
