@@ -81,12 +81,15 @@ func buildRouter(
         budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes))
     IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
     SentryController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
+    // Reads, triage, the dashboard and webhooks answer 503 once the database deadline passes,
+    // however the database fails (a pool that cannot connect would hold them for a minute).
+    let bounded = router.group().add(middleware: DatabaseDeadlineMiddleware(limit: timeout))
     QueryController(
         store: database, symbolicator: symbolizers.map { ReportSymbolicator(database: database, pool: $0, logger: logger) }
-    ).addRoutes(to: router)
+    ).addRoutes(to: bounded)
     DebugFileController(database: database, maxBytes: configuration.maxDebugFileBytes).addRoutes(to: router)
-    try addDashboard(to: router, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
-    WebhookController(database: database).addRoutes(to: router)
+    try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
+    WebhookController(database: database).addRoutes(to: bounded)
     return router
 }
 

@@ -56,6 +56,35 @@ import Testing
         }
     }
 
+    /// A large request is admitted whenever the queue is below its bound, like a small one: with
+    /// "the whole request must fit" a 1000-report request starved behind single reports that
+    /// kept the queue nearly full (the fault suite's flood step).
+    @Test func largeRequestIsAdmittedWhileTheQueueIsBelowItsBound() async throws {
+        let store = GatedStore()
+        let batcher = IngestBatcher(
+            maxQueuedReports: 3, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30), metrics: ServerMetrics(),
+            logger: TestEnvironment.logger, store: { items, _ in try await store.store(items) }, probe: {})
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await batcher.run() }
+            let first = Task { try await batcher.submit([self.item()]) }
+            while store.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            // Two reports wait; a ten-report request does not fit whole but the queue has room.
+            let small = Task { try await batcher.submit([self.item(), self.item()]) }
+            while batcher.queuedReports < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            let large = Task { try await batcher.submit((0..<10).map { _ in self.item() }) }
+            while batcher.queuedReports < 12 { try await Task.sleep(for: .milliseconds(5)) }
+            // Now the queue is past its bound: the next request, however small, is refused.
+            await #expect(throws: APIError.self) { try await batcher.submit([self.item()]) }
+            store.open.yield()
+            store.open.yield()
+            #expect(try await first.value == [true])
+            #expect(try await small.value == [true, true])
+            #expect(try await large.value == Array(repeating: true, count: 10))
+            #expect(store.batches.withLock { $0.map(\.count) } == [1, 12])
+            group.cancelAll()
+        }
+    }
+
     @Test func databaseFailureIs503AndNothingIsAcknowledged() async throws {
         let probes = Mutex(0)
         let batcher = IngestBatcher(

@@ -8,7 +8,7 @@ import NIOCore
 struct WebhookController: Sendable {
     let database: CrashDatabase
 
-    func addRoutes(to router: Router<CrashRequestContext>) {
+    func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
         let webhooks = router.group("/v1/projects/:project/webhooks").add(middleware: ReadAuthenticationMiddleware(store: database))
         webhooks.post(use: create)
         webhooks.get(use: list)

@@ -6,7 +6,7 @@ import Logging
 /// a random one (sessions then end on restart); cookies are `Secure` when the public URL
 /// is https.
 func addDashboard(
-    to router: Router<CrashRequestContext>, store: some DashboardStore, configuration: ServerConfiguration, logger: Logger
+    to router: some RouterMethods<CrashRequestContext>, store: some DashboardStore, configuration: ServerConfiguration, logger: Logger
 ) throws {
     let secret: [UInt8]
     if !configuration.sessionSecret.isEmpty {

@@ -16,7 +16,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     /// Rows per page of the top-crashes list.
     static var pageSize: Int { 25 }
 
-    func addRoutes(to router: Router<CrashRequestContext>) {
+    func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
         let group = router.group().add(middleware: DashboardMiddleware(pages: pages, logger: logger))
         group.get("/", use: home)
         group.post("/signin", use: signIn)

@@ -8,7 +8,8 @@ import Synchronization
 /// small ones. A request's `submit` returns only after the transaction holding its
 /// reports has committed: acknowledged means durable.
 ///
-/// The queue is bounded in reports; when it is full, or while the database is
+/// The queue is bounded in reports (a request is admitted while the queue is below the bound,
+/// so it holds at most the bound plus one request); when it is full, or while the database is
 /// unreachable, `submit` fails at once with 503 and nothing of the request is stored.
 /// A batch is bounded in reports and in estimated bytes (``IngestItem/estimatedBytes``), so
 /// that its statements stay far below PostgreSQL's 1 GB message limit.
@@ -99,7 +100,11 @@ final class IngestBatcher: Service, Sendable {
             let refusal: APIError? = state.withLock { state in
                 if state.draining { return .unavailable("server is shutting down", retryAfter: 5) }
                 if state.databaseDown { return .unavailable("database unreachable", retryAfter: 5) }
-                if state.queuedReports + items.count > maxQueuedReports {
+                // Admitted while the queue is below its bound, whatever the request's size: a
+                // 1000-report request waits for room no longer than a single report does (with
+                // "fits whole" it starved while small requests kept the queue nearly full). So
+                // the queue holds at most the bound plus one request.
+                if state.queuedReports >= maxQueuedReports {
                     return .unavailable("ingest queue is full", retryAfter: 1)
                 }
                 state.queue.append(Job(items: items, bytes: bytes, queued: .now, continuation: continuation))

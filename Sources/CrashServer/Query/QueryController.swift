@@ -15,7 +15,7 @@ struct QueryController<Store: CrashStore>: Sendable {
     /// Adds `symbolicated` frames to the reports and the detail's latest reports.
     var symbolicator: ReportSymbolicator? = nil
 
-    func addRoutes(to router: Router<CrashRequestContext>) {
+    func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
         router.get("/openapi.json") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "application/json; charset=utf-8"],

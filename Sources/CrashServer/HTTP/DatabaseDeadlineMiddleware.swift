@@ -1,0 +1,34 @@
+import Hummingbird
+
+/// Bounds how long a read or triage request may wait on the database: past `limit` the
+/// handler is cancelled and the answer is the contract's 503 "database unreachable" with
+/// `Retry-After` (``ErrorMiddleware`` maps ``DeadlineExceeded``).
+///
+/// PostgreSQL's `statement_timeout` already bounds a query that runs; this bounds the waits it
+/// cannot see. After a PostgreSQL restart a lease from the pool waits for a connection until
+/// the pool's circuit breaker opens (about a minute), and such a request held a SIGTERM for
+/// 20 s. Leases and queries end on cancellation, so the handler returns promptly.
+/// Ingest has its own deadlines (``IngestBatcher``) and debug-file uploads stream for as long
+/// as the client sends, so neither goes through this.
+struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {
+    let limit: Duration
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        try await withoutActuallyEscaping(next) { next in
+            // The task group waits for both children before it returns, so `next` and
+            // `context` never outlive this call.
+            nonisolated(unsafe) let next = next
+            nonisolated(unsafe) let context = context
+            return try await withThrowingTaskGroup(of: Response.self) { group in
+                group.addTask { try await next(request, context) }
+                group.addTask {
+                    try await Task.sleep(for: limit)
+                    throw DeadlineExceeded()
+                }
+                defer { group.cancelAll() }
+                guard let response = try await group.next() else { throw DeadlineExceeded() }
+                return response
+            }
+        }
+    }
+}
