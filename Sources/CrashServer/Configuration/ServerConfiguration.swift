@@ -31,7 +31,10 @@ public struct ServerConfiguration: Sendable {
     public var maxDecompressedBytes = WireProtocol.defaultMaxDecompressedBytes
     /// Request body bytes in flight across all ingest requests, received plus decoded
     /// (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`); past it is 503. At least one largest request.
-    public var maxInflightBodyBytes = 256 << 20
+    /// 32 MiB: a held body costs about three times its decoded bytes in reports and binds, and
+    /// the release benchmark stored as many reports/s at 48 MiB as at 256 MiB while peak RSS
+    /// fell from 535 to 194 MB (docs/performance.md, "Session 6").
+    public var maxInflightBodyBytes = 32 << 20
     /// Ingest requests per second per project, per server (`CRASHGUARD_RATE_LIMIT`); 0 is off.
     public var rateLimit: Double = 1000
     /// Requests a project may send at once above the rate (`CRASHGUARD_RATE_BURST`).
