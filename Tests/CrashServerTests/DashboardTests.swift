@@ -305,6 +305,30 @@ import Testing
         #expect(area == "0,28.0 0.0,27.0 60.0,2.0 120.0,14.5 120.0,28.0")
     }
 
+    /// A row answers Mustache from a switch instead of a `Mirror` (`GroupView: MustacheParent`):
+    /// every stored property must be answered, with the value a `Mirror` gives, for a
+    /// resolved and an open group (so a property added later without a case fails here).
+    @Test func groupViewAnswersEveryPropertyLikeItsMirror() {
+        let now = Date()
+        let project = ProjectRef(id: 1, slug: "demo")
+        for resolvedIn in ["2.0.1", nil] as [String?] {
+            let body = GroupBody(
+                id: "7", signature: "s", kind: "exception", groupingVersion: "v2", title: "<b>boom</b>", count: 3, devices: 2,
+                firstSeen: now.addingTimeInterval(-7200), lastSeen: now, status: resolvedIn == nil ? .open : .resolved,
+                resolvedIn: resolvedIn, fatal: true, versions: ["2.0.0", "1.9.3"],
+                trend: [0, 4, 1].map { TimeCount(t: now, count: $0) })
+            let view = GroupView(body, project: project, now: now)
+            let mirror = Mirror(reflecting: view)
+            #expect(mirror.children.count == 20)
+            for case let (label?, value) in mirror.children {
+                let answer = view.child(named: label)
+                #expect(answer != nil, "no answer for \(label)")
+                #expect(String(describing: answer.map { $0 } ?? "absent") == String(describing: value), "\(label)")
+            }
+            #expect(view.child(named: "noSuchName") == nil)
+        }
+    }
+
     @Test func terminalTableStripsControlCharacters() {
         let now = Date()
         let group = GroupBody(
