@@ -46,37 +46,24 @@ struct NormalizeCommand: AsyncParsableCommand {
         print("machine: \(Bench.shell("uname -m")), \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load); one thread used")
         print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average")
 
+        func printRate(_ version: GroupingVersion, _ label: String, _ rate: Double) {
+            let padded = label.padding(toLength: 42, withPad: " ", startingAt: 0)
+            print(String(format: "%@ %@ %10.0f reports/s per core  (%.2f µs each)", version.rawValue, padded, rate, 1e6 / rate))
+        }
+        func sign(_ report: Input, _ version: GroupingVersion) -> Int {
+            Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil, version: version).hash.utf8.count
+        }
+        func normalizeFrames(_ report: Input, _ version: GroupingVersion) -> Int {
+            report.stack.reduce(0) { $0 &+ Grouping.normalize(frame: $1, version: version).utf8.count }
+        }
         // The signature lines first: `scripts/bench` reports them.
         for version in versions {
-            let signature = measure(inputs) { report in
-                Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil, version: version)
-                    .hash.utf8.count
-            }
-            print(
-                String(
-                    format: "%@ signature (normalize + frames + SHA-256): %10.0f reports/s per core  (%.2f µs each)", version.rawValue,
-                    signature, 1e6 / signature))
+            printRate(version, "signature (normalize + frames + SHA-256):", measure(inputs) { sign($0, version) })
         }
         for version in versions {
-            let normalize = measure(inputs) { report in
-                var n = Grouping.normalize(reason: report.reason, version: version).utf8.count
-                for frame in report.stack { n &+= Grouping.normalize(frame: frame, version: version).utf8.count }
-                return n
-            }
-            print(
-                String(
-                    format: "%@ normalize only (reason + 20 frames):      %10.0f reports/s per core  (%.2f µs each)", version.rawValue,
-                    normalize, 1e6 / normalize))
-            let both = measure(inputs) { report in
-                var n = Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil, version: version)
-                    .hash.utf8.count
-                for frame in report.stack { n &+= Grouping.normalize(frame: frame, version: version).utf8.count }
-                return n
-            }
-            print(
-                String(
-                    format: "%@ both (signature + 20 normalized frames):  %10.0f reports/s per core  (%.2f µs each)", version.rawValue,
-                    both, 1e6 / both))
+            let normalize = measure(inputs) { Grouping.normalize(reason: $0.reason, version: version).utf8.count &+ normalizeFrames($0, version) }
+            printRate(version, "normalize only (reason + 20 frames):", normalize)
+            printRate(version, "both (signature + 20 normalized frames):", measure(inputs) { sign($0, version) &+ normalizeFrames($0, version) })
         }
     }
 
