@@ -17,8 +17,8 @@ import Musl
 /// `isFixedPoint`), and an entry holds both whole, so a hit answers exactly what the proof
 /// would. Only proofs that succeeded are kept.
 ///
-/// Per thread, so that no lock is taken and no entry is shared: 64 entries of up to 240
-/// bytes (16 KiB a thread, freed with the thread), each text in the entry its hash selects
+/// Per thread, so that no lock is taken and no entry is shared: 512 entries of up to 240
+/// bytes (128 KiB a thread, freed with the thread), each text in the entry its hash selects
 /// (a newer text replaces an older one). Longer texts are always proved.
 enum FixedPointMemo {
     static let entryCount = 512
