@@ -105,8 +105,9 @@ struct Normalizer {
             pass(src, frameMode: frameMode, rules: rules, into: &current)
             // Typical input converges in one pass: text the pass provably writes back as it is
             // needs no second pass to confirm it (debug builds confirm it anyway: every text
-            // the tests normalize checks the proof).
-            if isFixedPoint(current.bytes, frameMode: frameMode) {
+            // the tests normalize checks the proof). A text proved before is found in the
+            // memo instead.
+            if FixedPointMemo.isFixedPoint(current.bytes, frameMode: frameMode) {
                 assert(confirmsFixedPoint(current, frameMode: frameMode, rules: rules), "not a fixed point: \(Array(current.bytes))")
                 return body(current.bytes)
             }

@@ -32,6 +32,14 @@ struct PatternSet: Sendable {
     private var infixSlots: [Slot] = []
     private var suffixSlots: [Slot] = []
     private var prefixSuffixSlots: [(Slot, Slot)] = []
+    /// A filter in front of the infix scan (``mayHoldInfix(_:_:)``): when every infix has at
+    /// least `infixStride + 3` bytes, an occurrence covers one of the four-byte windows at
+    /// `0, infixStride, 2 * infixStride, ...`, at an offset below `infixStride` into the
+    /// infix. `infixGrams` has the bit (``gramBit(_:)``) of every such four bytes of every
+    /// infix set: a text none of whose windows has its bit set holds no infix. 0 when some
+    /// infix is shorter (then every text is scanned).
+    private var infixStride = 0
+    private var infixGrams: [UInt64] = []
 
     init(_ patterns: [String]) {
         var exact: [Slot] = []
@@ -79,6 +87,17 @@ struct PatternSet: Sendable {
         (prefixStart, prefixSlots) = flatten(prefixes)
         (shortPrefixStart, shortPrefixSlots) = flatten(shortPrefixes)
         (infixStart, infixSlots) = flatten(infixes)
+        let shortestInfix = infixSlots.map { Int($0.count) }.min() ?? 0
+        if shortestInfix >= 4 {
+            infixStride = shortestInfix - 3
+            infixGrams = Array(repeating: 0, count: Self.gramBits / 64)
+            for slot in infixSlots {
+                for d in 0..<infixStride {
+                    let bit = bytes.withUnsafeBufferPointer { Self.gramBit($0.baseAddress! + Int(slot.start) + d) }
+                    infixGrams[bit >> 6] |= 1 << UInt64(bit & 63)
+                }
+            }
+        }
         var size = 16
         while size < exact.count * 4 { size *= 2 }
         exactTable = Array(repeating: -1, count: size)
@@ -90,6 +109,30 @@ struct PatternSet: Sendable {
             exactSlots.append(slot)
             exactHashes.append(h)
             exactLengths |= 1 << UInt64(min(Int(slot.count), 63))
+        }
+    }
+
+    /// Bits of ``infixGrams``.
+    static let gramBits = 4096
+
+    /// The bit of ``infixGrams`` for the four bytes at `p`.
+    @inline(__always) static func gramBit(_ p: UnsafePointer<UInt8>) -> Int {
+        let v = UnsafeRawPointer(p).loadUnaligned(as: UInt32.self)
+        return Int(truncatingIfNeeded: (v &* 0x9E37_79B1) >> 20)
+    }
+
+    /// Whether the `n` bytes at `t` may hold one of the infixes: false only when they
+    /// provably hold none (see ``infixStride``).
+    @inline(__always) private func mayHoldInfix(_ t: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        guard infixStride > 0 else { return true }
+        return infixGrams.withUnsafeBufferPointer { grams in
+            var q = 0
+            while q + 4 <= n {
+                let bit = Self.gramBit(t + q)
+                if grams[bit >> 6] & (1 << UInt64(bit & 63)) != 0 { return true }
+                q += infixStride
+            }
+            return false
         }
     }
 
@@ -169,7 +212,7 @@ struct PatternSet: Sendable {
             where n >= Int(prefix.count + suffix.count) && equal(prefix, at: 0) && equal(suffix, at: n - Int(suffix.count)) {
                 return true
             }
-            if !infixSlots.isEmpty {
+            if !infixSlots.isEmpty && mayHoldInfix(t, n) {
                 // One scan: at each byte, only the infixes that start with it.
                 for i in 0..<n {
                     let b = Int(t[i])

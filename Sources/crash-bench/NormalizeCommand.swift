@@ -7,19 +7,22 @@ import Foundation
 ///
 /// Inputs are built before the clock starts: realistic reasons of about 200 bytes (ObjC,
 /// KVO, Swift runtime, networking) with varying addresses, indices, UUIDs and times, each
-/// with 20 Darwin frames. Three figures, single-threaded, per second of the thread's CPU
-/// time (the wall-clock rate beside each):
-/// - `signature`: `Grouping.signature` (reason + first 3 frames + SHA-256), what ingest runs;
+/// with 20 Darwin frames. For each grouping version (both by default, v1 then v2), three
+/// figures, single-threaded, per second of the thread's CPU time (so that other processes
+/// on the machine do not count; the wall-clock rate is printed beside each):
+/// - `signature`: `Grouping.signature` (normalized reason, frame selection, normalized
+///   frames, SHA-256), what ingest runs for each report: the figure of the target (issues
+///   13 and 18, 200,000 reports/s on one core);
 /// - `normalize`: `normalize(reason:)` and `normalize(frame:)` on all 20 frames;
 /// - `both`: the two together.
 struct NormalizeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "normalize",
-        abstract: "Reports normalized per second on one core."
+        abstract: "Reports normalized and signed per second on one core, v1 and v2."
     )
 
-    @Option(help: "Grouping version: v2 (new projects' default) or v1.")
-    var grouping: String = GroupingVersion.newProjectDefault.rawValue
+    @Option(help: "Grouping version: v1, v2 or both.")
+    var grouping: String = "both"
 
     @Option(help: "Distinct generated reports (cycled through).")
     var reports: Int = 1_000
@@ -28,31 +31,40 @@ struct NormalizeCommand: AsyncParsableCommand {
     var seconds: Double = 3
 
     func run() async throws {
-        guard let version = GroupingVersion(rawValue: grouping) else { throw ValidationError("--grouping is v1 or v2") }
+        let versions: [GroupingVersion]
+        if grouping == "both" {
+            versions = [.v1, .v2]
+        } else if let version = GroupingVersion(rawValue: grouping) {
+            versions = [version]
+        } else {
+            throw ValidationError("--grouping is v1, v2 or both")
+        }
         let inputs = Self.makeInputs(count: max(1, reports))
         let reasonBytes = inputs.reduce(0) { $0 + $1.reason.utf8.count } / inputs.count
         let stackBytes = inputs.reduce(0) { $0 + $1.stack.reduce(0) { $0 + $1.utf8.count } } / inputs.count
         let load = Bench.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
         print("machine: \(Bench.shell("uname -m")), \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load); one thread used")
-        print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average; grouping \(version)")
+        print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average")
 
-        let signature = measure(inputs) { report in
+        func printRate(_ version: GroupingVersion, _ label: String, _ rate: Double) {
+            let padded = label.padding(toLength: 42, withPad: " ", startingAt: 0)
+            print(String(format: "%@ %@ %10.0f reports/s per core  (%.2f µs each)", version.rawValue, padded, rate, 1e6 / rate))
+        }
+        func sign(_ report: Input, _ version: GroupingVersion) -> Int {
             Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil, version: version).hash.utf8.count
         }
-        print(String(format: "signature (reason + 3 frames + SHA-256) : %10.0f reports/s  (%.2f µs each)", signature, 1e6 / signature))
-        let normalize = measure(inputs) { report in
-            var n = Grouping.normalize(reason: report.reason, version: version).utf8.count
-            for frame in report.stack { n &+= Grouping.normalize(frame: frame, version: version).utf8.count }
-            return n
+        func normalizeFrames(_ report: Input, _ version: GroupingVersion) -> Int {
+            report.stack.reduce(0) { $0 &+ Grouping.normalize(frame: $1, version: version).utf8.count }
         }
-        print(String(format: "normalize only (reason + 20 frames):     %10.0f reports/s  (%.2f µs each)", normalize, 1e6 / normalize))
-        let both = measure(inputs) { report in
-            var n = Grouping.signature(kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: nil, version: version)
-                .hash.utf8.count
-            for frame in report.stack { n &+= Grouping.normalize(frame: frame, version: version).utf8.count }
-            return n
+        // The signature lines first: `scripts/bench` reports them.
+        for version in versions {
+            printRate(version, "signature (normalize + frames + SHA-256):", measure(inputs) { sign($0, version) })
         }
-        print(String(format: "both (signature + 20 normalized frames): %10.0f reports/s  (%.2f µs each)", both, 1e6 / both))
+        for version in versions {
+            let normalize = measure(inputs) { Grouping.normalize(reason: $0.reason, version: version).utf8.count &+ normalizeFrames($0, version) }
+            printRate(version, "normalize only (reason + 20 frames):", normalize)
+            printRate(version, "both (signature + 20 normalized frames):", measure(inputs) { sign($0, version) &+ normalizeFrames($0, version) })
+        }
     }
 
     struct Input: Sendable {

@@ -103,6 +103,34 @@ struct FastPathTests {
         #expect(Self.isFixedPoint(text, frameMode: frameMode))
     }
 
+    @Test("the fixed-point memo answers what the proof answers")
+    func fixedPointMemo() {
+        var rng = SplitMix64(seed: 0x5EED_0185)
+        // More distinct texts than the memo has entries (so entries are replaced), each asked
+        // several times in both modes, some longer than an entry holds.
+        var texts: [String] = ["Demo 12", "#3 Demo", "3 Demo foo", "a b"]
+        for _ in 0..<3_000 {
+            var text = ""
+            for _ in 0..<Int.random(in: 1...12, using: &rng) { text += Self.pieces.randomElement(using: &rng)! }
+            texts.append(Self.pass(text, frameMode: Bool.random(using: &rng)))
+        }
+        texts.append(String(repeating: "abc ", count: 70))  // 280 bytes: proved every time
+        var wrong: [String] = []
+        func ask(_ text: String, _ frameMode: Bool) {
+            var copy = text
+            let memo = copy.withUTF8 { FixedPointMemo.isFixedPoint($0, frameMode: frameMode) }
+            if memo != Self.isFixedPoint(text, frameMode: frameMode) { wrong.append("\(frameMode) \(text.debugDescription)") }
+        }
+        // A text proved in one mode is not a fixed point in the other: `12` is kept in a frame.
+        ask("Demo 12", true)
+        ask("Demo 12", false)
+        for _ in 0..<30_000 {
+            ask(texts.randomElement(using: &rng)!, Bool.random(using: &rng))
+        }
+        #expect(Self.isFixedPoint("Demo 12", frameMode: true) && !Self.isFixedPoint("Demo 12", frameMode: false))
+        #expect(wrong.isEmpty, "the memo differs from the proof: \(wrong.prefix(5))")
+    }
+
     // MARK: - Scratch buffers
 
     @Test("output longer than the scratch buffer moves to the heap intact")
@@ -210,6 +238,50 @@ struct FastPathTests {
             let expected = app.isEmpty ? fallback : app
             let selected = Grouping.signatureFrames(stack)
             #expect(selected.map(\.index) == expected.map(\.index) && selected.map(\.length) == expected.map(\.length), "\(stack)")
+        }
+    }
+
+    /// Whether `text` matches `pattern` (`*` stands for any text), the plain way.
+    static func matches(_ text: [UInt8], _ pattern: String) -> Bool {
+        let parts = pattern.split(separator: "*", omittingEmptySubsequences: false).map { Array($0.utf8) }
+        guard parts.count > 1 else { return text == parts[0] }
+        let head = parts[0]
+        let tail = parts[parts.count - 1]
+        guard text.count >= head.count + tail.count, text.starts(with: head), text.reversed().starts(with: tail.reversed()) else {
+            return false
+        }
+        // `*infix*` (the only pattern with a middle part in `FrameTable`).
+        var from = head.count
+        for middle in parts.dropFirst().dropLast() where !middle.isEmpty {
+            let limit = text.count - tail.count - middle.count
+            guard limit >= from, let at = (from...limit).first(where: { text[$0..<($0 + middle.count)].elementsEqual(middle) }) else {
+                return false
+            }
+            from = at + middle.count
+        }
+        return true
+    }
+
+    @Test("pattern sets, with the infix filter, match what a plain matcher matches")
+    func patternSets() {
+        var rng = SplitMix64(seed: 0x5EED_0186)
+        let lists = [FrameTable.machinerySymbols, FrameTable.machineryImages, FrameTable.systemImages, FrameTable.systemPaths]
+        for patterns in lists {
+            let set = PatternSet(patterns)
+            // Texts made of the patterns' own pieces (whole infixes at every offset, cut ones,
+            // near misses) and random words.
+            let pieces = patterns.flatMap { $0.split(separator: "*").map(String.init) } + ["a", "Z", "_", ".", "/", " ", "10", "Guard"]
+            for _ in 0..<20_000 {
+                var text = ""
+                for _ in 0..<Int.random(in: 1...4, using: &rng) {
+                    let piece = pieces.randomElement(using: &rng)!
+                    let cut = Int.random(in: 0..<4, using: &rng) == 0 ? Int.random(in: 0...piece.utf8.count, using: &rng) : piece.utf8.count
+                    text += String(decoding: Array(piece.utf8).prefix(cut), as: UTF8.self)
+                }
+                let bytes = Array(text.utf8)
+                let expected = patterns.contains { Self.matches(bytes, $0) }
+                #expect(bytes.withUnsafeBufferPointer { set.matches($0[...]) } == expected, "\(text.debugDescription)")
+            }
         }
     }
 
