@@ -29,17 +29,29 @@ import Testing
             projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil, version: .v1))
     }
 
-    @Test func fullQueueRefusesWith503AndGroupsWaitingRequests() async throws {
+    /// A running batcher (queue bound `maxQueuedReports`) whose first request, of one report,
+    /// is held in a blocked commit while `body` runs; each `store.open.yield()` lets a commit end.
+    func withCommitBlocked(
+        maxQueuedReports: Int,
+        _ body: (IngestBatcher, GatedStore, Task<IngestBatcher.Outcome, any Error>) async throws -> Void
+    ) async throws {
         let store = GatedStore()
         let batcher = IngestBatcher(
-            maxQueuedReports: 3, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30), metrics: ServerMetrics(),
-            logger: TestEnvironment.logger, store: { items, _ in try await store.store(items) }, probe: {})
+            maxQueuedReports: maxQueuedReports, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30),
+            metrics: ServerMetrics(), logger: TestEnvironment.logger, store: { items, _ in try await store.store(items) },
+            probe: {})
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            // The first request is taken into a (blocked) commit.
             let first = Task { try await batcher.submit([self.item()]) }
             while store.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
-            // Three more reports queue up behind it; a fourth does not fit.
+            try await body(batcher, store, first)
+            group.cancelAll()
+        }
+    }
+
+    @Test func fullQueueRefusesWith503AndGroupsWaitingRequests() async throws {
+        try await withCommitBlocked(maxQueuedReports: 3) { batcher, store, first in
+            // Three more reports queue up behind the blocked commit; a fourth does not fit.
             let shared = UUID()
             let second = Task { try await batcher.submit([self.item(shared), self.item()]) }
             let third = Task { try await batcher.submit([self.item(shared)]) }
@@ -52,7 +64,6 @@ import Testing
             let outcomes = [try await second.value, try await third.value]
             #expect(outcomes.flatMap { $0 }.filter { $0 }.count == 2)
             #expect(store.batches.withLock { $0.map(\.count) } == [1, 2])
-            group.cancelAll()
         }
     }
 
@@ -60,14 +71,7 @@ import Testing
     /// "the whole request must fit" a 1000-report request starved behind single reports that
     /// kept the queue nearly full (the fault suite's flood step).
     @Test func largeRequestIsAdmittedWhileTheQueueIsBelowItsBound() async throws {
-        let store = GatedStore()
-        let batcher = IngestBatcher(
-            maxQueuedReports: 3, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30), metrics: ServerMetrics(),
-            logger: TestEnvironment.logger, store: { items, _ in try await store.store(items) }, probe: {})
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await batcher.run() }
-            let first = Task { try await batcher.submit([self.item()]) }
-            while store.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        try await withCommitBlocked(maxQueuedReports: 3) { batcher, store, first in
             // Two reports wait; a ten-report request does not fit whole but the queue has room.
             let small = Task { try await batcher.submit([self.item(), self.item()]) }
             while batcher.queuedReports < 2 { try await Task.sleep(for: .milliseconds(5)) }
@@ -81,7 +85,6 @@ import Testing
             #expect(try await small.value == [true, true])
             #expect(try await large.value == Array(repeating: true, count: 10))
             #expect(store.batches.withLock { $0.map(\.count) } == [1, 12])
-            group.cancelAll()
         }
     }
 
