@@ -101,6 +101,7 @@ func prepareDatabase(_ database: CrashDatabase, partitions: PartitionMaintenance
         do {
             try await database.migrate()
             try await partitions.runOnce()
+            database.schemaApplied.set()
             return
         } catch {
             guard ContinuousClock.now < deadline, isConnectionError(error) else { throw error }

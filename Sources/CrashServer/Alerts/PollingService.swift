@@ -8,6 +8,15 @@ enum PollingService {
         try? await gracefulShutdown()
     }
 
+    /// Waits until the server has applied the schema (``CrashDatabase/schemaApplied``), or
+    /// shutdown begins: the services start beside the migration, and on an empty database
+    /// their first poll would fail on tables that do not exist yet.
+    static func waitForSchema(of database: CrashDatabase) async {
+        while !database.schemaApplied.isSet, !Task.isCancelled, !Task.isShuttingDownGracefully {
+            await sleep(seconds: 0.05)
+        }
+    }
+
     /// Sleeps `seconds` (a setting), or less when graceful shutdown begins.
     static func sleep(seconds: Double) async {
         try? await cancelWhenGracefulShutdown {

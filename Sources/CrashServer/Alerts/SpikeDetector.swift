@@ -12,6 +12,7 @@ struct SpikeDetector: Service {
 
     func run() async throws {
         guard settings.spikeInterval > 0 else { return await PollingService.idleUntilShutdown() }
+        await PollingService.waitForSchema(of: database)
         var lastPrune = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {

@@ -33,6 +33,7 @@ struct WebhookSender: Service {
     }
 
     private func loop(_ client: HTTPClient) async {
+        await PollingService.waitForSchema(of: database)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             var claimed: [ClaimedDelivery] = []
             do {

@@ -14,6 +14,10 @@ public struct CrashDatabase: Sendable {
     /// PostgreSQL's timeouts for an ingest transaction, below the server's deadline
     /// (`CRASHGUARD_DB_TIMEOUT`); see ``setIngestTimeouts(_:)``.
     let ingestTimeouts: IngestTimeouts
+    /// Set by the server once the schema is applied and the partitions exist
+    /// (`prepareDatabase`): services that poll tables wait for it, so a first start on an
+    /// empty database does not log errors about tables that do not exist yet.
+    let schemaApplied = ReadyFlag()
 
     /// Creates the pool for `configuration.databaseURL`; sessions run in UTC, without JIT
     /// (its compile time, 15 ms and more, exceeded the run time of the query API's reads).

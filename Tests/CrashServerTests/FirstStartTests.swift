@@ -1,0 +1,48 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import CrashServer
+
+/// A first start on an empty database, as under `docker compose up`: the services that poll
+/// tables (webhook sender, spike detector) start beside the migration and wait for it, so the
+/// log has no warning about tables that do not exist yet.
+@Suite struct FirstStartTests {
+    @Test func firstStartOnAnEmptyDatabaseLogsNoWarning() async throws {
+        let name = "crashguard_first_" + UUID().uuidString.lowercased().prefix(8).replacingOccurrences(of: "-", with: "")
+        try await withTestDatabase { db in
+            _ = try await db.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: TestEnvironment.logger)
+        }
+        var url = try #require(URLComponents(string: TestEnvironment.databaseURL))
+        url.path = "/" + name
+        let config = TestEnvironment.configuration {
+            $0.databaseURL = url.string!
+            // Both polling services on, as in a real server (the test default turns them off).
+            $0.webhooks.concurrency = 2
+            $0.webhooks.pollInterval = 0.05
+            $0.webhooks.spikeInterval = 0.1
+        }
+        let sink = ReliabilityLogSink()
+        var logger = Logger(label: "first-start") { _ in ReliabilityCapturingHandler(sink: sink) }
+        logger.logLevel = .info
+        do {
+            let app = try await buildApplication(configuration: config, logger: logger)
+            try await app.test(.live) { client in
+                #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+                // A webhook poll and a spike pass run after the schema is in place.
+                try await Task.sleep(for: .milliseconds(1500))
+            }
+        } catch {
+            Issue.record("\(String(reflecting: error))")
+        }
+        let problems = sink.lines.filter { ["warning", "error", "critical"].contains(String($0.prefix { $0 != " " })) }
+        #expect(problems.isEmpty, "\(problems)")
+        #expect(sink.lines.contains { $0.contains("schema applied") })
+        try await withTestDatabase { db in
+            _ = try await db.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"), logger: TestEnvironment.logger)
+        }
+    }
+}
