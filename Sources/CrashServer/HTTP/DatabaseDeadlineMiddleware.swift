@@ -4,10 +4,10 @@ import Hummingbird
 /// handler is cancelled and the answer is the contract's 503 "database unreachable" with
 /// `Retry-After` (``ErrorMiddleware`` maps ``DeadlineExceeded``).
 ///
-/// PostgreSQL's `statement_timeout` already bounds a query that runs; this bounds the waits it
-/// cannot see. After a PostgreSQL restart a lease from the pool waits for a connection until
-/// the pool's circuit breaker opens (about a minute), and such a request held a SIGTERM for
-/// 20 s. Leases and queries end on cancellation, so the handler returns promptly.
+/// After a PostgreSQL restart a lease from the pool waits for a connection until the pool's
+/// circuit breaker opens (about a minute), and such a request held a SIGTERM for 20 s. A lease
+/// ends on cancellation, so the handler returns at the deadline; a query already running on a
+/// connection that answers is not cancelled by the driver, and the answer waits for it.
 /// Ingest has its own deadlines (``IngestBatcher``) and debug-file uploads stream for as long
 /// as the client sends, so neither goes through this.
 struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {

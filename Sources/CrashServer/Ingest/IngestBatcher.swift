@@ -210,10 +210,7 @@ final class IngestBatcher: Service, Sendable {
                 let outcome = job.items.map { item in fresh.contains(item.key) && claimed.insert(item.key).inserted }
                 job.continuation.resume(returning: outcome)
             }
-            if state.withLock({ $0.databaseDown }) {
-                state.withLock { $0.databaseDown = false }
-                logger.notice("database reachable again")
-            }
+            markUp()
         case .failure(let refusal):
             for job in jobs { job.continuation.resume(throwing: refusal) }
         }
@@ -316,14 +313,21 @@ final class IngestBatcher: Service, Sendable {
     /// when it answers.
     private func probeUntilUp() async {
         while state.withLock({ $0.databaseDown }), !Task.isCancelled {
-            do {
-                try await withDeadline(.seconds(2)) { try await self.probe() }
-                state.withLock { $0.databaseDown = false }
-                logger.notice("database reachable again")
-            } catch {
+            if await probeAnswers() {
+                markUp()
+            } else {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
+    }
+
+    /// Clears the down mark (a commit or a probe reached the database), saying so once.
+    private func markUp() {
+        let wasDown = state.withLock { state in
+            defer { state.databaseDown = false }
+            return state.databaseDown
+        }
+        if wasDown { logger.notice("database reachable again") }
     }
 }
 
