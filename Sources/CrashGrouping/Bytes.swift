@@ -307,20 +307,6 @@ struct OutputBuffer {
 
     /// Whether both buffers hold the same bytes.
     func holdsSameBytes(as other: OutputBuffer) -> Bool {
-        guard count == other.count else { return false }
-        let a = UnsafeRawPointer(base)
-        let b = UnsafeRawPointer(other.base)
-        var i = 0
-        while i + 8 <= count {
-            if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
-                return false
-            }
-            i += 8
-        }
-        while i < count {
-            if base[i] != other.base[i] { return false }
-            i += 1
-        }
-        return true
+        count == other.count && Bytes.equal(base, other.base, count)
     }
 }

@@ -115,11 +115,14 @@ struct PatternSet: Sendable {
     /// Bits of ``infixGrams``.
     static let gramBits = 4096
 
-    /// The bit of ``infixGrams`` for the four bytes at `p`.
-    @inline(__always) static func gramBit(_ p: UnsafePointer<UInt8>) -> Int {
-        let v = UnsafeRawPointer(p).loadUnaligned(as: UInt32.self)
-        return Int(truncatingIfNeeded: (v &* 0x9E37_79B1) >> 20)
+    /// A multiplicative hash of the four bytes at `p`: its top bits pick a prefix bucket
+    /// (``bucket(_:)``) or an infix gram (``gramBit(_:)``).
+    @inline(__always) static func fourByteHash(_ p: UnsafePointer<UInt8>) -> UInt32 {
+        UnsafeRawPointer(p).loadUnaligned(as: UInt32.self) &* 0x9E37_79B1
     }
+
+    /// The bit of ``infixGrams`` for the four bytes at `p`.
+    @inline(__always) static func gramBit(_ p: UnsafePointer<UInt8>) -> Int { Int(fourByteHash(p) >> 20) }
 
     /// Whether the `n` bytes at `t` may hold one of the infixes: false only when they
     /// provably hold none (see ``infixStride``).
@@ -137,10 +140,7 @@ struct PatternSet: Sendable {
     }
 
     /// One of 256 buckets for the four bytes at `p`.
-    @inline(__always) static func bucket(_ p: UnsafePointer<UInt8>) -> Int {
-        let v = UInt32(p[0]) | UInt32(p[1]) << 8 | UInt32(p[2]) << 16 | UInt32(p[3]) << 24
-        return Int((v &* 0x9E37_79B1) >> 24)
-    }
+    @inline(__always) static func bucket(_ p: UnsafePointer<UInt8>) -> Int { Int(fourByteHash(p) >> 24) }
 
     /// A hash of the `n` bytes at `p`, eight at a time (the table is built with it too).
     @inline(__always) static func hash(_ p: UnsafePointer<UInt8>, _ n: Int) -> UInt64 {
