@@ -5,11 +5,13 @@ import Testing
 /// ``GroupRanking`` alone: candidates and counts are arrays, no storage.
 @Suite struct GroupRankingTests {
     /// Candidates by (bound desc, id asc) after a position, as the stores yield them.
-    static func countCandidates(_ bounds: [Int64: Int64]) -> ((bound: Int64, id: Int64)?, Int) -> [(id: Int64, bound: Int64)] {
+    static func countCandidates(
+        _ bounds: [Int64: Int64]
+    ) -> ((bound: Int64, id: Int64)?, Int64?, Int) -> [(id: Int64, bound: Int64)] {
         let sorted: [(id: Int64, bound: Int64)] = bounds.map { (id: $0.key, bound: $0.value) }.sorted(by: descending)
-        return { after, limit in
+        return { after, atLeast, limit in
             var out: [(id: Int64, bound: Int64)] = []
-            for c in sorted where out.count < limit {
+            for c in sorted where out.count < limit && c.bound >= atLeast ?? 0 {
                 if let after, !(c.bound < after.bound || (c.bound == after.bound && c.id > after.id)) { continue }
                 out.append(c)
             }
@@ -105,6 +107,27 @@ import Testing
         #expect(calls.all)
     }
 
+    @Test func theSecondRoundCountsOnlyTheBoundsThatCanEnterThePage() async throws {
+        // Bounds four times the counts, as all-time counts are over a week's window. The
+        // first round counts the 26 highest bounds; the 26th count (974) is the floor, and
+        // the second round counts exactly the groups whose bound reaches it, then stops.
+        var counts: [Int64: Int64] = [:], bounds: [Int64: Int64] = [:]
+        for id in Int64(1)...999 {
+            counts[id] = 1_000 - id
+            bounds[id] = 4 * (1_000 - id)
+        }
+        let calls = Calls()
+        let page = try await GroupRanking(limit: 25, after: nil).byCount(
+            candidates: Self.countCandidates(bounds),
+            counts: { ids in
+                calls.counted.append(ids?.count ?? -1)
+                return counts.filter { ids?.contains($0.key) ?? true }
+            })
+        #expect(page.map(\.id) == Array(1...26))
+        let reaching = bounds.values.filter { $0 >= 974 }.count
+        #expect(calls.counted == [26, reaching - 26])
+    }
+
     @Test func timeOrderSkipsGroupsWithoutWindowCounts() async throws {
         let keys: [Int64: Int64] = [1: 100, 2: 300, 3: 200, 4: 300]
         let counts: [Int64: Int64] = [1: 1, 2: 4, 4: 2]  // 3 has no report in the window
@@ -131,4 +154,5 @@ import Testing
 
 private final class Calls: @unchecked Sendable {
     var all = false
+    var counted: [Int] = []
 }

@@ -139,7 +139,8 @@ final class InMemoryCrashStore: CrashStore {
         }
 
         func countCandidates(
-            project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int
+            project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, atLeast: Int64?,
+            limit: Int
         )
             async throws -> [(id: Int64, bound: Int64)]
         {
@@ -149,7 +150,7 @@ final class InMemoryCrashStore: CrashStore {
             for r in matching(project, all, filters) { totals[r.group, default: 0] += 1 }
             var out: [(id: Int64, bound: Int64)] = []
             for row in groups(project, window, filters) {
-                guard let bound = totals[row.id] else { continue }
+                guard let bound = totals[row.id], bound >= atLeast ?? 0 else { continue }
                 if let after, !(bound < after.bound || (bound == after.bound && row.id > after.id)) { continue }
                 out.append((row.id, bound))
             }

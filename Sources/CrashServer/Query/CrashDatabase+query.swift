@@ -111,9 +111,11 @@ extension CrashDatabase {
     }
 
     /// The next candidates for a count-sorted page, by an upper bound of their window count
-    /// (all-time count, or all-time count for the filtered version/os/app), highest first.
+    /// (all-time count, or all-time count for the filtered version/os/app), highest first;
+    /// only bounds of at least `atLeast` when it is set.
     func countCandidates(
-        project: Int64, window: TimeWindow, filters f: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int,
+        project: Int64, window: TimeWindow, filters f: GroupFilters, after: (bound: Int64, id: Int64)?, atLeast: Int64?,
+        limit: Int,
         on connection: PostgresConnection
     ) async throws -> [(id: Int64, bound: Int64)] {
         let facet: (String, String)? =
@@ -127,6 +129,7 @@ extension CrashDatabase {
                 WHERE f.project_id = \(project) AND f.facet = \(name) AND f.value = \(value)
                   AND f.last_seen >= \(window.from) AND f.first_seen < \(window.to)
                   AND (\(lb)::bigint IS NULL OR f.count < \(lb) OR (f.count = \(lb) AND f.group_id > \(lid)))
+                  AND (\(atLeast)::bigint IS NULL OR f.count >= \(atLeast))
                   AND (\(f.kind)::text IS NULL OR g.kind = \(f.kind))
                   AND CASE WHEN \(f.status)::text IS NULL THEN g.status <> 'ignored' ELSE g.status = \(f.status) END
                 ORDER BY f.count DESC, f.group_id LIMIT \(limit)
@@ -137,6 +140,7 @@ extension CrashDatabase {
                 SELECT id, report_count FROM crash_groups
                 WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
                   AND (\(lb)::bigint IS NULL OR report_count < \(lb) OR (report_count = \(lb) AND id > \(lid)))
+                  AND (\(atLeast)::bigint IS NULL OR report_count >= \(atLeast))
                   AND (\(f.kind)::text IS NULL OR kind = \(f.kind))
                   AND CASE WHEN \(f.status)::text IS NULL THEN status <> 'ignored' ELSE status = \(f.status) END
                 ORDER BY report_count DESC, id LIMIT \(limit)

@@ -31,7 +31,8 @@ protocol CrashStoreReader: Sendable {
     ) async throws
         -> [Int64: Int64]
     func countCandidates(
-        project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int
+        project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, atLeast: Int64?,
+        limit: Int
     )
         async throws -> [(id: Int64, bound: Int64)]
     func timeCandidates(
@@ -82,11 +83,13 @@ struct PostgresReader: CrashStoreReader {
         try await database.windowCounts(project: project, ids: ids, window: window, filters: filters, snapshot: snapshot, on: connection)
     }
     func countCandidates(
-        project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, limit: Int
+        project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, atLeast: Int64?,
+        limit: Int
     )
         async throws -> [(id: Int64, bound: Int64)]
     {
-        try await database.countCandidates(project: project, window: window, filters: filters, after: after, limit: limit, on: connection)
+        try await database.countCandidates(
+            project: project, window: window, filters: filters, after: after, atLeast: atLeast, limit: limit, on: connection)
     }
     func timeCandidates(
         project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int

@@ -23,30 +23,38 @@ struct GroupRanking: Sendable {
 
     /// The page by window count descending.
     ///
-    /// A threshold walk: `candidates(after, batch)` yields groups by an upper bound of their
-    /// count (highest first, then id); the walk stops once no unseen group can outrank the
-    /// page. `counts(ids)` counts the given groups (nil: every group) and leaves out those
-    /// with none or that the filters exclude.
+    /// A threshold walk: `candidates(after, atLeast, batch)` yields groups by an upper bound
+    /// of their count (highest first, then id; only bounds of at least `atLeast` when it is
+    /// set); `counts(ids)` counts the given groups (nil: every group) and leaves out those
+    /// with none or that the filters exclude. The first round counts the page's worth of
+    /// highest bounds; once the page is full, its last count is a floor no group below it
+    /// can reach, so the second round fetches every candidate whose bound reaches that
+    /// floor at once, and the walk ends: two rounds that count about as many groups as the
+    /// bounds require. (Before, a first batch of 600 was counted whatever the bounds: the
+    /// top crashes at 10 M reports counted 600 groups to show 25.)
     func byCount(
-        candidates: (_ after: (bound: Int64, id: Int64)?, _ limit: Int) async throws -> [(id: Int64, bound: Int64)],
+        candidates: (_ after: (bound: Int64, id: Int64)?, _ atLeast: Int64?, _ limit: Int) async throws -> [(id: Int64, bound: Int64)],
         counts: (_ ids: [Int64]?) async throws -> [Int64: Int64]
     ) async throws -> [Entry] {
         var best: [Entry] = []
         var position: (bound: Int64, id: Int64)?
-        var batch = max(600, 12 * (limit + 1))
+        var batch = limit + 1
         var scanned = 0
         while true {
             if scanned >= Self.countScanLimit {
                 return Array(ranked(try await counts(nil)).prefix(limit + 1))
             }
-            let found = try await candidates(position, batch)
+            // With a full page, only bounds that reach its last count can still enter it.
+            let floor = best.count == limit + 1 ? best[limit].count : nil
+            let wanted = floor == nil ? batch : Self.countScanLimit - scanned
+            let found = try await candidates(position, floor, wanted)
             guard let last = found.last else { break }
             scanned += found.count
             best = Array((best + ranked(try await counts(found.map(\.id)))).sorted(by: Self.before).prefix(limit + 1))
             position = (last.bound, last.id)
-            if found.count < batch { break }
+            if found.count < wanted { break }
             if best.count == limit + 1, best[limit].count > last.bound { break }
-            batch = min(batch * 2, 3_200)
+            batch = min(max(600, 12 * (limit + 1), batch * 2), 3_200)
         }
         return best
     }

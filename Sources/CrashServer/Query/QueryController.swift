@@ -63,8 +63,9 @@ struct QueryController<Store: CrashStore>: Sendable {
             switch sort {
             case .count:
                 page = try await ranking.byCount(
-                    candidates: { after, batch in
-                        try await reader.countCandidates(project: project.id, window: window, filters: filters, after: after, limit: batch)
+                    candidates: { after, atLeast, batch in
+                        try await reader.countCandidates(
+                            project: project.id, window: window, filters: filters, after: after, atLeast: atLeast, limit: batch)
                     },
                     counts: { ids in
                         try await reader.windowCounts(project: project.id, ids: ids, window: window, filters: filters, snapshot: asOf)
