@@ -37,6 +37,11 @@ import Testing
         var merged = DeviceSketch(encoded: a.encoded)
         merged.merge(encoded: b.encoded)
         #expect(merged == union)
+        // Stored forms concatenated (the query's string_agg) decode as their union, from a
+        // ByteBuffer's view as from an array.
+        #expect(DeviceSketch(encoded: b.encoded + a.encoded) == union)
+        #expect(DeviceSketch(encoded: ByteBuffer(bytes: b.encoded + a.encoded).readableBytesView) == union)
+        #expect(DeviceSketch(encoded: (b.encoded + a.encoded).lazy.map { $0 }) == union)
         // A device already counted changes nothing, so ingest writes nothing back.
         let register = DeviceSketch.register(for: "a1")
         #expect(DeviceSketch.merging(stored: a.encoded, updates: [register]) == nil)

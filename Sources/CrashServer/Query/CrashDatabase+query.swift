@@ -260,11 +260,12 @@ extension CrashDatabase {
 
     /// Every app version seen per group, highest first.
     func versions(ids: [Int64], on connection: PostgresConnection) async throws -> [Int64: [String]] {
+        // One row per group (a row per version cost a row-stream step each).
         let rows = try await connection.query(
-            "SELECT group_id, value FROM group_facets WHERE group_id = ANY(\(ids)) AND facet = 'version'", logger: logger)
+            "SELECT group_id, array_agg(value) FROM group_facets WHERE group_id = ANY(\(ids)) AND facet = 'version' GROUP BY group_id",
+            logger: logger)
         var out: [Int64: [String]] = [:]
-        for try await (id, value) in rows.decode((Int64, String).self) { out[id, default: []].append(value) }
-        for (id, list) in out {
+        for try await (id, list) in rows.decode((Int64, [String]).self) {
             out[id] = list.map { (key: AppVersion.Key($0), text: $0) }.sorted { a, b in
                 let c = a.key.compare(b.key)
                 return c != 0 ? c > 0 : a.text > b.text
@@ -309,20 +310,23 @@ extension CrashDatabase {
             let (h0, h1) = plan.hours[0], (h2, h3) = plan.hours[1]
             let (d0, d1) = plan.days
             let version = f.version ?? ""
+            // One row per group: its sketches concatenated (a list of entries in any order is
+            // a valid stored form to merge). A row per sketch cost a row-stream step each, about
+            // 10 ms for the top 25 groups of 7 days at 10 M reports.
             let rows = try await connection.query(
                 """
-                SELECT group_id, sketch FROM group_version_daily
-                WHERE group_id = ANY(\(estimated)) AND app_version = \(version) AND day >= \(d0) AND day < \(d1)
-                UNION ALL
-                SELECT group_id, sketch FROM group_version_hourly
-                WHERE group_id = ANY(\(estimated)) AND app_version = \(version)
-                  AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
+                SELECT group_id, string_agg(sketch, ''::bytea) FROM (
+                    SELECT group_id, sketch FROM group_version_daily
+                    WHERE group_id = ANY(\(estimated)) AND app_version = \(version) AND day >= \(d0) AND day < \(d1)
+                    UNION ALL
+                    SELECT group_id, sketch FROM group_version_hourly
+                    WHERE group_id = ANY(\(estimated)) AND app_version = \(version)
+                      AND ((hour >= \(h0) AND hour < \(h1)) OR (hour >= \(h2) AND hour < \(h3)))
+                ) x GROUP BY group_id
                 """, logger: logger)
-            var sketches: [Int64: DeviceSketch] = [:]
             for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
-                sketches[id, default: DeviceSketch()].merge(encoded: bytes.readableBytesView)
+                out[id] = DeviceSketch(encoded: bytes.readableBytesView).estimate
             }
-            for (id, sketch) in sketches { out[id] = sketch.estimate }
         }
         return out
     }

@@ -47,12 +47,22 @@ struct DeviceSketch: Equatable, Sendable {
         if registers[index] < rank { registers[index] = rank }
     }
 
-    /// Register-wise maximum with another sketch in stored form.
+    /// Register-wise maximum with another sketch in stored form (or several concatenated:
+    /// the entries may come in any order).
     mutating func merge(encoded bytes: some Collection<UInt8>) {
-        var iterator = bytes.makeIterator()
-        while let hi = iterator.next(), let lo = iterator.next(), let rank = iterator.next() {
-            let index = Int(hi) << 8 | Int(lo)
-            if index < Self.registerCount && registers[index] < rank { registers[index] = rank }
+        let merged: Void? = bytes.withContiguousStorageIfAvailable { Self.merge($0, into: &registers) }
+        if merged == nil { Array(bytes).withUnsafeBufferPointer { Self.merge($0, into: &registers) } }
+    }
+
+    private static func merge(_ bytes: UnsafeBufferPointer<UInt8>, into registers: inout [UInt8]) {
+        registers.withUnsafeMutableBufferPointer { registers in
+            var i = 0
+            while i + 2 < bytes.count {
+                let index = Int(bytes[i]) << 8 | Int(bytes[i + 1])
+                let rank = bytes[i + 2]
+                if index < registers.count && registers[index] < rank { registers[index] = rank }
+                i += 3
+            }
         }
     }
 
