@@ -334,18 +334,23 @@ extension CrashDatabase {
     /// Hourly counts of one group over `window`, keyed by hour start.
     func groupHistogram(group: Int64, window: TimeWindow, on connection: PostgresConnection) async throws -> [Date: Int64] {
         let plan = window.hourPlan
+        // One row, the hours as two arrays (a row per hour cost a row-stream step each).
         let rows = try await connection.query(
             """
-            SELECT t, sum(n)::bigint FROM (
-                SELECT hour AS t, count AS n FROM group_version_hourly
-                WHERE group_id = \(group) AND app_version = '' AND hour >= \(plan.hours[0].0) AND hour < \(plan.hours[0].1)
-                UNION ALL
-                SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = \(group)
-                  AND ((ts >= \(plan.raw[0].0) AND ts < \(plan.raw[0].1)) OR (ts >= \(plan.raw[1].0) AND ts < \(plan.raw[1].1)))
-            ) x GROUP BY t
+            SELECT array_agg(t), array_agg(n) FROM (
+                SELECT t, sum(n)::bigint AS n FROM (
+                    SELECT hour AS t, count AS n FROM group_version_hourly
+                    WHERE group_id = \(group) AND app_version = '' AND hour >= \(plan.hours[0].0) AND hour < \(plan.hours[0].1)
+                    UNION ALL
+                    SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = \(group)
+                      AND ((ts >= \(plan.raw[0].0) AND ts < \(plan.raw[0].1)) OR (ts >= \(plan.raw[1].0) AND ts < \(plan.raw[1].1)))
+                ) x GROUP BY t
+            ) h
             """, logger: logger)
         var out: [Date: Int64] = [:]
-        for try await (t, n) in rows.decode((Date, Int64).self) { out[t] = n }
+        for try await (times, counts) in rows.decode(([Date]?, [Int64]?).self) {
+            out = Dictionary(zip(times ?? [], counts ?? []), uniquingKeysWith: +)
+        }
         return out
     }
 
