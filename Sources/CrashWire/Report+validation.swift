@@ -23,9 +23,10 @@ extension Report {
         if let build = app.build, let e = Self.check(build, "app.build", ReportLimits.appFieldBytes) { return e }
         if let device {
             let limit = 0...ReportLimits.deviceFieldBytes
-            for (name, value) in [("os", device.os), ("osVersion", device.osVersion), ("model", device.model), ("id", device.id)] {
-                if let value, let e = Self.check(value, "device.\(name)", limit) { return e }
-            }
+            if let os = device.os, let e = Self.check(os, "device.os", limit) { return e }
+            if let osVersion = device.osVersion, let e = Self.check(osVersion, "device.osVersion", limit) { return e }
+            if let model = device.model, let e = Self.check(model, "device.model", limit) { return e }
+            if let id = device.id, let e = Self.check(id, "device.id", limit) { return e }
         }
         if let fingerprint {
             if !ReportLimits.fingerprintParts.contains(fingerprint.count) {
@@ -55,17 +56,28 @@ extension Report {
     }
 
     /// Length in UTF-8 bytes within `range`, and no NUL (PostgreSQL text cannot hold one).
-    private static func check(_ value: String, _ field: String, _ range: ClosedRange<Int>) -> String? {
+    /// The field's name is only built for an error: every frame of every report is checked.
+    private static func check(_ value: String, _ field: @autoclosure () -> String, _ range: ClosedRange<Int>) -> String? {
         let count = value.utf8.count
         if count < range.lowerBound {
-            return "\(field): must not be empty"
+            return "\(field()): must not be empty"
         }
         if count > range.upperBound {
-            return "\(field): \(count) bytes, at most \(range.upperBound) allowed"
+            return "\(field()): \(count) bytes, at most \(range.upperBound) allowed"
         }
-        if value.utf8.contains(0) {
-            return "\(field): must not contain NUL characters"
+        if containsNUL(value) {
+            return "\(field()): must not contain NUL characters"
         }
         return nil
+    }
+
+    /// Whether a string holds a NUL byte: `memchr` over native (contiguous) UTF-8, a byte
+    /// walk otherwise. (A byte walk over every string was 5 % of the server's ingest CPU.)
+    private static func containsNUL(_ value: String) -> Bool {
+        let found = value.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
+        return found ?? value.utf8.contains(0)
     }
 }

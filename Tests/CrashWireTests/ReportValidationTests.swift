@@ -31,6 +31,17 @@ import Testing
         #expect(report { $0.context = ["k": "a\u{0}b"] }.validationError(now: now)?.hasPrefix("context[k]:") == true)
     }
 
+    /// A NUL anywhere is found: in small (inline) and large strings, first and last byte,
+    /// and in a stack frame past the first.
+    @Test func findsNULAtEveryPosition() {
+        let long = String(repeating: "frame ", count: 40)
+        for text in ["\u{0}", "a\u{0}", "\u{0}a", "short\u{0}x", "\u{0}" + long, long + "\u{0}", long + "\u{0}" + long] {
+            #expect(report { $0.reason = text }.validationError(now: now)?.hasPrefix("reason:") == true, "\(text.utf8.count) bytes")
+            #expect(report { $0.stack = [long, text] }.validationError(now: now)?.hasPrefix("stack[1]:") == true)
+        }
+        #expect(report { $0.stack = [long, long + "é"] }.validationError(now: now) == nil)
+    }
+
     /// Found by FuzzIngest: two bad context entries named whichever a dictionary's (per
     /// instance) order gave first, so one body got two different answers.
     @Test func contextErrorNamesTheSmallestBadKey() {
