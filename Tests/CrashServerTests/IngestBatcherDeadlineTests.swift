@@ -253,8 +253,7 @@ extension IngestBatcherTests {
         let store = GatedStore()
         let small = item().estimatedBytes
         let batcher = batcher(timeout: .seconds(30), maxBatchBytes: 3 * small) { items, _ in try await store.store(items) }
-        var big = item()
-        big.report.stack = (0..<8).map { "\($0) Demo 0x1 " + String(repeating: "f", count: 1000) }
+        let big = item(stack: (0..<8).map { "\($0) Demo 0x1 " + String(repeating: "f", count: 1000) })
         // The frames count: 8 x 1000 bytes, over the bound on its own.
         #expect(big.estimatedBytes > 8000 && big.estimatedBytes > 3 * small)
         try await withThrowingTaskGroup(of: Void.self) { group in

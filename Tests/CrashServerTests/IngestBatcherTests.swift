@@ -23,8 +23,9 @@ import Testing
         }
     }
 
-    func item(_ id: UUID = UUID()) -> IngestItem {
-        let report = Report(id: id, kind: .custom, reason: "r", app: AppInfo(id: "a", version: "1"))
+    func item(_ id: UUID = UUID(), stack: [String]? = nil) -> IngestItem {
+        var report = Report(id: id, kind: .custom, reason: "r", app: AppInfo(id: "a", version: "1"))
+        report.stack = stack
         return IngestItem(
             projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil, version: .v1))
     }
