@@ -68,9 +68,11 @@ import Testing
             #"{"id":"6F9619FF-8B86-D011-B42D-00C04FC964FF","timestamp":"2027-01-15T07:00:00Z","kind":"custom","reason":"a  b","app":{"id":"a","version":"1"}}"#
         let compact = Array(#"{"reports":[\#(report)]}"#.utf8)
         var padded = padding
+        var inString = false  // the report has no escaped quotes
         for byte in compact {
             padded.append(byte)
-            if byte == 0x2C || byte == 0x3A || byte == 0x5B || byte == 0x7B { padded += padding }
+            if byte == 0x22 { inString.toggle() }
+            if !inString, byte == 0x2C || byte == 0x3A || byte == 0x5B || byte == 0x7B { padded += padding }
         }
         padded += padding
         let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20)
