@@ -28,10 +28,12 @@ public struct IngestBatch: Sendable {
 /// the first byte that proves it bad (the 1001st report, nesting past 32, a raw control
 /// character, invalid UTF-8 or JSON), before the rest is received or inflated. A body that
 /// passes is then read into reports by ``ReportReader`` and signed by `Grouping`. Memory:
-/// the decoded body (at most the decompressed cap) plus the reports it yields.
+/// the decoded body without the white space between its tokens (at most the decompressed
+/// cap) plus the reports it yields.
 public final class IngestBodyReader {
     private var body: CappedBodyReader
     private var scanner = JSONBodyScanner()
+    /// The decoded body as the scanner hands it on: without the white space between tokens.
     private var bytes: [UInt8] = []
     /// Why the body is bad, once proven: the rest is only counted against the caps.
     private var refusal: IngestError?
@@ -50,7 +52,8 @@ public final class IngestBodyReader {
 
     /// Bytes received so far, as sent.
     public var receivedBytes: Int { body.receivedBytes }
-    /// Bytes decoded so far (the JSON held in memory).
+    /// Bytes decoded and kept so far (the JSON held in memory, white space between tokens
+    /// left out).
     public var decodedBytes: Int { bytes.count }
 
     /// Takes the next chunk of the body as received.
@@ -59,13 +62,11 @@ public final class IngestBodyReader {
             try body.feed(chunk) { decoded in
                 guard self.refusal == nil else { return }
                 do {
-                    try self.scanner.scan(decoded)
+                    try self.scanner.scan(decoded, keeping: &self.bytes)
                 } catch let error as IngestError where !JSONBodyScanner.isImmediate(error) {
                     self.refusal = error
                     self.bytes = []
-                    return
                 }
-                self.bytes.append(contentsOf: decoded)
             }
         } catch let error as IngestError {
             throw error
@@ -88,7 +89,7 @@ public final class IngestBodyReader {
     public func finish(now: Date = Date(), version: GroupingVersion) throws(IngestError) -> IngestBatch {
         try body.finish()
         if let refusal { throw refusal }
-        guard !bytes.isEmpty else { throw .badRequest("body is empty: expected a JSON object with a \"reports\" array") }
+        guard scanner.offset > 0 else { throw .badRequest("body is empty: expected a JSON object with a \"reports\" array") }
         try scanner.finish()
         let slots: [ReportReader.Slot]
         do {

@@ -53,6 +53,36 @@ import Testing
         #expect(batch.count == 1000 && batch.rejected.count == 1000)
     }
 
+    /// The zip bomb: `{"reports":[` and 16 MiB of spaces in ~16 KB of gzip. Refused with 413
+    /// at the decompressed cap, and the white space between tokens is skipped, not kept.
+    @Test func whiteSpaceBombIsRefusedWithoutKeepingItsSpaces() throws {
+        let text = Array(#"{"reports":["#.utf8) + [UInt8](repeating: 0x20, count: 16 << 20)
+        let bomb = try Deflater.compress(text, format: .gzip, level: 9)
+        let (error, bombReader) = refusal(bomb, encoding: "gzip", chunk: 16_384)
+        #expect(error == IngestError.payloadTooLarge("decompressed body is over the 16777216-byte limit"))
+        #expect(try #require(bombReader).decodedBytes == 12)
+        // A valid body padded with every kind of white space between its tokens keeps its
+        // tokens only, and reads as the compact body does.
+        let padding = [UInt8](repeating: 0x20, count: 16_381) + Array("\n\t\r ".utf8)
+        let report =
+            #"{"id":"6F9619FF-8B86-D011-B42D-00C04FC964FF","timestamp":"2027-01-15T07:00:00Z","kind":"custom","reason":"a  b","app":{"id":"a","version":"1"}}"#
+        let compact = Array(#"{"reports":[\#(report)]}"#.utf8)
+        var padded = padding
+        var inString = false  // the report has no escaped quotes
+        for byte in compact {
+            padded.append(byte)
+            if byte == 0x22 { inString.toggle() }
+            if !inString, byte == 0x2C || byte == 0x3A || byte == 0x5B || byte == 0x7B { padded += padding }
+        }
+        padded += padding
+        let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20)
+        try reader.feed(padded)
+        #expect(reader.decodedBytes == compact.count)
+        #expect(try reader.finish(now: now, version: .newProjectDefault).accepted.count == 1)
+        #expect(Verdict.streaming(padded, now: now, chunk: 4093) == Verdict.streaming(compact, now: now))
+        #expect(Verdict.streaming(compact, now: now).status == 202)
+    }
+
     @Test func nestingDeeperThan32IsRefusedWhereItStarts() throws {
         func body(depth: Int) -> [UInt8] {
             // The top-level object, `reports`, and one report make 3 levels.
