@@ -48,7 +48,7 @@ import Testing
         #expect(output.contains("max batch bytes: at least 1"), "\(output)")
         let config = try ServerConfiguration(environment: ["CRASHGUARD_MAX_BATCH_BYTES": "4096"])
         #expect(config.maxBatchBytes == 4096)
-        #expect(ServerConfiguration().maxBatchBytes == 16 << 20)
+        #expect(ServerConfiguration().maxBatchBytes == 4 << 20)
     }
 
     @Test func ingestShareIsAFlagAndAnEnvironmentVariable() throws {

@@ -44,10 +44,11 @@ public struct ServerConfiguration: Sendable {
     /// Most reports written in one group-commit transaction (`CRASHGUARD_MAX_BATCH_REPORTS`).
     public var maxBatchReports = 5_000
     /// Most estimated bytes of reports written in one group-commit transaction
-    /// (`CRASHGUARD_MAX_BATCH_BYTES`); one request over it is written alone. About one largest
-    /// request, far below PostgreSQL's 1 GB message limit even if escaping makes the encoded
-    /// text 6 times larger, and quick enough for the statement timeout (docs/server.md).
-    public var maxBatchBytes = 16 << 20
+    /// (`CRASHGUARD_MAX_BATCH_BYTES`); one request over it is written alone. Far below
+    /// PostgreSQL's 1 GB message limit even if escaping makes the encoded text 6 times larger,
+    /// quick enough for the statement timeout, and small enough that a batch's binds do not
+    /// dominate the server's memory (docs/server.md, "Batch bytes").
+    public var maxBatchBytes = 4 << 20
     /// Days of raw reports kept (`CRASHGUARD_RETENTION_DAYS`), at least 31; groups and rollups stay.
     public var retentionDays = 90
     /// Database connections (`CRASHGUARD_DB_POOL_SIZE`).
