@@ -48,10 +48,12 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
         // gzip/deflate encode and capped streaming inflate.
         .target(name: "CrashCompression", dependencies: ["CZlib"], swiftSettings: strict),
-        // Reason normalization and signature v1.
+        // A cache prefetch hint for the grouping's frame reads (a C header: Swift has none).
+        .target(name: "CPrefetch"),
+        // Reason and frame normalization, frame selection and signatures (v1, v2).
         .target(
             name: "CrashGrouping",
-            dependencies: ["CrashWire", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["CrashWire", "CPrefetch", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
         // The ingest pipeline from request bytes to validated, signed reports: capped

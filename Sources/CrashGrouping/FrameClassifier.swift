@@ -225,6 +225,9 @@ struct FrameParts {
     private var appleAddress = -1
     private let end: Int
 
+    /// Apple frames: where the address starts; nil for every other shape.
+    var appleAddressStart: Int? { appleAddress >= 0 ? appleAddress : nil }
+
     /// The symbol's byte range in `src`, the frame's text this was read from.
     func symbol(in src: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
         guard appleAddress >= 0, let p = src.baseAddress else { return knownSymbol }

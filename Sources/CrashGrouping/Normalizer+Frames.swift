@@ -151,4 +151,72 @@ extension Normalizer {
         guard at(k) == close else { return nil }
         return k + 1
     }
+
+    /// The most common frame, `3   Demo   0x100a1b2c3 -[A b:] + 44` (an index, the image,
+    /// the address, the symbol and its offset), read without a pass: a pass writes it as the
+    /// image and the symbol joined by one space (`Demo -[A b:]`), and ``Grouping`` checks that
+    /// this text is a fixed point (``FixedPointMemo``) before it uses it. Returns the image's
+    /// and the symbol's ranges, or nil for every frame a rule could read otherwise.
+    ///
+    /// Why a pass writes exactly that, given the checks below: the index is dropped
+    /// (`stripFrameIndex`); the image is a word read as in `image symbol`, a space follows it
+    /// in both texts; an address not followed by `+ <digit>` is dropped in frame rules
+    /// without touching the scanner's state (`address`), so the symbol is read in the same
+    /// state as after `image `; then ` + 44` is dropped as an offset: the symbol does not end
+    /// with an address (which keeps it, `0x? + 12345`) or with a `+` (a chain of pluses), and
+    /// nothing after the symbol remains. What could look past the symbol's end into the
+    /// offset is excluded: `@` (e-mail addresses) and line breaks (one line only). A KVO change
+    /// value (`new = `) that reads to the line's end replaces the offset too, in both texts.
+    /// Debug builds compare the result with a real pass.
+    static func appleFrameParts(_ src: UnsafeBufferPointer<UInt8>) -> (image: Range<Int>, symbol: Range<Int>)? {
+        guard let p = src.baseAddress else { return nil }
+        var end = src.count
+        while end > 0 && Bytes.isSpace(p[end - 1]) { end -= 1 }
+        guard end > 0, Bytes.isDigit(p[0]) else { return nil }
+        let parts = FrameParts(src, end: end)
+        guard let image = parts.image, let address = parts.appleAddressStart, let symbol = parts.symbol(in: src) else {
+            return nil
+        }
+        // The image: letters, digits, `.`, `_`, `-`, `+` (nothing a rule reads across tokens).
+        for k in image {
+            let b = p[k]
+            guard
+                Bytes.isAlnum(b) || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+                    || b == UInt8(ascii: "+")
+            else { return nil }
+        }
+        // One line, without `@` (e-mail addresses are the one rule whose memo spans tokens).
+        let (lineEnd, hasAt) = Bytes.lineEnd(p, from: 0, to: end)
+        guard lineEnd == end, !hasAt else { return nil }
+        // The address: `0x` and hex digits, then white space.
+        var k = address + 2
+        while k < end && Bytes.isHex(p[k]) { k += 1 }
+        guard k > address + 2, k < end, Bytes.isSpace(p[k]) else { return nil }
+        // A symbol that starts with `+ <digit>` is the offset of an unsymbolicated frame.
+        if p[symbol.lowerBound] == UInt8(ascii: "+") {
+            let m = Bytes.skipSpaces(p, symbol.lowerBound + 1, end)
+            if m < end && Bytes.isDigit(p[m]) { return nil }
+        }
+        // The symbol's last token: no address (`0x1f`, `0x?`), no `+`.
+        let last = p[symbol.upperBound - 1]
+        if last == UInt8(ascii: "?") || last == UInt8(ascii: "+") { return nil }
+        var h = symbol.upperBound
+        while h > symbol.lowerBound && Bytes.isHex(p[h - 1]) { h -= 1 }
+        if h - symbol.lowerBound >= 2 && p[h - 1] | 0x20 == UInt8(ascii: "x") && p[h - 2] == UInt8(ascii: "0") { return nil }
+        // After the symbol: nothing, or exactly ` + 44` / ` + 0x2c`.
+        if symbol.upperBound < end {
+            var m = Bytes.skipSpaces(p, symbol.upperBound, end)
+            guard m > symbol.upperBound, m < end, p[m] == UInt8(ascii: "+") else { return nil }
+            m = Bytes.skipSpaces(p, m + 1, end)
+            if m + 2 < end && p[m] == UInt8(ascii: "0") && p[m + 1] | 0x20 == UInt8(ascii: "x") && Bytes.isHex(p[m + 2]) {
+                m += 2
+                while m < end && Bytes.isHex(p[m]) { m += 1 }
+            } else {
+                guard m < end, Bytes.isDigit(p[m]) else { return nil }
+                while m < end && Bytes.isDigit(p[m]) { m += 1 }
+            }
+            guard m == end else { return nil }
+        }
+        return (image, symbol)
+    }
 }

@@ -2,10 +2,12 @@ import ArgumentParser
 import CrashGrouping
 import CrashWire
 import Foundation
+import SeededRandom
 
 /// `crash-bench normalize`: how many reports per second one core normalizes and groups.
 ///
-/// Inputs are built before the clock starts: realistic reasons of about 200 bytes (ObjC,
+/// Inputs are built from a seed before the clock starts (the same seed, the same inputs):
+/// realistic reasons of about 200 bytes (ObjC,
 /// KVO, Swift runtime, networking) with varying addresses, indices, UUIDs and times, each
 /// with 20 Darwin frames. For each grouping version (both by default, v1 then v2), three
 /// figures, single-threaded, per second of the thread's CPU time (so that other processes
@@ -30,6 +32,9 @@ struct NormalizeCommand: AsyncParsableCommand {
     @Option(help: "Seconds to measure each figure.")
     var seconds: Double = 3
 
+    @Option(help: "Seed of the generated reports: the same seed makes the same inputs, so that builds compare.")
+    var seed: UInt64 = 1
+
     func run() async throws {
         let versions: [GroupingVersion]
         if grouping == "both" {
@@ -39,12 +44,12 @@ struct NormalizeCommand: AsyncParsableCommand {
         } else {
             throw ValidationError("--grouping is v1, v2 or both")
         }
-        let inputs = Self.makeInputs(count: max(1, reports))
+        let inputs = Self.makeInputs(count: max(1, reports), seed: seed)
         let reasonBytes = inputs.reduce(0) { $0 + $1.reason.utf8.count } / inputs.count
         let stackBytes = inputs.reduce(0) { $0 + $1.stack.reduce(0) { $0 + $1.utf8.count } } / inputs.count
         let load = Bench.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
         print("machine: \(Bench.shell("uname -m")), \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(load); one thread used")
-        print("inputs: \(inputs.count) reports, reason \(reasonBytes) B, 20 frames \(stackBytes) B on average")
+        print("inputs: \(inputs.count) reports (seed \(seed)), reason \(reasonBytes) B, 20 frames \(stackBytes) B on average")
 
         func printRate(_ version: GroupingVersion, _ label: String, _ rate: Double) {
             let padded = label.padding(toLength: 42, withPad: " ", startingAt: 0)
@@ -107,12 +112,15 @@ struct NormalizeCommand: AsyncParsableCommand {
         return Double(t.tv_sec) + Double(t.tv_nsec) * 1e-9
     }
 
-    static func makeInputs(count: Int) -> [Input] {
-        var rng = SystemRandomNumberGenerator()
+    static func makeInputs(count: Int, seed: UInt64) -> [Input] {
+        var rng = SplitMix64(seed: seed)
         func hex(_ digits: Int) -> String {
             String((0..<digits).map { _ in "0123456789abcdef".randomElement(using: &rng)! })
         }
-        func uuid() -> String { UUID().uuidString }
+        func uuid() -> String {
+            let bits = (rng.next(), rng.next())
+            return withUnsafeBytes(of: bits) { UUID(uuid: $0.load(as: uuid_t.self)).uuidString }
+        }
         let classes = ["FeedViewController", "ProfileCell", "CheckoutModel", "ImageCache", "SessionManager", "Student"]
         let selectors = ["configure:", "reloadData", "objectForKey:", "lowercaseString", "setText:", "length"]
         let images = ["Demo", "UIKitCore", "CoreFoundation", "Foundation", "libswiftCore.dylib", "libobjc.A.dylib"]

@@ -295,4 +295,84 @@ struct FastPathTests {
             #expect(FrameClassifier.classify(frame).role == FrameClassifier.classify("#" + frame).role, "\(frame)")
         }
     }
+
+    // MARK: - The Apple-frame shortcut
+
+    /// Symbols that reach the shortcut's edges: addresses and pluses at the end, offsets of
+    /// unsymbolicated frames, KVO change values, e-mail addresses, URLs, object descriptions,
+    /// keywords that arm a number, line breaks, repeated white space.
+    static let symbolPieces: [String] =
+        PropertyTests.pieces + [
+            "-[A b:]", "+[NSObject foo]", "closure #1 in f()", "$s4Demo3fooyyF", "0x1f", "0x?", "+", "+ 12", "+12", "new = ", "old = 3;",
+            "a@b.co", "http://h/p?a=1", "<Foo: 0x12>", "<Foo 0x12;", "code ", "line ", "status ", "File.swift:12", "\n", "  ", "=",
+            "deadbeefdeadbeef", "8F0E1C9A-1234-4ABC-9DEF-0123456789AB", "2026-11-21", "12:34", "1.2.3.4", "(", ")", "é",
+        ]
+
+    static func randomAppleFrame(_ rng: inout SplitMix64) -> String {
+        let images = [
+            "Demo", "UIKitCore", "libc++abi.dylib", "libswiftCore.dylib", "code", "line", "new", "Demo-Beta", "my_app", "e3b0c442",
+            "Demo(x)", "a@b", "0x12", "3", "frameworks", "Ünicode",
+        ]
+        // Half plain symbols, half with pieces that reach the edges.
+        var symbol = [
+            "-[FeedViewController tableView:cellForRowAtIndexPath:]", "closure #1 in FeedLoader.load(page:)", "$s4Demo3fooyyF",
+            "specialized Array.subscript.getter", "std::__1::vector<int>::at(unsigned long)", "main", "__CFRunLoopRun",
+        ].randomElement(using: &rng)!
+        for _ in 0..<Int.random(in: 0...3, using: &rng) where Bool.random(using: &rng) {
+            let piece = Self.symbolPieces.randomElement(using: &rng)!
+            symbol = Bool.random(using: &rng) ? symbol + piece : piece + symbol
+        }
+        let image = images.randomElement(using: &rng)!
+        let padding = String(repeating: " ", count: Int.random(in: 1...30, using: &rng))
+        let address = ["0x00000001a0b2c3d4", "0x1", "0x", "0xZZ", "0x1f2e"].randomElement(using: &rng)!
+        let offset = ["", " + 44", " + 0x2c", " +44", "  +   12  ", " + ", " + 4 4", " + x", " - 12", "\n+ 1", " + 12@"].randomElement(
+            using: &rng)!
+        let index = ["3", "12", "0", "#3", "x"].randomElement(using: &rng)!
+        return "\(index)\(padding)\(image)\(padding) \(address) \(symbol)\(offset)"
+    }
+
+    @Test("the Apple-frame shortcut writes what a pass writes")
+    func appleFrameShortcut() {
+        var rng = SplitMix64(seed: 0x5EED_0187)
+        var accepted = 0
+        var wrong: [String] = []
+        for _ in 0..<30_000 {
+            let frame = Self.randomAppleFrame(&rng)
+            let bytes = Array(frame.utf8)
+            let shortcut: String? = bytes.withUnsafeBufferPointer { src in
+                guard let (image, symbol) = Normalizer.appleFrameParts(src) else { return nil }
+                return String(decoding: src[image], as: UTF8.self) + " " + String(decoding: src[symbol], as: UTF8.self)
+            }
+            // `Grouping` uses the shortcut's text only when it is a fixed point.
+            guard let shortcut, Self.isFixedPoint(shortcut, frameMode: true) else { continue }
+            accepted += 1
+            if Grouping.normalize(frame: frame, version: .v2) != shortcut { wrong.append(frame) }
+        }
+        #expect(wrong.isEmpty, "the shortcut differs from a pass: \(wrong.prefix(5).map(\.debugDescription))")
+        #expect(accepted > 1_000, "the shortcut should take the plain Apple frames, took \(accepted)")
+    }
+
+    @Test(
+        "frames a rule reads past the symbol are left to the pass",
+        arguments: [
+            "3 Demo 0x1 foo 0x1f + 12", "3 Demo 0x1 foo 0x? + 12", "3 Demo 0x1 + 12", "3 Demo 0x1 foo + + 12", "3 Demo 0x1 a@b.co + 1",
+            "3 Demo 0x1 foo + 12 x", "3 Demo 0x1 foo\n+ 12", "3 Demo 0x foo + 12", "3 Demo(x) 0x1 foo + 12", "3 Demo 0x1fz foo",
+        ])
+    func appleFrameShortcutDeclines(_ frame: String) {
+        let parts = Array(frame.utf8).withUnsafeBufferPointer { Normalizer.appleFrameParts($0) }
+        #expect(parts == nil)
+    }
+
+    @Test("a plain Apple frame takes the shortcut")
+    func appleFrameShortcutTakes() {
+        let frame = "3   Demo                           0x0000000100a1b2c3 -[FeedViewController tableView:cellForRowAtIndexPath:] + 44"
+        let bytes = Array(frame.utf8)
+        let text = bytes.withUnsafeBufferPointer { src in
+            Normalizer.appleFrameParts(src).map {
+                String(decoding: src[$0.image], as: UTF8.self) + " " + String(decoding: src[$0.symbol], as: UTF8.self)
+            }
+        }
+        #expect(text == "Demo -[FeedViewController tableView:cellForRowAtIndexPath:]")
+        #expect(Grouping.normalize(frame: frame, version: .v2) == text)
+    }
 }
