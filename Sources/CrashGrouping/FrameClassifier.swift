@@ -1,3 +1,11 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Who a stack frame belongs to, as grouping v2 reads it.
 public enum FrameRole: Sendable, Hashable {
     /// The app's own code: these frames name the bug.
@@ -63,8 +71,8 @@ public enum FrameClassifier {
 
     /// A frame's role, and the length in bytes of its text without the mark.
     public static func classify(_ frame: String) -> (role: FrameRole, length: Int) {
-        var memo = ImageMemo.none
-        return Bytes.withUTF8(frame) { classify(bytes: $0, tables: tables, memo: &memo) }
+        let memo = ImageMemo.none
+        return Bytes.withUTF8(frame) { classify(bytes: $0, tables: tables, memo: memo) }
     }
 
     /// The length in bytes of a frame's text without its mark (cheap: no parsing).
@@ -81,7 +89,7 @@ public enum FrameClassifier {
     /// `machineryInSystem: false` skips the machinery lookup of a frame whose image is the
     /// system's (it is skipped either way, unless the stack has no app frame).
     static func classify(
-        bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true, tables: Tables, memo: inout ImageMemo
+        bytes src: UnsafeBufferPointer<UInt8>, machineryInSystem: Bool = true, tables: Tables, memo: ImageMemo
     ) -> (
         role: FrameRole, length: Int
     ) {
@@ -161,35 +169,33 @@ public enum FrameClassifier {
     }
 }
 
-/// The roles of the images a stack has named so far: a stack names a few images many times
-/// (`UIKitCore`, `CoreFoundation`, the app), and each is looked up once. Up to eight names of
-/// up to 30 bytes, each compared whole before its role is reused, in scratch memory of the
-/// caller's.
+/// The roles of the images this thread has looked up: a stack names a few images many times
+/// (`UIKitCore`, `CoreFoundation`, the app), and one app's stacks name the same few. A role
+/// depends on the name and `FrameTable` only, so it is kept across stacks: up to 16 names of
+/// up to 30 bytes, each compared whole before its role is reused, the oldest replaced first.
+/// Per thread (like ``FixedPointMemo``), so that no lock is taken.
 struct ImageMemo {
-    static let byteCount = 8 * 32
+    static let capacity = 16
+    /// The count and the next entry to replace (padded to 32 bytes), then the entries.
+    static let byteCount = 32 + capacity * 32
     private let storage: UnsafeMutablePointer<UInt8>?
-    private let capacity: Int
-    private var count = 0
 
     /// A memo that remembers nothing (one frame classified on its own).
-    static var none: ImageMemo { ImageMemo(storage: nil, capacity: 0) }
+    static var none: ImageMemo { ImageMemo(storage: nil) }
 
-    private init(storage: UnsafeMutablePointer<UInt8>?, capacity: Int) {
+    /// This thread's memo (empty on first use), or one that remembers nothing when none can
+    /// be made.
+    static func forThisThread() -> ImageMemo { ImageMemo(storage: threadStorage()) }
+
+    private init(storage: UnsafeMutablePointer<UInt8>?) {
         self.storage = storage
-        self.capacity = capacity
-    }
-
-    /// A memo in `scratch` (at least ``byteCount`` bytes).
-    init(_ scratch: UnsafeMutableBufferPointer<UInt8>) {
-        precondition(scratch.count >= Self.byteCount)
-        self.init(storage: scratch.baseAddress, capacity: 8)
     }
 
     /// Each entry: its length, its role, then up to 30 bytes of name.
     func role(of name: UnsafeBufferPointer<UInt8>) -> FrameRole? {
         guard let storage, let p = name.baseAddress, name.count <= 30 else { return nil }
-        for i in 0..<count {
-            let entry = storage + 32 * i
+        for i in 0..<Int(storage[0]) {
+            let entry = storage + 32 + 32 * i
             if Int(entry[0]) == name.count && Bytes.equal(entry + 2, p, name.count) {
                 switch entry[1] {
                 case 0: return .app
@@ -201,9 +207,12 @@ struct ImageMemo {
         return nil
     }
 
-    mutating func remember(_ name: UnsafeBufferPointer<UInt8>, _ role: FrameRole) {
-        guard let storage, let p = name.baseAddress, count < capacity, name.count <= 30 else { return }
-        let entry = storage + 32 * count
+    func remember(_ name: UnsafeBufferPointer<UInt8>, _ role: FrameRole) {
+        guard let storage, let p = name.baseAddress, name.count <= 30 else { return }
+        let count = Int(storage[0])
+        let slot = count < Self.capacity ? count : Int(storage[1])
+        if count < Self.capacity { storage[0] = UInt8(count + 1) } else { storage[1] = UInt8((slot + 1) % Self.capacity) }
+        let entry = storage + 32 + 32 * slot
         entry[0] = UInt8(name.count)
         switch role {
         case .app: entry[1] = 0
@@ -211,8 +220,24 @@ struct ImageMemo {
         case .machinery: entry[1] = 2
         }
         (entry + 2).update(from: p, count: name.count)
-        count += 1
     }
+
+    @inline(__always) private static func threadStorage() -> UnsafeMutablePointer<UInt8>? {
+        guard let key else { return nil }
+        if let memo = pthread_getspecific(key) { return memo.assumingMemoryBound(to: UInt8.self) }
+        guard let memo = calloc(1, byteCount) else { return nil }
+        guard pthread_setspecific(key, memo) == 0 else {
+            free(memo)
+            return nil
+        }
+        return memo.assumingMemoryBound(to: UInt8.self)
+    }
+
+    /// The thread-specific key, with `free` as the destructor run when a thread ends.
+    private static let key: pthread_key_t? = {
+        var key = pthread_key_t()
+        return pthread_key_create(&key, { free($0) }) == 0 ? key : nil
+    }()
 }
 
 /// The image and symbol byte ranges of one frame.

@@ -115,13 +115,11 @@ public enum Grouping {
 
     /// ``signatureFrames(_:)`` without an array: what the signature reads.
     static func selectFrames(_ stack: [String]) -> SelectedFrames {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: ImageMemo.byteCount) { scratch in
-            var memo = ImageMemo(scratch)
-            return selectFrames(stack, FrameClassifier.tables, &memo)
-        }
+        let memo = ImageMemo.forThisThread()
+        return selectFrames(stack, FrameClassifier.tables, memo)
     }
 
-    private static func selectFrames(_ stack: [String], _ tables: FrameClassifier.Tables, _ memo: inout ImageMemo) -> SelectedFrames {
+    private static func selectFrames(_ stack: [String], _ tables: FrameClassifier.Tables, _ memo: ImageMemo) -> SelectedFrames {
         var app = SelectedFrames()
         var fallback = SelectedFrames()
         for index in stack.indices {
@@ -129,9 +127,9 @@ public enum Grouping {
             let needed = !fallback.isFull && app.count == 0
             // In place (no copy, no retain) for a native string; through a copy otherwise.
             let classified = stack[index].utf8.withContiguousStorageIfAvailable {
-                FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: &memo)
+                FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: memo)
             }
-            guard let (role, length) = classified ?? foreignFrame(stack[index], needed, tables, &memo) else { continue }
+            guard let (role, length) = classified ?? foreignFrame(stack[index], needed, tables, memo) else { continue }
             switch role {
             case .app:
                 app.append(index, length)
@@ -147,12 +145,12 @@ public enum Grouping {
 
     @inline(never)
     private static func foreignFrame(
-        _ frame: String, _ needed: Bool, _ tables: FrameClassifier.Tables, _ memo: inout ImageMemo
+        _ frame: String, _ needed: Bool, _ tables: FrameClassifier.Tables, _ memo: ImageMemo
     )
         -> (role: FrameRole, length: Int)?
     {
         var frame = frame
-        return frame.withUTF8 { FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: &memo) }
+        return frame.withUTF8 { FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: memo) }
     }
 
     /// The signature of a report's grouping fields under `version`.

@@ -197,11 +197,13 @@ struct FastPathTests {
     // MARK: - Frame classification
 
     /// Frames of every shape, many sharing an image (the memo's case), some with images of
-    /// more than 30 bytes and more than eight images in a stack (past what it keeps).
+    /// more than 30 bytes and more images than the memo keeps.
     static func randomFrame(_ rng: inout SplitMix64) -> String {
         let images = [
             "Shop", "UIKitCore", "CoreFoundation", "libswiftCore.dylib", "libobjc.A.dylib", "CrashGuard", "ShopKit", "libsystem_c.dylib",
             "dyld", "???", "AVeryLongVendoredFrameworkNameThatGoesOnAndOn", "Foundation", "libCrashGuardObjC.dylib", "fmt",
+            // More than the image memo keeps (16): older names are replaced.
+            "libc.so.6", "Photos", "ShopUI", "node", "django", "WebKit", "libdispatch.dylib", "CrashGuard.framework",
         ]
         let symbols = [
             "-[A b]", "__exceptionPreprocess", "abort", "main", "Shop.Cart.total()", "closure #1 in f()", "swift_dynamicCastFailure",
