@@ -187,10 +187,6 @@ struct ImageMemo {
     /// be made.
     static func forThisThread() -> ImageMemo { ImageMemo(storage: threadStorage()) }
 
-    private init(storage: UnsafeMutablePointer<UInt8>?) {
-        self.storage = storage
-    }
-
     /// Each entry: its length, its role, then up to 30 bytes of name.
     func role(of name: UnsafeBufferPointer<UInt8>) -> FrameRole? {
         guard let storage, let p = name.baseAddress, name.count <= 30 else { return nil }
