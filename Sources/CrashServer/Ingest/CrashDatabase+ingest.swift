@@ -64,7 +64,25 @@ extension CrashDatabase {
         }
         let rows = first.values.sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
         var ids: [GroupKey: Int64] = [:]
-        let result = try await connection.query(
+        let result = try await connection.run(UpsertGroups.self, rows, logger: logger)
+        for try await row in result {
+            let (id, project, signature) = try row.decode((Int64, Int64, String).self)
+            ids[GroupKey(project: project, signature: signature)] = id
+        }
+        // A group another transaction created after this statement's snapshot: read it now.
+        let missing = first.keys.filter { ids[$0] == nil }
+        for key in missing {
+            let again = try await connection.query(
+                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
+                logger: logger)
+            for try await id in again.decode(Int64.self) { ids[key] = id }
+            guard ids[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
+        }
+        return ids
+    }
+
+    enum UpsertGroups: FixedStatement {
+        static func query(_ rows: [IngestItem]) -> PostgresQuery {
             """
             WITH input AS (
                 SELECT * FROM unnest(\(rows.map(\.projectID)), \(rows.map(\.signature.hash)), \(rows.map(\.signature.version.rawValue)),
@@ -80,38 +98,34 @@ extension CrashDatabase {
             SELECT id, project_id, signature FROM ins
             UNION ALL
             SELECT g.id, g.project_id, g.signature FROM crash_groups g JOIN input i ON g.project_id = i.p AND g.signature = i.s
-            """, logger: logger)
-        for try await (id, project, signature) in result.decode((Int64, Int64, String).self) {
-            ids[GroupKey(project: project, signature: signature)] = id
+            """
         }
-        // A group another transaction created after this statement's snapshot: read it now.
-        let missing = first.keys.filter { ids[$0] == nil }
-        for key in missing {
-            let again = try await connection.query(
-                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
-                logger: logger)
-            for try await id in again.decode(Int64.self) { ids[key] = id }
-            guard ids[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
-        }
-        return ids
+        static let sql = query([]).sql
     }
 
     /// Records the ids in the idempotency ledger; returns the keys that were new.
     /// A duplicate touches nothing else: no group, count or rollup.
     private func claimIDs(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        let result = try await connection.query(
+        let result = try await connection.run(ClaimIDs.self, items, logger: logger)
+        var fresh = Set<ReportKey>()
+        for try await row in result {
+            let (project, id) = try row.decode((Int64, UUID).self)
+            fresh.insert(ReportKey(project: project, id: id))
+        }
+        return fresh
+    }
+
+    enum ClaimIDs: FixedStatement {
+        static func query(_ items: [IngestItem]) -> PostgresQuery {
             """
             INSERT INTO report_ids (project_id, id, ts)
             SELECT * FROM unnest(\(items.map(\.projectID)), \(items.map(\.report.id)), \(items.map(\.report.timestamp))) AS r(p, id, ts)
             ORDER BY p, id
             ON CONFLICT (project_id, id) DO NOTHING
             RETURNING project_id, id
-            """, logger: logger)
-        var fresh = Set<ReportKey>()
-        for try await (project, id) in result.decode((Int64, UUID).self) {
-            fresh.insert(ReportKey(project: project, id: id))
+            """
         }
-        return fresh
+        static let sql = query([]).sql
     }
 
     /// Adds newly stored reports to their groups: counts, first/last seen, fatal, and
@@ -143,25 +157,10 @@ extension CrashDatabase {
         // before any row is updated), adds the counts, and returns the groups that were
         // resolved: whether they regress is decided here (``AppVersion``), in a second
         // statement that only a batch with a resolved group pays.
-        let resolved = try await connection.query(
-            """
-            WITH locked AS MATERIALIZED (
-                SELECT id, status, resolved_in FROM crash_groups WHERE id = ANY(\(ids)) ORDER BY id FOR UPDATE
-            ), updated AS (
-                UPDATE crash_groups g SET
-                    report_count = g.report_count + u.n,
-                    first_seen = LEAST(g.first_seen, u.f),
-                    last_seen = GREATEST(g.last_seen, u.l),
-                    fatal = g.fatal OR u.fatal
-                FROM locked k JOIN unnest(\(ids), \(d.map(\.n)), \(d.map(\.first)), \(d.map(\.last)), \(d.map(\.fatal)))
-                    AS u(id, n, f, l, fatal) ON u.id = k.id
-                WHERE g.id = k.id
-                RETURNING k.id, k.status, k.resolved_in
-            )
-            SELECT id, resolved_in FROM updated WHERE status = 'resolved'
-            """, logger: logger)
+        let resolved = try await connection.run(CountGroups.self, (ids, d.map(\.n), d.map(\.first), d.map(\.last), d.map(\.fatal)), logger: logger)
         var regressedIDs = Set<Int64>()
-        for try await (id, resolvedIn) in resolved.decode((Int64, String?).self) {
+        for try await row in resolved {
+            let (id, resolvedIn) = try row.decode((Int64, String?).self)
             let regressed = resolvedIn.map { resolvedIn in deltas[id]!.versions.contains { AppVersion.compare($0, resolvedIn) >= 0 } } ?? true
             if regressed { regressedIDs.insert(id) }
         }
@@ -170,6 +169,27 @@ extension CrashDatabase {
                 "UPDATE crash_groups SET status = 'regressed' WHERE id = ANY(\(regressedIDs.sorted()))", logger: logger)
         }
         return regressedIDs
+    }
+
+    enum CountGroups: FixedStatement {
+        static func query(_ u: (ids: [Int64], n: [Int64], first: [Date], last: [Date], fatal: [Bool])) -> PostgresQuery {
+            """
+            WITH locked AS MATERIALIZED (
+                SELECT id, status, resolved_in FROM crash_groups WHERE id = ANY(\(u.ids)) ORDER BY id FOR UPDATE
+            ), updated AS (
+                UPDATE crash_groups g SET
+                    report_count = g.report_count + u.n,
+                    first_seen = LEAST(g.first_seen, u.f),
+                    last_seen = GREATEST(g.last_seen, u.l),
+                    fatal = g.fatal OR u.fatal
+                FROM locked k JOIN unnest(\(u.ids), \(u.n), \(u.first), \(u.last), \(u.fatal)) AS u(id, n, f, l, fatal) ON u.id = k.id
+                WHERE g.id = k.id
+                RETURNING k.id, k.status, k.resolved_in
+            )
+            SELECT id, resolved_in FROM updated WHERE status = 'resolved'
+            """
+        }
+        static let sql = query(([], [], [], [], [])).sql
     }
 }
 

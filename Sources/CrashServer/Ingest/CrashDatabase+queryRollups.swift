@@ -16,6 +16,8 @@ extension CrashDatabase {
         var facets: [(key: FacetKey, value: (n: Int64, first: Date, last: Date))]
         var models: [(key: ModelKey, value: Int64)]
         var projects: [(key: ProjectKey, value: Int64)]
+
+        static let empty = QueryRollupRows(days: [], facets: [], models: [], projects: [])
     }
 
     func queryRollupRows(_ stored: [IngestItem], _ groups: [GroupKey: Int64]) -> QueryRollupRows {

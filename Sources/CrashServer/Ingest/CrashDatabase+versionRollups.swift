@@ -57,18 +57,9 @@ extension CrashDatabase {
         var current: [VersionRollupKey: ByteBuffer] = [:]
         if !registers.isEmpty {
             let keys = registers.keys.sorted()
-            let hourly = keys.filter { !$0.daily }, daily = keys.filter(\.daily)
-            let rows = try await connection.query(
-                """
-                SELECT s.group_id, s.app_version, false, s.hour, s.sketch FROM group_version_hourly s
-                JOIN unnest(\(hourly.map(\.group)), \(hourly.map(\.version)), \(hourly.map(\.bucket)))
-                    AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
-                UNION ALL
-                SELECT s.group_id, s.app_version, true, s.day, s.sketch FROM group_version_daily s
-                JOIN unnest(\(daily.map(\.group)), \(daily.map(\.version)), \(daily.map(\.bucket)))
-                    AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
-                """, logger: logger)
-            for try await (group, version, isDaily, bucket, sketch) in rows.decode((Int64, String, Bool, Date, ByteBuffer).self) {
+            let rows = try await connection.run(ReadSketches.self, (keys.filter { !$0.daily }, keys.filter(\.daily)), logger: logger)
+            for try await row in rows {
+                let (group, version, isDaily, bucket, sketch) = try row.decode((Int64, String, Bool, Date, ByteBuffer).self)
                 current[VersionRollupKey(group: group, version: version, daily: isDaily, bucket: bucket)] = sketch
             }
         }
@@ -80,5 +71,19 @@ extension CrashDatabase {
             return VersionRollupRow(key: key, n: counts[key]!, sketch: merged)
         }
         return (rows.filter { !$0.key.daily }, rows.filter(\.key.daily))
+    }
+    enum ReadSketches: FixedStatement {
+        static func query(_ keys: (hourly: [VersionRollupKey], daily: [VersionRollupKey])) -> PostgresQuery {
+            """
+            SELECT s.group_id, s.app_version, false, s.hour, s.sketch FROM group_version_hourly s
+            JOIN unnest(\(keys.hourly.map(\.group)), \(keys.hourly.map(\.version)), \(keys.hourly.map(\.bucket)))
+                AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
+            UNION ALL
+            SELECT s.group_id, s.app_version, true, s.day, s.sketch FROM group_version_daily s
+            JOIN unnest(\(keys.daily.map(\.group)), \(keys.daily.map(\.version)), \(keys.daily.map(\.bucket)))
+                AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
+            """
+        }
+        static let sql = query(([], [])).sql
     }
 }
