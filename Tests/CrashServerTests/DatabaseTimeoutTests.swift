@@ -71,6 +71,32 @@ import Testing
         }
     }
 
+    /// The ingest statements are prepared once per connection (``FixedStatement``), and a
+    /// statement PostgreSQL refused to prepare stays refused on that connection. Preparing can
+    /// time out on a table lock (parse analysis locks the tables it names): that batch is 503,
+    /// and once the lock is gone the next one is stored, on a fresh connection.
+    @Test func aStatementThatTimedOutWhilePreparingDoesNotStickToItsConnection() async throws {
+        let project = try await makeProject(config)
+        let refusedID = UUID()
+        let config = config
+        try await withApp(config) { client in
+            // A fresh server: its first ingest prepares the statements, behind the table lock.
+            try await withTestDatabase(config) { db in
+                try await db.client.withTransaction(logger: TestEnvironment.logger) { connection in
+                    try await connection.query("LOCK TABLE report_ids IN ACCESS EXCLUSIVE MODE", logger: TestEnvironment.logger)
+                    let refused = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON(id: refusedID)]))
+                    #expect(refused.status == .serviceUnavailable)
+                    #expect(refused.errorMessage?.contains("busy") == true, "\(refused.errorMessage ?? "-")")
+                }
+            }
+            for _ in 0..<3 {
+                let retry = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON(id: refusedID)]))
+                #expect(retry.status == .accepted, "\(retry.errorMessage ?? "-")")
+            }
+            #expect(try await stored(project.project) == [refusedID])
+        }
+    }
+
     /// A measurement, not a timed assertion: how long one batch at the default byte bound,
     /// made of the largest reports the contract allows, takes to store. It must stay well
     /// under the default statement timeout (5 s) for the default bound to make sense

@@ -41,15 +41,26 @@ public struct CrashDatabase: Sendable {
 
     /// Sets this transaction's `lock_timeout`, `statement_timeout` and
     /// `idle_in_transaction_session_timeout` (`set_config(..., true)` is `SET LOCAL`: they end
-    /// with the transaction, so pooled connections keep their defaults for every other query).
+    /// with the transaction, so pooled connections keep their defaults for every other query),
+    /// and `plan_cache_mode = force_generic_plan`: the transaction's statements are prepared
+    /// (``FixedStatement``), and PostgreSQL's default would plan them again at every commit,
+    /// the plan for a few rows looking cheaper than the generic one (written for any number of
+    /// rows, which is what a batch of 1 to 5000 reports needs anyway).
     func setIngestTimeouts(_ connection: PostgresConnection) async throws {
         let statement = "\(ingestTimeouts.statementMilliseconds)ms"
         let idle = "\(ingestTimeouts.idleMilliseconds)ms"
-        try await connection.query(
+        _ = try await connection.run(IngestSettings.self, (statement, idle), logger: logger)
+    }
+
+    enum IngestSettings: FixedStatement {
+        static func query(_ input: (statement: String, idle: String)) -> PostgresQuery {
             """
-            SELECT set_config('lock_timeout', \(statement), true), set_config('statement_timeout', \(statement), true),
-                   set_config('idle_in_transaction_session_timeout', \(idle), true)
-            """, logger: logger)
+            SELECT set_config('lock_timeout', \(input.statement), true), set_config('statement_timeout', \(input.statement), true),
+                   set_config('idle_in_transaction_session_timeout', \(input.idle), true),
+                   set_config('plan_cache_mode', 'force_generic_plan', true)
+            """
+        }
+        static let sql = query(("", "")).sql
     }
 
     /// The pools and the standby's monitor, to run as services (the primary's first).

@@ -4,13 +4,6 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// A crash group's row as the ingest transaction sees it, locked.
-struct GroupState: Sendable {
-    var id: Int64
-    var status: String
-    var resolvedIn: String?
-}
-
 extension CrashDatabase {
     /// Stores `items` (unique by ``ReportKey``) in one transaction: the group-commit.
     ///
@@ -48,15 +41,17 @@ extension CrashDatabase {
         }
     }
 
+    /// The transaction's statements, in the order that avoids deadlocks: the id ledger, the
+    /// groups (created, then locked and counted), then one statement with everything else.
+    /// Six round trips with `BEGIN`, the timeouts and `COMMIT` (seven when the batch has device
+    /// ids, whose sketches are read first; one more when a resolved group is in the batch).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
         let fresh = try await claimIDs(items, connection)
         let stored = items.filter { fresh.contains($0.key) }
         guard !stored.isEmpty else { return fresh }
         let groups = try await upsertGroups(stored, connection)
-        try await insertReports(stored, groups, connection)
         let regressed = try await updateGroups(stored, groups, connection)
-        try await writeRollups(stored, groups, connection)
-        try await queueAlertEvents(stored, groups, regressed: regressed, connection)
+        try await writeReportsAndRollups(stored, groups, regressed: regressed, connection)
         return fresh
     }
 
@@ -69,7 +64,25 @@ extension CrashDatabase {
         }
         let rows = first.values.sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
         var ids: [GroupKey: Int64] = [:]
-        let result = try await connection.query(
+        let result = try await connection.run(UpsertGroups.self, rows, logger: logger)
+        for try await row in result {
+            let (id, project, signature) = try row.decode((Int64, Int64, String).self)
+            ids[GroupKey(project: project, signature: signature)] = id
+        }
+        // A group another transaction created after this statement's snapshot: read it now.
+        let missing = first.keys.filter { ids[$0] == nil }
+        for key in missing {
+            let again = try await connection.query(
+                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
+                logger: logger)
+            for try await id in again.decode(Int64.self) { ids[key] = id }
+            guard ids[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
+        }
+        return ids
+    }
+
+    enum UpsertGroups: FixedStatement {
+        static func query(_ rows: [IngestItem]) -> PostgresQuery {
             """
             WITH input AS (
                 SELECT * FROM unnest(\(rows.map(\.projectID)), \(rows.map(\.signature.hash)), \(rows.map(\.signature.version.rawValue)),
@@ -85,60 +98,34 @@ extension CrashDatabase {
             SELECT id, project_id, signature FROM ins
             UNION ALL
             SELECT g.id, g.project_id, g.signature FROM crash_groups g JOIN input i ON g.project_id = i.p AND g.signature = i.s
-            """, logger: logger)
-        for try await (id, project, signature) in result.decode((Int64, Int64, String).self) {
-            ids[GroupKey(project: project, signature: signature)] = id
+            """
         }
-        // A group another transaction created after this statement's snapshot: read it now.
-        let missing = first.keys.filter { ids[$0] == nil }
-        for key in missing {
-            let again = try await connection.query(
-                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
-                logger: logger)
-            for try await id in again.decode(Int64.self) { ids[key] = id }
-            guard ids[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
-        }
-        return ids
+        static let sql = query([]).sql
     }
 
     /// Records the ids in the idempotency ledger; returns the keys that were new.
     /// A duplicate touches nothing else: no group, count or rollup.
     private func claimIDs(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        let result = try await connection.query(
+        let result = try await connection.run(ClaimIDs.self, items, logger: logger)
+        var fresh = Set<ReportKey>()
+        for try await row in result {
+            let (project, id) = try row.decode((Int64, UUID).self)
+            fresh.insert(ReportKey(project: project, id: id))
+        }
+        return fresh
+    }
+
+    enum ClaimIDs: FixedStatement {
+        static func query(_ items: [IngestItem]) -> PostgresQuery {
             """
             INSERT INTO report_ids (project_id, id, ts)
             SELECT * FROM unnest(\(items.map(\.projectID)), \(items.map(\.report.id)), \(items.map(\.report.timestamp))) AS r(p, id, ts)
             ORDER BY p, id
             ON CONFLICT (project_id, id) DO NOTHING
             RETURNING project_id, id
-            """, logger: logger)
-        var fresh = Set<ReportKey>()
-        for try await (project, id) in result.decode((Int64, UUID).self) {
-            fresh.insert(ReportKey(project: project, id: id))
-        }
-        return fresh
-    }
-
-    /// Inserts the (new) reports into the partitioned reports table: one binary array per
-    /// column. Nullable columns keep NULL apart from `""` (``NullableArray``); `stack`,
-    /// `fingerprint` and `context` are `jsonb` elements written by ``JSONWriter``.
-    private func insertReports(
-        _ items: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
-    ) async throws {
-        let reports = items.map(\.report)
-        try await connection.query(
             """
-            INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
-                                 app_build, os, os_version, model, device_id, fingerprint, context)
-            SELECT * FROM unnest(
-                \(items.map(\.projectID)), \(reports.map(\.id)), \(items.map { groups[$0.groupKey]! }), \(reports.map(\.timestamp)),
-                \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(reports.map { $0.stack.map(JSONBValue.strings) })),
-                \(NullableArray(reports.map(\.fatal))), \(reports.map(\.app.id)), \(reports.map(\.app.version)),
-                \(NullableArray(reports.map(\.app.build))), \(NullableArray(reports.map { $0.device?.os })),
-                \(NullableArray(reports.map { $0.device?.osVersion })), \(NullableArray(reports.map { $0.device?.model })),
-                \(NullableArray(reports.map { $0.device?.id })), \(NullableArray(reports.map { $0.fingerprint.map(JSONBValue.strings) })),
-                \(NullableArray(reports.map { $0.context.map(JSONBValue.object) })))
-            """, logger: logger)
+        }
+        static let sql = query([]).sql
     }
 
     /// Adds newly stored reports to their groups: counts, first/last seen, fatal, and
@@ -165,38 +152,44 @@ extension CrashDatabase {
             deltas[id] = d
         }
         let ids = deltas.keys.sorted()
-        var states: [Int64: GroupState] = [:]
-        let locked = try await connection.query(
-            "SELECT id, status, resolved_in FROM crash_groups WHERE id = ANY(\(ids)) ORDER BY id FOR UPDATE",
-            logger: logger)
-        for try await (id, status, resolvedIn) in locked.decode((Int64, String, String?).self) {
-            states[id] = GroupState(id: id, status: status, resolvedIn: resolvedIn)
-        }
-        var regressedIDs = Set<Int64>()
-        let statuses = ids.map { id -> String in
-            let status = states[id]?.status ?? "open"
-            guard status == "resolved" else { return status }
-            let regressed =
-                states[id]?.resolvedIn.map { resolvedIn in deltas[id]!.versions.contains { AppVersion.compare($0, resolvedIn) >= 0 } }
-                ?? true
-            guard regressed else { return status }
-            regressedIDs.insert(id)
-            return "regressed"
-        }
         let d = ids.map { deltas[$0]! }
-        try await connection.query(
-            """
-            UPDATE crash_groups g SET
-                report_count = g.report_count + u.n,
-                first_seen = LEAST(g.first_seen, u.f),
-                last_seen = GREATEST(g.last_seen, u.l),
-                fatal = g.fatal OR u.fatal,
-                status = u.status
-            FROM unnest(\(ids), \(d.map(\.n)), \(d.map(\.first)), \(d.map(\.last)), \(d.map(\.fatal)), \(statuses))
-                AS u(id, n, f, l, fatal, status)
-            WHERE g.id = u.id
-            """, logger: logger)
+        // Locks the groups in id order (the materialized CTE, which the UPDATE joins, is read
+        // before any row is updated), adds the counts, and returns the groups that were
+        // resolved: whether they regress is decided here (``AppVersion``), in a second
+        // statement that only a batch with a resolved group pays.
+        let resolved = try await connection.run(CountGroups.self, (ids, d.map(\.n), d.map(\.first), d.map(\.last), d.map(\.fatal)), logger: logger)
+        var regressedIDs = Set<Int64>()
+        for try await row in resolved {
+            let (id, resolvedIn) = try row.decode((Int64, String?).self)
+            let regressed = resolvedIn.map { resolvedIn in deltas[id]!.versions.contains { AppVersion.compare($0, resolvedIn) >= 0 } } ?? true
+            if regressed { regressedIDs.insert(id) }
+        }
+        if !regressedIDs.isEmpty {
+            try await connection.query(
+                "UPDATE crash_groups SET status = 'regressed' WHERE id = ANY(\(regressedIDs.sorted()))", logger: logger)
+        }
         return regressedIDs
+    }
+
+    enum CountGroups: FixedStatement {
+        static func query(_ u: (ids: [Int64], n: [Int64], first: [Date], last: [Date], fatal: [Bool])) -> PostgresQuery {
+            """
+            WITH locked AS MATERIALIZED (
+                SELECT id, status, resolved_in FROM crash_groups WHERE id = ANY(\(u.ids)) ORDER BY id FOR UPDATE
+            ), updated AS (
+                UPDATE crash_groups g SET
+                    report_count = g.report_count + u.n,
+                    first_seen = LEAST(g.first_seen, u.f),
+                    last_seen = GREATEST(g.last_seen, u.l),
+                    fatal = g.fatal OR u.fatal
+                FROM locked k JOIN unnest(\(u.ids), \(u.n), \(u.first), \(u.last), \(u.fatal)) AS u(id, n, f, l, fatal) ON u.id = k.id
+                WHERE g.id = k.id
+                RETURNING k.id, k.status, k.resolved_in
+            )
+            SELECT id, resolved_in FROM updated WHERE status = 'resolved'
+            """
+        }
+        static let sql = query(([], [], [], [], [])).sql
     }
 }
 

@@ -3,20 +3,24 @@ import Foundation
 import PostgresNIO
 
 extension CrashDatabase {
-    /// Adds newly stored reports to the hourly rollups that window queries read instead
-    /// of raw reports. Runs inside the ingest transaction, so rollups and reports never
-    /// disagree.
-    func writeRollups(_ stored: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection) async throws {
-        struct Key: Hashable, Comparable {
-            var project: Int64, hour: Date, group: Int64, app: String, version: String, os: String
-            static func < (a: Key, b: Key) -> Bool {
-                (a.project, a.hour, a.group, a.app, a.version, a.os) < (b.project, b.hour, b.group, b.app, b.version, b.os)
-            }
-        }
-        var counts: [Key: (n: Int64, fatal: Int64)] = [:]
+    /// Everything a batch writes once its groups are locked and counted, in one statement (one
+    /// round trip whatever the batch): the reports themselves, the hourly rollups that window
+    /// queries read instead of raw reports, the query rollups (``queryRollupRows(_:_:)``), the
+    /// version rollups and their sketches (``versionRollupRows(_:_:_:)``, which reads the stored
+    /// sketches first) and the webhook outbox (``alertEventRows(_:_:regressed:)``). Runs inside
+    /// the ingest transaction, so rollups and reports never disagree.
+    ///
+    /// Every part is keyed by a group this transaction holds `FOR UPDATE` (``updateGroups``), except
+    /// `project_hourly`, whose keys are sorted; so the parts' order within the statement, which
+    /// PostgreSQL does not define, cannot make two batches wait on each other in a cycle that the
+    /// group locks did not already prevent.
+    func writeReportsAndRollups(
+        _ stored: [IngestItem], _ groups: [GroupKey: Int64], regressed: Set<Int64>, _ connection: PostgresConnection
+    ) async throws {
+        var counts: [HourlyKey: (n: Int64, fatal: Int64)] = [:]
         for item in stored {
             let hour = TimeWindow.floor(item.report.timestamp, TimeWindow.hour)
-            let key = Key(
+            let key = HourlyKey(
                 project: item.projectID, hour: hour, group: groups[item.groupKey]!,
                 app: item.report.app.id, version: item.report.app.version, os: item.report.device?.os ?? "")
             var c = counts[key, default: (0, 0)]
@@ -25,17 +29,104 @@ extension CrashDatabase {
             counts[key] = c
         }
         let keys = counts.keys.sorted()
-        let n = keys.map { counts[$0]! }
-        try await connection.query(
-            """
-            INSERT INTO group_hourly (project_id, group_id, hour, app_id, app_version, os, count, fatal_count)
-            SELECT * FROM unnest(\(keys.map(\.project)), \(keys.map(\.group)), \(keys.map(\.hour)),
-                                 \(keys.map(\.app)), \(keys.map(\.version)), \(keys.map(\.os)), \(n.map(\.n)), \(n.map(\.fatal)))
-            ON CONFLICT (project_id, hour, group_id, app_id, app_version, os) DO UPDATE SET
-                count = group_hourly.count + EXCLUDED.count,
-                fatal_count = group_hourly.fatal_count + EXCLUDED.fatal_count
-            """, logger: logger)
-        try await writeQueryRollups(stored, groups, connection)
-        try await writeVersionRollups(stored, groups, connection)
+        let (hourly, daily) = try await versionRollupRows(stored, groups, connection)
+        let input = WriteBatch.Input(
+            stored: stored, groupIDs: stored.map { groups[$0.groupKey]! }, hourly: keys.map { ($0, counts[$0]!.n, counts[$0]!.fatal) },
+            rollups: queryRollupRows(stored, groups), versionHourly: hourly, versionDaily: daily,
+            alerts: alertEventRows(stored, groups, regressed: regressed))
+        _ = try await connection.run(WriteBatch.self, input, logger: logger)
+    }
+
+    struct HourlyKey: Hashable, Comparable {
+        var project: Int64, hour: Date, group: Int64, app: String, version: String, os: String
+        static func < (a: HourlyKey, b: HourlyKey) -> Bool {
+            (a.project, a.hour, a.group, a.app, a.version, a.os) < (b.project, b.hour, b.group, b.app, b.version, b.os)
+        }
+    }
+
+    enum WriteBatch: FixedStatement {
+        struct Input {
+            var stored: [IngestItem] = []
+            /// The group of each of `stored`.
+            var groupIDs: [Int64] = []
+            var hourly: [(key: HourlyKey, n: Int64, fatal: Int64)] = []
+            var rollups = QueryRollupRows.empty
+            var versionHourly: [VersionRollupRow] = []
+            var versionDaily: [VersionRollupRow] = []
+            var alerts: (ids: [Int64], counts: [Int64], regressed: [Int64]) = ([], [], [])
+        }
+
+        static let sql = query(Input()).sql
+
+        static func query(_ input: Input) -> PostgresQuery {
+            let reports = input.stored.map(\.report)
+            let h = input.hourly
+            let (d, f, m, p) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
+            let (vh, vd, alerts) = (input.versionHourly, input.versionDaily, input.alerts)
+            // Nullable report columns keep NULL apart from `""` (``NullableArray``); `stack`,
+            // `fingerprint` and `context` are `jsonb` elements written by ``JSONWriter``.
+            return """
+                WITH new_reports AS (
+                    INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
+                                         app_build, os, os_version, model, device_id, fingerprint, context)
+                    SELECT * FROM unnest(
+                        \(input.stored.map(\.projectID)), \(reports.map(\.id)), \(input.groupIDs), \(reports.map(\.timestamp)),
+                        \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(reports.map { $0.stack.map(JSONBValue.strings) })),
+                        \(NullableArray(reports.map(\.fatal))), \(reports.map(\.app.id)), \(reports.map(\.app.version)),
+                        \(NullableArray(reports.map(\.app.build))), \(NullableArray(reports.map { $0.device?.os })),
+                        \(NullableArray(reports.map { $0.device?.osVersion })), \(NullableArray(reports.map { $0.device?.model })),
+                        \(NullableArray(reports.map { $0.device?.id })), \(NullableArray(reports.map { $0.fingerprint.map(JSONBValue.strings) })),
+                        \(NullableArray(reports.map { $0.context.map(JSONBValue.object) })))
+                ), hourly AS (
+                    INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, count, fatal_count)
+                    SELECT * FROM unnest(\(h.map(\.key.project)), \(h.map(\.key.group)), \(h.map(\.key.hour)),
+                                         \(h.map(\.key.app)), \(h.map(\.key.version)), \(h.map(\.key.os)), \(h.map(\.n)), \(h.map(\.fatal)))
+                    ON CONFLICT (project_id, hour, group_id, app_id, app_version, os) DO UPDATE SET
+                        count = t.count + EXCLUDED.count, fatal_count = t.fatal_count + EXCLUDED.fatal_count
+                ), daily AS (
+                    INSERT INTO group_daily AS t (project_id, group_id, day, app_id, app_version, os, count)
+                    SELECT * FROM unnest(\(d.map(\.key.p)), \(d.map(\.key.g)), \(d.map(\.key.d)), \(d.map(\.key.a)), \(d.map(\.key.v)),
+                                         \(d.map(\.key.o)), \(d.map(\.value)))
+                    ON CONFLICT (project_id, day, group_id, app_id, app_version, os) DO UPDATE SET count = t.count + EXCLUDED.count
+                ), facets AS (
+                    INSERT INTO group_facets AS t (project_id, group_id, facet, value, count, first_seen, last_seen)
+                    SELECT * FROM unnest(\(f.map(\.key.p)), \(f.map(\.key.g)), \(f.map(\.key.f)), \(f.map(\.key.v)), \(f.map(\.value.n)),
+                                         \(f.map(\.value.first)), \(f.map(\.value.last)))
+                    ON CONFLICT (group_id, facet, value) DO UPDATE SET count = t.count + EXCLUDED.count,
+                        first_seen = LEAST(t.first_seen, EXCLUDED.first_seen), last_seen = GREATEST(t.last_seen, EXCLUDED.last_seen)
+                ), models AS (
+                    INSERT INTO group_model_hourly AS t (group_id, hour, model, count)
+                    SELECT * FROM unnest(\(m.map(\.key.g)), \(m.map(\.key.h)), \(m.map(\.key.m)), \(m.map(\.value)))
+                    ON CONFLICT (group_id, hour, model) DO UPDATE SET count = t.count + EXCLUDED.count
+                ), projects AS (
+                    INSERT INTO project_hourly AS t (project_id, hour, kind, app_version, count)
+                    SELECT * FROM unnest(\(p.map(\.key.p)), \(p.map(\.key.h)), \(p.map(\.key.k)), \(p.map(\.key.v)), \(p.map(\.value)))
+                    ON CONFLICT (project_id, hour, kind, app_version) DO UPDATE SET count = t.count + EXCLUDED.count
+                ), version_hourly AS (
+                    INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
+                    SELECT * FROM unnest(\(vh.map(\.key.group)), \(vh.map(\.key.version)), \(vh.map(\.key.bucket)),
+                                         \(vh.map(\.n)), \(vh.map(\.sketch)))
+                    ON CONFLICT (group_id, app_version, hour) DO UPDATE SET count = t.count + EXCLUDED.count,
+                        sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
+                ), version_daily AS (
+                    INSERT INTO group_version_daily AS t (group_id, app_version, day, count, sketch)
+                    SELECT * FROM unnest(\(vd.map(\.key.group)), \(vd.map(\.key.version)), \(vd.map(\.key.bucket)),
+                                         \(vd.map(\.n)), \(vd.map(\.sketch)))
+                    ON CONFLICT (group_id, app_version, day) DO UPDATE SET count = t.count + EXCLUDED.count,
+                        sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
+                )
+                INSERT INTO webhook_deliveries (id, webhook_id, group_id, event)
+                SELECT gen_random_uuid(), w.id, e.group_id, e.event
+                FROM (
+                    SELECT g.id AS group_id, g.project_id, 'group.new' AS event
+                    FROM unnest(\(alerts.ids)::bigint[], \(alerts.counts)::bigint[]) AS b(id, n)
+                    JOIN crash_groups g ON g.id = b.id AND g.report_count = b.n
+                    UNION ALL
+                    SELECT g.id, g.project_id, 'group.regressed' FROM crash_groups g WHERE g.id = ANY(\(alerts.regressed)::bigint[])
+                ) e
+                JOIN webhooks w ON w.project_id = e.project_id AND e.event = ANY(w.events)
+                ORDER BY w.id, e.group_id
+                """
+        }
     }
 }

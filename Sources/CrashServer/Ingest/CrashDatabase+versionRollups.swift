@@ -17,14 +17,26 @@ extension CrashDatabase {
         }
     }
 
-    /// Adds newly stored reports to `group_version_hourly` and `group_version_daily`, for
-    /// all versions and per version: report counts, and device ids into the sketches.
+    /// One row that newly stored reports add to `group_version_hourly` or `group_version_daily`:
+    /// a count, and the merged sketch (empty when no register grew: the stored one is kept).
+    struct VersionRollupRow {
+        var key: VersionRollupKey
+        var n: Int64
+        var sketch: ByteBuffer
+    }
+
+    /// The rows that newly stored reports add to `group_version_hourly` and
+    /// `group_version_daily`, for all versions and per version: report counts, and device ids
+    /// into the sketches. Written by ``writeReportsAndRollups(_:_:regressed:_:)``.
     ///
     /// Runs in the ingest transaction after ``updateGroups`` has locked every group of the
     /// batch (`FOR UPDATE`), so no other writer changes these rows until commit: sketches
-    /// are read, merged here, and sent back only when a register grew (an empty sketch in
-    /// the statement keeps the stored one).
-    func writeVersionRollups(_ stored: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection) async throws {
+    /// are read here (a statement of its own, after the lock, so it sees the last committed
+    /// ones), merged, and sent back only when a register grew (an empty sketch in the
+    /// statement keeps the stored one).
+    func versionRollupRows(
+        _ stored: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
+    ) async throws -> (hourly: [VersionRollupRow], daily: [VersionRollupRow]) {
         var counts: [VersionRollupKey: Int64] = [:]
         var registers: [VersionRollupKey: [(index: Int, rank: UInt8)]] = [:]
         for item in stored {
@@ -42,46 +54,36 @@ extension CrashDatabase {
                 }
             }
         }
-        if counts.isEmpty { return }
         var current: [VersionRollupKey: ByteBuffer] = [:]
         if !registers.isEmpty {
             let keys = registers.keys.sorted()
-            let hourly = keys.filter { !$0.daily }, daily = keys.filter(\.daily)
-            let rows = try await connection.query(
-                """
-                SELECT s.group_id, s.app_version, false, s.hour, s.sketch FROM group_version_hourly s
-                JOIN unnest(\(hourly.map(\.group)), \(hourly.map(\.version)), \(hourly.map(\.bucket)))
-                    AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
-                UNION ALL
-                SELECT s.group_id, s.app_version, true, s.day, s.sketch FROM group_version_daily s
-                JOIN unnest(\(daily.map(\.group)), \(daily.map(\.version)), \(daily.map(\.bucket)))
-                    AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
-                """, logger: logger)
-            for try await (group, version, isDaily, bucket, sketch) in rows.decode((Int64, String, Bool, Date, ByteBuffer).self) {
+            let rows = try await connection.run(ReadSketches.self, (keys.filter { !$0.daily }, keys.filter(\.daily)), logger: logger)
+            for try await row in rows {
+                let (group, version, isDaily, bucket, sketch) = try row.decode((Int64, String, Bool, Date, ByteBuffer).self)
                 current[VersionRollupKey(group: group, version: version, daily: isDaily, bucket: bucket)] = sketch
             }
         }
         let empty = ByteBuffer()
-        let rows = counts.keys.sorted().map { key -> (key: VersionRollupKey, n: Int64, sketch: ByteBuffer) in
-            guard let updates = registers[key] else { return (key, counts[key]!, empty) }
+        let rows = counts.keys.sorted().map { key -> VersionRollupRow in
+            guard let updates = registers[key] else { return VersionRollupRow(key: key, n: counts[key]!, sketch: empty) }
             let stored = current[key].map { Array($0.readableBytesView) } ?? []
-            return (key, counts[key]!, DeviceSketch.merging(stored: stored, updates: updates).map { ByteBuffer(bytes: $0) } ?? empty)
+            let merged = DeviceSketch.merging(stored: stored, updates: updates).map { ByteBuffer(bytes: $0) } ?? empty
+            return VersionRollupRow(key: key, n: counts[key]!, sketch: merged)
         }
-        let h = rows.filter { !$0.key.daily }, d = rows.filter(\.key.daily)
-        try await connection.query(
+        return (rows.filter { !$0.key.daily }, rows.filter(\.key.daily))
+    }
+    enum ReadSketches: FixedStatement {
+        static func query(_ keys: (hourly: [VersionRollupKey], daily: [VersionRollupKey])) -> PostgresQuery {
             """
-            WITH hourly AS (
-                INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
-                SELECT * FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.version)), \(h.map(\.key.bucket)),
-                                     \(h.map(\.n)), \(h.map(\.sketch)))
-                ON CONFLICT (group_id, app_version, hour) DO UPDATE SET count = t.count + EXCLUDED.count,
-                    sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
-            )
-            INSERT INTO group_version_daily AS t (group_id, app_version, day, count, sketch)
-            SELECT * FROM unnest(\(d.map(\.key.group)), \(d.map(\.key.version)), \(d.map(\.key.bucket)),
-                                 \(d.map(\.n)), \(d.map(\.sketch)))
-            ON CONFLICT (group_id, app_version, day) DO UPDATE SET count = t.count + EXCLUDED.count,
-                sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
-            """, logger: logger)
+            SELECT s.group_id, s.app_version, false, s.hour, s.sketch FROM group_version_hourly s
+            JOIN unnest(\(keys.hourly.map(\.group)), \(keys.hourly.map(\.version)), \(keys.hourly.map(\.bucket)))
+                AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
+            UNION ALL
+            SELECT s.group_id, s.app_version, true, s.day, s.sketch FROM group_version_daily s
+            JOIN unnest(\(keys.daily.map(\.group)), \(keys.daily.map(\.version)), \(keys.daily.map(\.bucket)))
+                AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
+            """
+        }
+        static let sql = query(([], [])).sql
     }
 }

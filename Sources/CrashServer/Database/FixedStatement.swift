@@ -1,0 +1,49 @@
+import Logging
+import PostgresNIO
+
+/// A statement whose text is the same on every call (only its binds differ), run as a named
+/// prepared statement (``PostgresConnection/run(_:_:logger:)``): PostgreSQL parses it once per
+/// connection and, under `plan_cache_mode = force_generic_plan` (which the ingest transaction
+/// sets with its timeouts, ``CrashDatabase/setIngestTimeouts(_:)``), plans it once, instead of
+/// both at every commit. Built with `PostgresQuery` interpolation like every other statement.
+protocol FixedStatement {
+    associatedtype Input
+    /// The statement for `input`.
+    static func query(_ input: Input) -> PostgresQuery
+    /// Its text, the same for every input: `query(anyInput).sql`.
+    static var sql: String { get }
+}
+
+/// The prepared form of a ``FixedStatement``; its name is its type's (`Prepared<ClaimIDs>`).
+struct Prepared<Statement: FixedStatement>: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+    static var sql: String { Statement.sql }
+    let binds: PostgresBindings
+    func makeBindings() -> PostgresBindings { binds }
+    func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
+}
+
+extension PostgresConnection {
+    /// Runs `statement` for `input` as a named prepared statement (see ``FixedStatement``).
+    ///
+    /// The bind types of the first call on a connection are the statement's; they are the same
+    /// on every call since they come from the Swift types of the interpolated values.
+    ///
+    /// A statement that PostgreSQL refused to prepare stays refused on that connection
+    /// (PostgresNIO keeps the error for its name), and preparing can fail for a passing reason: a
+    /// `lock_timeout` while parse analysis waits for a lock on a table (partition maintenance
+    /// queued behind a long read). So on an error from the database the connection is closed,
+    /// and the pool opens a fresh one; the transaction is rolled back either way.
+    func run<Statement: FixedStatement>(
+        _ statement: Statement.Type, _ input: Statement.Input, logger: Logger
+    ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+        let query = Statement.query(input)
+        assert(query.sql == Statement.sql, "\(Statement.self): its text changed with its input")
+        do {
+            return try await execute(Prepared<Statement>(binds: query.binds), logger: logger)
+        } catch let error as PSQLError where error.code == .server {
+            Task { try? await self.close() }
+            throw error
+        }
+    }
+}
