@@ -279,6 +279,8 @@ public enum Grouping {
     /// result, so a layout other than this one costs only the hint.
     @inline(__always)
     static func prefetchFrames(_ stack: [String]) {
+        // The layout read here is the 64-bit one (a 16-byte `String`); elsewhere, no hint.
+        guard MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size else { return }
         stack.withUnsafeBufferPointer { frames in
             for frame in frames.prefix(prefetchedFrameCount) {
                 let (_, object) = unsafeBitCast(frame, to: (UInt64, UInt64).self)
