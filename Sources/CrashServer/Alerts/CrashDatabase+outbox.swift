@@ -12,13 +12,12 @@ extension CrashDatabase {
     /// from resolved to regressed. Rows only for webhooks subscribed to the event: a project
     /// without webhooks pays one index probe per group of the batch.
     ///
-    /// Returns the groups of the batch with their count in it, and the regressed groups; the
+    /// From `groupIDs` (the group of each stored report), returns the groups of the batch with
+    /// their count in it, and the regressed groups; the
     /// insert is the last part of ``writeReportsAndRollups(_:_:regressed:_:)``'s statement.
-    func alertEventRows(
-        _ stored: [IngestItem], _ groups: [GroupKey: Int64], regressed: Set<Int64>
-    ) -> (ids: [Int64], counts: [Int64], regressed: [Int64]) {
+    func alertEventRows(_ groupIDs: [Int64], regressed: Set<Int64>) -> (ids: [Int64], counts: [Int64], regressed: [Int64]) {
         var counts: [Int64: Int64] = [:]
-        for item in stored { counts[groups[item.groupKey]!, default: 0] += 1 }
+        for id in groupIDs { counts[id, default: 0] += 1 }
         let ids = counts.keys.sorted()
         return (ids, ids.map { counts[$0]! }, regressed.sorted())
     }

@@ -50,8 +50,10 @@ extension CrashDatabase {
         let stored = items.filter { fresh.contains($0.key) }
         guard !stored.isEmpty else { return fresh }
         let groups = try await upsertGroups(stored, connection)
-        let regressed = try await updateGroups(stored, groups, connection)
-        try await writeReportsAndRollups(stored, groups, regressed: regressed, connection)
+        // The group of each stored report, looked up once for every statement below.
+        let groupIDs = stored.map { groups[$0.groupKey]! }
+        let regressed = try await updateGroups(stored, groupIDs, connection)
+        try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
         return fresh
     }
 
@@ -129,9 +131,10 @@ extension CrashDatabase {
     }
 
     /// Adds newly stored reports to their groups: counts, first/last seen, fatal, and
-    /// regression of resolved groups. Returns the groups it turned from resolved to regressed.
+    /// regression of resolved groups (`groupIDs`: the group of each of `stored`). Returns the
+    /// groups it turned from resolved to regressed.
     private func updateGroups(
-        _ stored: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
+        _ stored: [IngestItem], _ groupIDs: [Int64], _ connection: PostgresConnection
     ) async throws -> Set<Int64> {
         struct Delta {
             var n: Int64 = 0
@@ -141,8 +144,7 @@ extension CrashDatabase {
             var versions: [String] = []
         }
         var deltas: [Int64: Delta] = [:]
-        for item in stored {
-            let id = groups[item.groupKey]!
+        for (item, id) in zip(stored, groupIDs) {
             var d = deltas[id, default: Delta()]
             d.n += 1
             d.first = min(d.first, item.report.timestamp)

@@ -20,14 +20,13 @@ extension CrashDatabase {
         static let empty = QueryRollupRows(days: [], facets: [], models: [], projects: [])
     }
 
-    func queryRollupRows(_ stored: [IngestItem], _ groups: [GroupKey: Int64]) -> QueryRollupRows {
+    func queryRollupRows(_ stored: [IngestItem], _ groupIDs: [Int64]) -> QueryRollupRows {
         var days: [DayKey: Int64] = [:]
         var facets: [FacetKey: (n: Int64, first: Date, last: Date)] = [:]
         var models: [ModelKey: Int64] = [:]
         var projects: [ProjectKey: Int64] = [:]
-        for item in stored {
+        for (item, g) in zip(stored, groupIDs) {
             let r = item.report
-            let g = groups[item.groupKey]!
             let hour = TimeWindow.floor(r.timestamp, TimeWindow.hour)
             let day = TimeWindow.floor(r.timestamp, TimeWindow.day)
             let os = r.device?.os ?? ""

@@ -7,7 +7,7 @@ extension CrashDatabase {
     /// round trip whatever the batch): the reports themselves, the hourly rollups that window
     /// queries read instead of raw reports, the query rollups (``queryRollupRows(_:_:)``), the
     /// version rollups and their sketches (``versionRollupRows(_:_:_:)``, which reads the stored
-    /// sketches first) and the webhook outbox (``alertEventRows(_:_:regressed:)``). Runs inside
+    /// sketches first) and the webhook outbox (``alertEventRows(_:regressed:)``). Runs inside
     /// the ingest transaction, so rollups and reports never disagree.
     ///
     /// Every part is keyed by a group this transaction holds `FOR UPDATE` (``updateGroups``), except
@@ -15,13 +15,13 @@ extension CrashDatabase {
     /// PostgreSQL does not define, cannot make two batches wait on each other in a cycle that the
     /// group locks did not already prevent.
     func writeReportsAndRollups(
-        _ stored: [IngestItem], _ groups: [GroupKey: Int64], regressed: Set<Int64>, _ connection: PostgresConnection
+        _ stored: [IngestItem], _ groupIDs: [Int64], regressed: Set<Int64>, _ connection: PostgresConnection
     ) async throws {
         var counts: [HourlyKey: (n: Int64, fatal: Int64)] = [:]
-        for item in stored {
+        for (item, group) in zip(stored, groupIDs) {
             let hour = TimeWindow.floor(item.report.timestamp, TimeWindow.hour)
             let key = HourlyKey(
-                project: item.projectID, hour: hour, group: groups[item.groupKey]!,
+                project: item.projectID, hour: hour, group: group,
                 app: item.report.app.id, version: item.report.app.version, os: item.report.device?.os ?? "")
             var c = counts[key, default: (0, 0)]
             c.n += 1
@@ -29,11 +29,11 @@ extension CrashDatabase {
             counts[key] = c
         }
         let keys = counts.keys.sorted()
-        let (hourly, daily) = try await versionRollupRows(stored, groups, connection)
+        let (hourly, daily) = try await versionRollupRows(stored, groupIDs, connection)
         let input = WriteBatch.Input(
-            stored: stored, groupIDs: stored.map { groups[$0.groupKey]! }, hourly: keys.map { ($0, counts[$0]!.n, counts[$0]!.fatal) },
-            rollups: queryRollupRows(stored, groups), versionHourly: hourly, versionDaily: daily,
-            alerts: alertEventRows(stored, groups, regressed: regressed))
+            stored: stored, groupIDs: groupIDs, hourly: keys.map { ($0, counts[$0]!.n, counts[$0]!.fatal) },
+            rollups: queryRollupRows(stored, groupIDs), versionHourly: hourly, versionDaily: daily,
+            alerts: alertEventRows(groupIDs, regressed: regressed))
         _ = try await connection.run(WriteBatch.self, input, logger: logger)
     }
 

@@ -35,15 +35,14 @@ extension CrashDatabase {
     /// ones), merged, and sent back only when a register grew (an empty sketch in the
     /// statement keeps the stored one).
     func versionRollupRows(
-        _ stored: [IngestItem], _ groups: [GroupKey: Int64], _ connection: PostgresConnection
+        _ stored: [IngestItem], _ groupIDs: [Int64], _ connection: PostgresConnection
     ) async throws -> (hourly: [VersionRollupRow], daily: [VersionRollupRow]) {
         var counts: [VersionRollupKey: Int64] = [:]
         var registers: [VersionRollupKey: [(index: Int, rank: UInt8)]] = [:]
-        for item in stored {
+        for (item, group) in zip(stored, groupIDs) {
             let register = item.report.device?.id.flatMap { $0.isEmpty ? nil : DeviceSketch.register(for: $0) }
             let hour = TimeWindow.floor(item.report.timestamp, TimeWindow.hour)
             let day = TimeWindow.floor(item.report.timestamp, TimeWindow.day)
-            let group = groups[item.groupKey]!
             for version in ["", item.report.app.version] {
                 for key in [
                     VersionRollupKey(group: group, version: version, daily: false, bucket: hour),
