@@ -21,8 +21,8 @@ import Testing
 
     /// A batch of `reports` with 40 KB more that the reader keeps (in a member it ignores:
     /// white space between tokens would not be kept, so it would not count).
-    static func padded(_ reports: [Any]) -> [UInt8] {
-        Array(try! JSONSerialization.data(withJSONObject: ["reports": reports, "pad": String(repeating: "x", count: 40_000)]))
+    static func padded(_ reports: [Any], pad: Int = 40_000) -> [UInt8] {
+        Array(try! JSONSerialization.data(withJSONObject: ["reports": reports, "pad": String(repeating: "x", count: pad)]))
     }
 
     @Test func requestsPastTheBudgetGet503AndTheBudgetComesBack() async throws {
@@ -99,19 +99,90 @@ import Testing
         }
     }
 
+    /// A flood of large bodies cannot starve itself. Three 90 KB bodies arrive in slices
+    /// (each counts twice: received, and kept by the reader). When the first one's third
+    /// slice finds the budget full, it holds the most of it, so it goes past the budget and
+    /// is stored; the next to need more is refused while it runs, and once it has ended the
+    /// budget lets the third finish. (Before: the request that met the full budget was
+    /// refused whatever it held, so at 64 connections of largest bodies almost none got
+    /// through.)
+    @Test func theLargestHolderGetsThroughAFullBudget() async throws {
+        let project = try await makeProject()
+        let ids = [UUID(), UUID(), UUID()]
+        try await hostileLiveApp(Self.configuration) { client, port in
+            let bodies = ids.map { Self.padded([reportJSON(id: $0)], pad: 90_000) }
+            let sockets = try bodies.map { body in
+                let socket = try HostileSocket(port: port)
+                #expect(socket.send(hostileRequestHead(key: project.ingestKey, contentLength: body.count, extra: ["Connection: close"])))
+                return socket
+            }
+            // Slices of 30, 30, 20 KB and the rest.
+            let cuts = [0, 30_000, 60_000, 80_000]
+            func slice(_ index: Int, _ part: Int) async throws {
+                let body = bodies[index]
+                let end = part + 1 < cuts.count ? cuts[part + 1] : body.count
+                #expect(sockets[index].send(Array(body[cuts[part]..<end])))
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            for index in 0..<3 { try await slice(index, 0) }  // 60 KB held each: 180 KB
+            try await slice(0, 1)  // the first holds 120 KB: 240 KB of 250
+            try await slice(0, 2)  // past the budget, but the largest holder
+            try await slice(1, 1)  // refused while the first is past the budget
+            let second = await sockets[1].readUntilClosed(timeout: 10)
+            #expect(HostileHTTPResponse(second.bytes)?.status == 503)
+            try await slice(0, 3)
+            let first = await sockets[0].readUntilClosed(timeout: 10)
+            #expect(HostileHTTPResponse(first.bytes)?.status == 202)
+            for part in 1...3 { try await slice(2, part) }
+            let third = await sockets[2].readUntilClosed(timeout: 10)
+            #expect(HostileHTTPResponse(third.bytes)?.status == 202)
+            _ = client
+        }
+        try await withTestDatabase { (db: CrashDatabase) async throws in
+            #expect(Set(try await db.storedReportIDs(slug: project.project)) == [ids[0], ids[2]])
+        }
+    }
+
     @Test func budgetUnit() {
         let budget = BodyByteBudget(limit: 100)
-        #expect(budget.reserve(60))
-        #expect(!budget.reserve(41))
-        #expect(budget.inUse == 60)
+        let a = BodyByteBudget.Reservation(budget)
         do {
-            let share = BodyByteBudget.Reservation(budget)
-            #expect(throws: Never.self) { try share.grow(to: 40) }
-            #expect(throws: APIError.self) { try share.grow(to: 41) }
-            #expect(share.held == 40)
+            let b = BodyByteBudget.Reservation(budget)
+            #expect(throws: Never.self) { try a.grow(to: 60) }
+            #expect(throws: Never.self) { try b.grow(to: 40) }
+            // Full: b holds less than a, so it is refused and keeps what it had.
+            #expect(throws: APIError.self) { try b.grow(to: 41) }
+            #expect(b.held == 40)
+            #expect(budget.inUse == 100)
+            // a holds the most: it may go past the budget, alone.
+            #expect(throws: Never.self) { try a.grow(to: 70) }
+            #expect(budget.privilegedTicket == a.ticket)
+            #expect(budget.inUse == 110)
+            let c = BodyByteBudget.Reservation(budget)
+            #expect(throws: APIError.self) { try c.grow(to: 1) }
+            #expect(throws: Never.self) { try a.grow(to: 90) }
+            withExtendedLifetime((b, c)) {}
         }
-        #expect(budget.inUse == 60)
-        budget.release(60)
+        // b and c ended: what they held came back; a stays past the budget until it ends.
+        #expect(budget.inUse == 90)
+        #expect(budget.privilegedTicket == a.ticket)
+        let d = BodyByteBudget.Reservation(budget)
+        #expect(throws: Never.self) { try d.grow(to: 10) }
+        #expect(throws: APIError.self) { try d.grow(to: 11) }
+        withExtendedLifetime(a) {}
+    }
+
+    @Test func budgetComesBackWhenThePrivilegedRequestEnds() {
+        let budget = BodyByteBudget(limit: 100)
+        do {
+            let a = BodyByteBudget.Reservation(budget)
+            #expect(throws: Never.self) { try a.grow(to: 150) }  // alone: the largest holder
+            #expect(budget.privilegedTicket == a.ticket)
+        }
         #expect(budget.inUse == 0)
+        #expect(budget.privilegedTicket == nil)
+        let b = BodyByteBudget.Reservation(budget)
+        #expect(throws: Never.self) { try b.grow(to: 100) }
+        #expect(budget.privilegedTicket == nil)
     }
 }
