@@ -76,9 +76,10 @@ func buildRouter(
     let authenticator = IngestAuthenticator(
         database: database, keys: keys, batcher: batcher,
         limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), databaseTimeout: timeout)
+    let budget = BodyByteBudget(limit: configuration.maxInflightBodyBytes)
+    metrics.observeBudget(budget)
     let body = IngestBody(
-        maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes,
-        budget: BodyByteBudget(limit: configuration.maxInflightBodyBytes))
+        maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes, budget: budget)
     IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
     SentryController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
     // Reads, triage, the dashboard and webhooks answer 503 once the database deadline passes,

@@ -2,6 +2,7 @@ import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
 import Testing
 
 @testable import CrashServer
@@ -25,6 +26,22 @@ import Testing
         Array(try! JSONSerialization.data(withJSONObject: ["reports": reports, "pad": String(repeating: "x", count: pad)]))
     }
 
+    /// Waits until the server's body budget holds what `expected` accepts
+    /// (`crashguard_ingest_body_bytes_in_flight`): a slice sent is counted once the server has
+    /// read it, which a fixed sleep cannot promise on a busy machine.
+    static func awaitBudget(_ client: some TestClientProtocol, _ expected: (Int) -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        var held = -1
+        while ContinuousClock.now < deadline {
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            let line = String(buffer: metrics.body).split(separator: "\n").first { $0.hasPrefix("crashguard_ingest_body_bytes_in_flight ") }
+            held = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? -1
+            if expected(held) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the body budget holds \(held) bytes")
+    }
+
     @Test func requestsPastTheBudgetGet503AndTheBudgetComesBack() async throws {
         let project = try await makeProject()
         let id = UUID()
@@ -35,7 +52,7 @@ import Testing
             let held = opening + [UInt8](repeating: 0x78, count: 90_000 - opening.count)
             #expect(holder.send(hostileRequestHead(key: project.ingestKey, contentLength: held.count + 1, extra: ["Connection: close"])))
             #expect(holder.send(held))
-            try await Task.sleep(for: .milliseconds(500))
+            try await Self.awaitBudget(client) { $0 == 2 * held.count }
             // 40 KB more (80 KB of budget) would pass the 250 KB: refused, not stored.
             let padded = Self.padded([reportJSON(id: id)])
             let refused = try await client.ingest(key: project.ingestKey, body: padded, encoding: "identity")
@@ -77,7 +94,7 @@ import Testing
                 ].joined(separator: "\r\n") + "\r\n\r\n"
             #expect(holder.send(head))
             #expect(holder.send([UInt8](repeating: 0x20, count: 90_000)))
-            try await Task.sleep(for: .milliseconds(500))
+            try await Self.awaitBudget(client) { $0 >= 180_000 }
             let v1 = Self.padded([reportJSON()])
             let refusedV1 = try await client.ingest(key: project.ingestKey, body: v1, encoding: "identity")
             #expect(refusedV1.status == .serviceUnavailable)
@@ -116,27 +133,28 @@ import Testing
                 #expect(socket.send(hostileRequestHead(key: project.ingestKey, contentLength: body.count, extra: ["Connection: close"])))
                 return socket
             }
-            // Slices of 30, 30, 20 KB and the rest.
+            // Slices of 30, 30, 20 KB and the rest; each counted twice once the server has it.
             let cuts = [0, 30_000, 60_000, 80_000]
-            func slice(_ index: Int, _ part: Int) async throws {
+            func send(_ index: Int, _ part: Int, holding expected: Int? = nil) async throws {
                 let body = bodies[index]
                 let end = part + 1 < cuts.count ? cuts[part + 1] : body.count
                 #expect(sockets[index].send(Array(body[cuts[part]..<end])))
-                try await Task.sleep(for: .milliseconds(300))
+                if let expected { try await Self.awaitBudget(client) { $0 == expected } }
             }
-            for index in 0..<3 { try await slice(index, 0) }  // 60 KB held each: 180 KB
-            try await slice(0, 1)  // the first holds 120 KB: 240 KB of 250
-            try await slice(0, 2)  // past the budget, but the largest holder
-            try await slice(1, 1)  // refused while the first is past the budget
+            try await send(0, 0, holding: 60_000)
+            try await send(1, 0, holding: 120_000)
+            try await send(2, 0, holding: 180_000)
+            try await send(0, 1, holding: 240_000)  // the first holds 120 KB: 240 KB of 250
+            try await send(0, 2, holding: 280_000)  // past the budget, but the largest holder
+            try await send(1, 1)  // refused while the first is past the budget
             let second = await sockets[1].readUntilClosed(timeout: 10)
             #expect(HostileHTTPResponse(second.bytes)?.status == 503)
-            try await slice(0, 3)
+            try await send(0, 3)
             let first = await sockets[0].readUntilClosed(timeout: 10)
             #expect(HostileHTTPResponse(first.bytes)?.status == 202)
-            for part in 1...3 { try await slice(2, part) }
+            for part in 1...3 { try await send(2, part) }
             let third = await sockets[2].readUntilClosed(timeout: 10)
             #expect(HostileHTTPResponse(third.bytes)?.status == 202)
-            _ = client
         }
         try await withTestDatabase { (db: CrashDatabase) async throws in
             #expect(Set(try await db.storedReportIDs(slug: project.project)) == [ids[0], ids[2]])

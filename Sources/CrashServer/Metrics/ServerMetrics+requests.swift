@@ -20,4 +20,17 @@ extension ServerMetrics {
             }
         }
     }
+
+    /// Samples the ingest body budget at every render: `crashguard_ingest_body_bytes_in_flight`
+    /// (received plus decoded bytes held by ingest requests now) and
+    /// `crashguard_ingest_body_bytes_limit` (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`), so a budget
+    /// near full shows before its 503s do.
+    func observeBudget(_ budget: BodyByteBudget) {
+        let inFlight = Metrics.Gauge(label: "crashguard_ingest_body_bytes_in_flight", factory: factory)
+        let limit = Metrics.Gauge(label: "crashguard_ingest_body_bytes_limit", factory: factory)
+        addRenderHook {
+            inFlight.record(budget.inUse)
+            limit.record(budget.limit)
+        }
+    }
 }
