@@ -71,7 +71,7 @@ extension CrashDatabase {
                                          app_build, os, os_version, model, device_id, fingerprint, context)
                     SELECT * FROM unnest(
                         \(input.stored.map(\.projectID)), \(reports.map(\.id)), \(input.groupIDs), \(reports.map(\.timestamp)),
-                        \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(reports.map { $0.stack.map(JSONBValue.strings) })),
+                        \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(input.stored.map { $0.stack.map(JSONBValue.written) })),
                         \(NullableArray(reports.map(\.fatal))), \(reports.map(\.app.id)), \(reports.map(\.app.version)),
                         \(NullableArray(reports.map(\.app.build))), \(NullableArray(reports.map { $0.device?.os })),
                         \(NullableArray(reports.map { $0.device?.osVersion })), \(NullableArray(reports.map { $0.device?.model })),

@@ -35,20 +35,26 @@ struct IngestController: Sendable {
         // Held until the request ends, reports included (they are no larger than the body).
         let share = BodyByteBudget.Reservation(body.budget)
         try await body.read(request.body, into: reader, holding: share)
-        let batch = try IngestBody.ingestError { try reader.finish(now: Date(), version: project.groupingVersion) }
-        let response = try await store(batch, project: project, logger: context.logger)
+        // The decoded batch ends here: what waits for the commit is the items, whose stacks are
+        // one buffer each instead of a string per frame (``IngestItem/stack``).
+        let (items, count, rejected) = try IngestBody.ingestError {
+            let batch = try reader.finish(now: Date(), version: project.groupingVersion)
+            let items = batch.accepted.map { IngestItem(projectID: project.id, report: $0.report, signature: $0.signature) }
+            return (items, batch.count, batch.rejected)
+        }
+        let response = try await store(items, count: count, rejected: rejected, project: project, logger: context.logger)
         withExtendedLifetime(share) {}
         return try Self.accepted(response)
     }
 
-    /// Commits the valid reports of `batch`, and counts outcomes.
-    private func store(_ batch: IngestBatch, project: ProjectRef, logger: Logger) async throws -> IngestResponse {
-        let items = batch.accepted.map { IngestItem(projectID: project.id, report: $0.report, signature: $0.signature) }
-        let rejected = batch.rejected
+    /// Commits `items`, the valid reports of a body of `count`, and counts outcomes.
+    private func store(
+        _ items: [IngestItem], count: Int, rejected: [IngestResponse.Rejection], project: ProjectRef, logger: Logger
+    ) async throws -> IngestResponse {
         let outcome = try await batcher.submit(items)
         let accepted = outcome.filter { $0 }.count
         let duplicates = outcome.count - accepted
-        metrics.recordIngest(reports: batch.count, accepted: accepted, duplicates: duplicates, rejected: rejected.count)
+        metrics.recordIngest(reports: count, accepted: accepted, duplicates: duplicates, rejected: rejected.count)
         logger.debug(
             "reports ingested",
             metadata: [

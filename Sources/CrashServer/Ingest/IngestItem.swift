@@ -1,6 +1,7 @@
 import CrashGrouping
 import CrashWire
 import Foundation
+import NIOCore
 
 /// A validated report on its way to the database, with its project and signature.
 ///
@@ -9,10 +10,26 @@ import Foundation
 /// each time was about 5 % of the server's ingest CPU; a reference is one retain.
 final class IngestItem: Sendable {
     let projectID: Int64
+    /// The report without its `stack`, which is kept as ``stack`` instead.
     let report: Report
     let signature: Signature
+    /// The report's `stack` as the `jsonb` text its `reports` row stores, written once here.
+    ///
+    /// A queued report used to keep a `String` per frame: at batch 100 x 64 the frames were
+    /// 27 of the server's 46 MB of Swift allocations at its peak (`heaptrack`), about twice
+    /// the text they hold (each frame's header and allocation, and the array). One buffer
+    /// holds the same text, and the committer no longer writes it.
+    let stack: ByteBuffer?
 
     init(projectID: Int64, report: Report, signature: Signature) {
+        var report = report
+        stack = report.stack.map { frames in
+            // Sized for frames without escapes (the usual case), so the buffer is not doubled.
+            var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(2) { $0 + $1.utf8.count + 3 })
+            JSONWriter.strings(frames, into: &buffer)
+            return buffer
+        }
+        report.stack = nil
         self.projectID = projectID
         self.report = report
         self.signature = signature
@@ -34,7 +51,7 @@ final class IngestItem: Sendable {
             bytes += (device.os?.utf8.count ?? 0) + (device.osVersion?.utf8.count ?? 0)
             bytes += (device.model?.utf8.count ?? 0) + (device.id?.utf8.count ?? 0)
         }
-        for frame in r.stack ?? [] { bytes += frame.utf8.count + 3 }
+        bytes += stack?.readableBytes ?? 0
         for part in r.fingerprint ?? [] { bytes += part.utf8.count + 3 }
         for (key, value) in r.context ?? [:] { bytes += key.utf8.count + value.utf8.count + 6 }
         return bytes
