@@ -25,8 +25,8 @@ struct IngestController: Sendable {
 
     @Sendable func ingest(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try context.requireIngestProject()
-        try Self.checkContentType(request.headers[.contentType])
-        let coding = try IngestBody.compression(request.headers[.contentEncoding])
+        try Self.checkContentType(request.headers.value(.contentType))
+        let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
         let reader = try IngestBody.ingestError {
             try IngestBodyReader(
                 coding: coding, maxBodyBytes: body.maxBodyBytes, maxDecompressedBytes: body.maxDecompressedBytes)
@@ -63,6 +63,8 @@ struct IngestController: Sendable {
         guard let value, !value.isEmpty else {
             throw APIError.unsupportedMediaType("missing Content-Type: send application/json")
         }
+        // What clients send, decided without splitting and lowercasing it.
+        if value == WireProtocol.mediaType { return }
         let media = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingWhitespace().lowercased() } ?? ""
         guard media == WireProtocol.mediaType else {
             throw APIError.unsupportedMediaType("unsupported Content-Type '\(value)': send application/json")
