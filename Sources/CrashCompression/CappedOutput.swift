@@ -5,8 +5,15 @@
 package struct CappedOutput {
     package let maxOutputBytes: Int
     private var produced = 0
-    /// Where the codec writes its output; ``emit(_:to:)`` hands the first bytes on.
-    package var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Where the codec writes its output; ``emit(_:to:)`` hands the first bytes on. Left
+    /// uninitialized: only bytes the codec wrote are read, and zeroing 64 KiB for every
+    /// request (a fresh allocation each time, page faults included) was about 1.6 % of the
+    /// server's CPU per single-report request (docs/performance.md, session 9).
+    package var chunk = [UInt8](unsafeUninitializedCapacity: CappedOutput.chunkSize) { _, count in
+        count = CappedOutput.chunkSize
+    }
+
+    private static let chunkSize = 64 * 1024
 
     package init(maxOutputBytes: Int) { self.maxOutputBytes = maxOutputBytes }
 

@@ -197,7 +197,7 @@ struct Top: AsyncParsableCommand {
 
 /// Logs to standard error, so command output on standard out stays machine-readable.
 func makeLogger(_ config: ServerConfiguration) -> Logger {
-    var logger = Logger(label: "crash-server") { StreamLogHandler.standardError(label: $0) }
+    var logger = Logger(label: "crash-server") { LazyMetadataLogHandler(StreamLogHandler.standardError(label: $0)) }
     logger.logLevel = config.logLevel
     return logger
 }

@@ -129,6 +129,26 @@ import Testing
         }
     }
 
+    /// A request on a kept-alive connection gets the whole read timeout from its own first
+    /// byte, though the connection's timer was set for the request before it (the timer fires
+    /// then, and sets itself again for the rest).
+    @Test func aLaterRequestOnTheConnectionGetsItsWholeReadTimeout() async throws {
+        let config = TestEnvironment.configuration { $0.readTimeout = 2 }
+        try await hostileLiveApp(config) { _, port in
+            let socket = try HostileSocket(port: port)
+            #expect(socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+            #expect(await socket.readResponse(timeout: 5)?.status == 200)
+            try await Task.sleep(for: .seconds(1))
+            #expect(socket.send("POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crash-"))
+            let started = ContinuousClock.now
+            let (bytes, closed) = await socket.readUntilClosed(timeout: 10)
+            let elapsed = ContinuousClock.now - started
+            #expect(closed)
+            #expect(HostileHTTPResponse(bytes)?.status == 408, "answer: \(String(decoding: bytes, as: UTF8.self))")
+            #expect(elapsed >= .milliseconds(1900) && elapsed < .seconds(4), "dropped after \(elapsed)")
+        }
+    }
+
     @Test func idleKeepAliveConnectionIsClosedAtTheIdleTimeout() async throws {
         let config = TestEnvironment.configuration {
             $0.idleTimeout = 1

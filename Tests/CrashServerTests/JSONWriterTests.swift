@@ -1,4 +1,7 @@
+import CrashWire
 import Foundation
+import HTTPTypes
+import Hummingbird
 import NIOCore
 import Testing
 
@@ -35,5 +38,22 @@ import Testing
         var buffer = ByteBuffer()
         JSONWriter.string("a\"b\\c\u{1}\u{1F}\n\r\t/ü\u{7F}", into: &buffer)
         #expect(String(buffer: buffer) == #""a\"b\\c\u0001\u001f\n\r\t/ü\#u{7F}""#)
+    }
+
+    /// The 202 body written byte by byte reads back as the same ``IngestResponse`` (tricky
+    /// error texts, none, one and several rejections), with its media type.
+    @Test func ingestResponseReadsBackExactly() throws {
+        let rejections = Self.tricky.enumerated().map { IngestResponse.Rejection(index: $0.offset * 7, error: $0.element) }
+        for rejected in [[], Array(rejections.prefix(1)), rejections] {
+            let sent = IngestResponse(accepted: 12_345, duplicates: rejected.count, rejected: rejected)
+            let response = IngestController.accepted(sent)
+            #expect(response.status == .accepted)
+            #expect(response.headers[.contentType] == "application/json; charset=utf-8")
+            let bytes = Data(IngestController.acceptedBody(sent).readableBytesView)
+            #expect(response.body.contentLength == bytes.count)
+            #expect(try JSONDecoder().decode(IngestResponse.self, from: bytes) == sent)
+            let object = try JSONSerialization.jsonObject(with: bytes) as? [String: Any]
+            #expect(object.map { Set($0.keys) } == ["accepted", "duplicates", "rejected"])
+        }
     }
 }

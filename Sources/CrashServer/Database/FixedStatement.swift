@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// A statement whose text is the same on every call (only its binds differ), run as a named
 /// prepared statement (``PostgresConnection/run(_:_:logger:)``): PostgreSQL parses it once per
@@ -18,6 +19,10 @@ protocol FixedStatement {
 struct Prepared<Statement: FixedStatement>: PostgresPreparedStatement {
     typealias Row = PostgresRow
     static var sql: String { Statement.sql }
+    /// PostgresNIO's default name, made once per statement: it asks for the name at every
+    /// execution, and `String(reflecting:)` (dynamic casts, metadata lookups) was 0.3 % of the
+    /// server's CPU per single-report request (docs/performance.md, session 9).
+    static var name: String { typeNames.name(of: Self.self) }
     let binds: PostgresBindings
     func makeBindings() -> PostgresBindings { binds }
     func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
@@ -44,6 +49,22 @@ extension PostgresConnection {
         } catch let error as PSQLError where error.code == .server {
             Task { try? await self.close() }
             throw error
+        }
+    }
+}
+
+/// `String(reflecting:)` of each type asked for, made once.
+private let typeNames = TypeNames()
+
+private final class TypeNames: Sendable {
+    private let names = Mutex<[ObjectIdentifier: String]>([:])
+
+    func name(of type: Any.Type) -> String {
+        names.withLock { names in
+            if let name = names[ObjectIdentifier(type)] { return name }
+            let name = String(reflecting: type)
+            names[ObjectIdentifier(type)] = name
+            return name
         }
     }
 }

@@ -1,3 +1,4 @@
+import CrashWire
 import HTTPTypes
 import Hummingbird
 import Synchronization
@@ -94,6 +95,8 @@ struct RequestPools: Sendable {
     /// The pool of a request, by method and path (before routing: the middleware runs first).
     static func kind(method: HTTPRequest.Method, path: String) -> Kind {
         guard method == .post else { return .others }
+        // Nearly every upload, known without splitting the path.
+        if path == WireProtocol.reportsPath { return .uploads }
         let parts = path.split(separator: "/")
         switch parts.count {
         case 2 where parts[0] == "v1" && parts[1] == "reports": return .uploads

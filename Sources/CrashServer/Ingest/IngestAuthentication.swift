@@ -66,7 +66,7 @@ struct IngestAuthenticationMiddleware: RouterMiddleware {
         var context = context
         switch door {
         case .reports:
-            guard let key = request.headers[Self.keyHeader], !key.isEmpty else {
+            guard let key = request.headers.value(Self.keyHeader), !key.isEmpty else {
                 throw APIError.unauthorized("missing \(WireProtocol.ingestKeyHeader) header")
             }
             context.ingestProject = try await authenticator.authenticate(key)

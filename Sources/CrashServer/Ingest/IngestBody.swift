@@ -21,7 +21,7 @@ struct IngestBody: Sendable {
 
     /// 413 at once when `Content-Length` already says the body is over the limit.
     func checkDeclaredLength(_ headers: HTTPFields) throws {
-        if let length = headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
+        if let length = headers.value(.contentLength).flatMap(Int.init), length > maxBodyBytes {
             throw APIError.payloadTooLarge("body is \(length) bytes, over the \(maxBodyBytes)-byte limit")
         }
     }

@@ -1,8 +1,12 @@
+import Crypto
 import Foundation
 import Synchronization
 
 /// Ingest keys already looked up: SHA-256 of the key -> the project (id, slug, grouping
-/// version, `sentryId`), so a warm key costs no database round trip.
+/// version, `sentryId`), so a warm key costs no database round trip. Keyed by the digest
+/// itself (32 bytes inline): an array and a `Data` made for every lookup were most of the
+/// cache's 0.7 to 1 % of the server's CPU per single-report request (docs/performance.md,
+/// session 9).
 ///
 /// Trusted only while ``IngestKeyListener`` is listening on ``channel``: every change to
 /// `projects` notifies it (a trigger in schema.sql), and a notification drops every entry.
@@ -49,13 +53,27 @@ final class IngestKeyCache: Sendable {
     let ttl: Duration
     let capacity: Int
 
+    /// A key's SHA-256 as four words (the digest type is not `Sendable`).
+    private struct KeyHash: Hashable, Sendable {
+        var a: UInt64, b: UInt64, c: UInt64, d: UInt64
+
+        init(_ digest: SHA256Digest) {
+            (a, b, c, d) = digest.withUnsafeBytes { raw in
+                (
+                    raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                    raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+                )
+            }
+        }
+    }
+
     private struct Entry {
         var owner: Owner
         var expires: ContinuousClock.Instant
     }
 
     private struct State {
-        var entries: [Data: Entry] = [:]
+        var entries: [KeyHash: Entry] = [:]
         var generation: UInt64 = 0
         /// The id of the connection whose `LISTEN` is in place, if any.
         var listener: Int?
@@ -79,7 +97,8 @@ final class IngestKeyCache: Sendable {
     func owner(
         of key: String, now: ContinuousClock.Instant = .now, load: (Data) async throws -> Owner?
     ) async throws -> Owner? {
-        let hash = ProjectKeys.hash(key)
+        let digest = ProjectKeys.digest(key)
+        let hash = KeyHash(digest)
         // The generation to store the answer under; nil: bypassed, store nothing.
         let found: (owner: Owner?, generation: UInt64?) = state.withLock { state in
             guard state.listener != nil else {
@@ -97,7 +116,7 @@ final class IngestKeyCache: Sendable {
             return (nil, state.generation)
         }
         if let owner = found.owner { return owner }
-        let owner = try await load(hash)
+        let owner = try await load(Data(digest))
         if let owner, let generation = found.generation {
             state.withLock { state in
                 guard state.listener != nil, state.generation == generation else { return }

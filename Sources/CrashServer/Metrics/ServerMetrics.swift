@@ -28,6 +28,8 @@ struct ServerMetrics: Sendable {
     private let queueDepthSource = QueueDepthSource()
     /// Run at every render, before the registry is emitted (see `addRenderHook(_:)`).
     private let renderHooks = RenderHooks()
+    /// `crashguard_http_requests_total` of each method, route and status seen.
+    private let requestCounters = RequestCounters()
 
     init() {
         registry = PrometheusCollectorRegistry()
@@ -75,13 +77,22 @@ struct ServerMetrics: Sendable {
         renderHooks.hooks.withLock { $0.append(hook) }
     }
 
-    /// Counts one HTTP request by route pattern, method and status.
+    /// Counts one HTTP request by route pattern, method and status. Each combination's counter
+    /// is made once: making it per request (the registry's lookup under its lock, the name and
+    /// label checks) was 0.6 % of the server's CPU per single-report request
+    /// (docs/performance.md, session 9).
     func countRequest(method: String, route: String, status: Int) {
-        Metrics.Counter(
-            label: "crashguard_http_requests_total",
-            dimensions: [("method", method), ("route", route), ("status", String(status))],
-            factory: factory
-        ).increment()
+        let key = RequestCounters.Key(method: method, route: route, status: status)
+        let counter = requestCounters.counters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Metrics.Counter(
+                label: "crashguard_http_requests_total",
+                dimensions: [("method", method), ("route", route), ("status", String(status))],
+                factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     /// The Prometheus text exposition of every metric.
@@ -116,6 +127,18 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
 /// Where the queue depth is read from; a reference so every copy of `ServerMetrics` shares it.
 private final class RenderHooks: Sendable {
     let hooks = Mutex<[@Sendable () -> Void]>([])
+}
+
+/// The request counters made so far; a reference so every copy of `ServerMetrics` shares them.
+/// As many as the registry holds: routes are patterns, methods and statuses few.
+private final class RequestCounters: Sendable {
+    struct Key: Hashable {
+        var method: String
+        var route: String
+        var status: Int
+    }
+
+    let counters = Mutex<[Key: Metrics.Counter]>([:])
 }
 
 private final class QueueDepthSource: Sendable {

@@ -56,7 +56,13 @@ enum ProjectKeys {
 
     /// SHA-256 of the key's UTF-8 bytes.
     static func hash(_ key: String) -> Data {
-        Data(SHA256.hash(data: Array(key.utf8)))
+        Data(digest(key))
+    }
+
+    /// SHA-256 of the key's UTF-8 bytes, as the digest: hashed in place, and no heap storage.
+    static func digest(_ key: String) -> SHA256Digest {
+        var key = key
+        return key.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
     }
 
     /// `true` for a valid project slug: `[a-z0-9][a-z0-9-]{0,63}`.
