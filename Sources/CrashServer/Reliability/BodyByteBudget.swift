@@ -11,8 +11,9 @@ import Synchronization
 /// stored (measured: one largest valid body stored in 14 s at 64 connections, the other 141
 /// refused after 3.7 s each). So when the budget is full, the request holding the most of
 /// it (the one closest to done) may go past it, alone: until it ends, every other request
-/// that needs more is refused at once. The bytes held stay under the budget plus one
-/// largest request, and some request always progresses.
+/// that needs more is refused at once, even where the budget has room (so that no request
+/// reads, inflates and scans a slice only to be refused at the next one). The bytes held stay
+/// under the budget plus one largest request, and some request always progresses.
 ///
 /// The budget is at least one largest request (compressed plus decompressed limit), so a
 /// lone request is never refused.
@@ -54,6 +55,9 @@ final class BodyByteBudget: Sendable {
             let held = state.held[ticket] ?? 0
             let more = total - held
             guard more > 0 else { return true }
+            // Closed to everyone else until the privileged request ends: a request that read a
+            // slice now would only be refused later, its work thrown away.
+            if let privileged = state.privileged, privileged != ticket { return false }
             if state.used + more > limit && state.privileged != ticket {
                 // Past the budget: only the largest holder, and only if nobody else is past it.
                 guard state.privileged == nil, state.held.values.allSatisfy({ $0 <= held }) else { return false }
