@@ -19,6 +19,28 @@ import Testing
         Set(try await withTestDatabase(config) { try await $0.storedReportIDs(slug: slug) })
     }
 
+    /// The ingest pool's sessions start with the transaction's settings (no statement sets
+    /// them per commit); the main pool's sessions, which serve queries and upkeep, keep
+    /// PostgreSQL's defaults.
+    @Test func onlyTheIngestPoolsSessionsCarryTheIngestTimeouts() async throws {
+        try await withTestDatabase(config) { db in
+            func read(_ client: PostgresClient) async throws -> String {
+                let rows = try await client.query(
+                    """
+                    SELECT concat_ws(' ', current_setting('lock_timeout'), current_setting('statement_timeout'),
+                        current_setting('idle_in_transaction_session_timeout'), current_setting('plan_cache_mode'),
+                        current_setting('application_name'))
+                    """, logger: TestEnvironment.logger)
+                for try await value in rows.decode(String.self) { return value }
+                return ""
+            }
+            let ingest = try await read(db.ingestClient)
+            let other = try await read(db.client)
+            #expect(ingest == "2s 2s 4s force_generic_plan crash-server ingest")
+            #expect(other == "0 0 0 auto crash-server")
+        }
+    }
+
     @Test func rowLockHeldPastTheTimeoutIs503BusyNothingStoredAndTheDatabaseStaysUp() async throws {
         let blocked = try await makeProject(config)
         let other = try await makeProject(config)
@@ -161,7 +183,7 @@ extension CrashDatabase {
         let rows = try await client.query(
             """
             SELECT count(*)::int FROM pg_stat_activity
-            WHERE datname = current_database() AND application_name = 'crash-server' AND wait_event_type = 'Lock'
+            WHERE datname = current_database() AND application_name = \(IngestTimeouts.applicationName) AND wait_event_type = 'Lock'
             """, logger: logger)
         for try await n in rows.decode(Int.self) { return n }
         return 0

@@ -172,7 +172,7 @@ import Testing
         let router = try buildRouter(
             database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60),
             keys: keys, logger: TestEnvironment.logger)
-        let app = Application(router: router, services: [database.client, batcher, listener], logger: TestEnvironment.logger)
+        let app = Application(router: router, services: database.services + [batcher, listener], logger: TestEnvironment.logger)
         try await app.test(.live) { client in
             try await waitForKeyListener(client)
             for _ in 0..<2 {

@@ -125,12 +125,10 @@ struct ReliabilityCapturingHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
+    func log(event: LogEvent) {
         var all = metadata
-        if let extra { all.merge(extra) { $1 } }
-        sink.append("\(level) \(message) \(all) \(source)")
+        if let extra = event.metadata { all.merge(extra) { $1 } }
+        // The error too: a key must not reach the log through an error's description either.
+        sink.append("\(event.level) \(event.message) \(all) \(event.source) \(event.error.map { "\($0)" } ?? "")")
     }
 }

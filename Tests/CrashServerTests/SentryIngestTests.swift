@@ -356,7 +356,7 @@ import Testing
         let router = try buildRouter(
             database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60),
             logger: TestEnvironment.logger)
-        let app = Application(router: router, services: [database.client, batcher], logger: TestEnvironment.logger)
+        let app = Application(router: router, services: database.services + [batcher], logger: TestEnvironment.logger)
         try await app.test(.router) { client in
             let uri = "/api/\(project.sentryId)/envelope/"
             let first = Task { try await client.sentry(uri, headers: Self.auth(project.ingestKey), body: Self.eventEnvelope(Self.event())) }
@@ -386,7 +386,7 @@ import Testing
         let router = try buildRouter(
             database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(5),
             logger: TestEnvironment.logger)
-        let app = Application(router: router, services: [database.client, batcher], logger: TestEnvironment.logger)
+        let app = Application(router: router, services: database.services + [batcher], logger: TestEnvironment.logger)
         try await app.test(.router) { client in
             for route in ["envelope/", "store/"] {
                 let body = route == "store/" ? Self.json(Self.event()) : Self.eventEnvelope(Self.event())

@@ -7,13 +7,14 @@ import ServiceLifecycle
 public struct CrashDatabase: Sendable {
     /// The connection pool; run it as a service.
     public let client: PostgresClient
+    /// The pool of the group-commit transaction alone (``store(_:gate:)``): its sessions start
+    /// with the transaction's timeouts and plan cache mode (``IngestTimeouts``), so a commit
+    /// does not spend a round trip setting them.
+    let ingestClient: PostgresClient
     /// The hot standby for queries and dashboard reads (`DATABASE_READ_URL`), if any;
     /// see `withReadSnapshot` and docs/scaling.md.
     let reader: ReadReplica?
     let logger: Logger
-    /// PostgreSQL's timeouts for an ingest transaction, below the server's deadline
-    /// (`CRASHGUARD_DB_TIMEOUT`); see ``setIngestTimeouts(_:)``.
-    let ingestTimeouts: IngestTimeouts
     /// Set by the server once the schema is applied and the partitions exist
     /// (`prepareDatabase`): services that poll tables wait for it, so a first start on an
     /// empty database does not log errors about tables that do not exist yet.
@@ -26,51 +27,36 @@ public struct CrashDatabase: Sendable {
         config.options.maximumConnections = configuration.databasePoolSize
         config.options.minimumConnections = 0
         config.options.connectTimeout = .seconds(3)
-        config.options.additionalStartupParameters = [("TimeZone", "UTC"), ("application_name", "crash-server"), ("jit", "off")]
+        let session = [("TimeZone", "UTC"), ("jit", "off")]
+        config.options.additionalStartupParameters = session + [("application_name", "crash-server")]
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "db"] = "postgres"
         client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
+        // One committer (IngestBatcher) uses it; the others are for the rare moments when an
+        // abandoned transaction's connection is still closing as the next batch begins.
+        config.options.maximumConnections = 2
+        config.options.additionalStartupParameters =
+            session + [("application_name", IngestTimeouts.applicationName)]
+            + IngestTimeouts(deadline: configuration.databaseTimeout).startupParameters
+        ingestClient = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
         reader = try (configuration.databaseReadURL.isEmpty ? nil : configuration.databaseReadURL).map {
             try ReadReplica(
                 url: $0, poolSize: configuration.databasePoolSize,
                 maxLag: .milliseconds(Int64(configuration.readMaxLag * 1000)), logger: logger)
         }
         self.logger = logger
-        ingestTimeouts = IngestTimeouts(deadline: configuration.databaseTimeout)
-    }
-
-    /// Sets this transaction's `lock_timeout`, `statement_timeout` and
-    /// `idle_in_transaction_session_timeout` (`set_config(..., true)` is `SET LOCAL`: they end
-    /// with the transaction, so pooled connections keep their defaults for every other query),
-    /// and `plan_cache_mode = force_generic_plan`: the transaction's statements are prepared
-    /// (``FixedStatement``), and PostgreSQL's default would plan them again at every commit,
-    /// the plan for a few rows looking cheaper than the generic one (written for any number of
-    /// rows, which is what a batch of 1 to 5000 reports needs anyway).
-    func setIngestTimeouts(_ connection: PostgresConnection) async throws {
-        let statement = "\(ingestTimeouts.statementMilliseconds)ms"
-        let idle = "\(ingestTimeouts.idleMilliseconds)ms"
-        _ = try await connection.run(IngestSettings.self, (statement, idle), logger: logger)
-    }
-
-    enum IngestSettings: FixedStatement {
-        static func query(_ input: (statement: String, idle: String)) -> PostgresQuery {
-            """
-            SELECT set_config('lock_timeout', \(input.statement), true), set_config('statement_timeout', \(input.statement), true),
-                   set_config('idle_in_transaction_session_timeout', \(input.idle), true),
-                   set_config('plan_cache_mode', 'force_generic_plan', true)
-            """
-        }
-        static let sql = query(("", "")).sql
     }
 
     /// The pools and the standby's monitor, to run as services (the primary's first).
     public var services: [any Service] {
-        guard let reader else { return [client] }
-        return [client, reader.client, ReadReplicaMonitor(database: self, reader: reader)]
+        guard let reader else { return [client, ingestClient] }
+        return [client, ingestClient, reader.client, ReadReplicaMonitor(database: self, reader: reader)]
     }
 }
 
-/// PostgreSQL's own timeouts for the ingest transaction, derived from the server's deadline.
+/// PostgreSQL's own timeouts for the ingest transaction, derived from the server's deadline:
+/// the session defaults of the ingest pool's connections (``CrashDatabase/ingestClient``), which
+/// run nothing but ingest transactions.
 ///
 /// A lock wait or a slow statement is ended by PostgreSQL at **half** the deadline: the
 /// transaction is rolled back and the database says so (SQLSTATE 55P03 or 57014) well before
@@ -87,6 +73,21 @@ struct IngestTimeouts: Sendable {
         statementMilliseconds = max(1, Int(seconds * 500))
         idleMilliseconds = max(1, Int(seconds * 1000))
     }
+
+    /// The ingest pool's `application_name`, as `pg_stat_activity` shows it.
+    static let applicationName = "crash-server ingest"
+
+    /// The connection's startup parameters: the timeouts, and `plan_cache_mode =
+    /// force_generic_plan`. The transaction's statements are prepared (``FixedStatement``), and
+    /// PostgreSQL's default would plan them again at every commit, the plan for a few rows
+    /// looking cheaper than the generic one (written for any number of rows, which is what a
+    /// batch of 1 to 5000 reports needs anyway).
+    var startupParameters: [(String, String)] {
+        [
+            ("lock_timeout", "\(statementMilliseconds)ms"), ("statement_timeout", "\(statementMilliseconds)ms"),
+            ("idle_in_transaction_session_timeout", "\(idleMilliseconds)ms"), ("plan_cache_mode", "force_generic_plan"),
+        ]
+    }
 }
 
 /// Runs `body` with a database whose pool runs for exactly as long as `body` does:
@@ -97,6 +98,7 @@ public func withDatabase<T: Sendable>(
     let db = try CrashDatabase(configuration: configuration, logger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await db.client.run() }
+        group.addTask { await db.ingestClient.run() }
         defer { group.cancelAll() }
         // Let the pool start before the first lease (it would only warn, but loudly).
         try await Task.sleep(for: .milliseconds(20))

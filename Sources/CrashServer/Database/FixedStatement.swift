@@ -4,8 +4,8 @@ import Synchronization
 
 /// A statement whose text is the same on every call (only its binds differ), run as a named
 /// prepared statement (``PostgresConnection/run(_:_:logger:)``): PostgreSQL parses it once per
-/// connection and, under `plan_cache_mode = force_generic_plan` (which the ingest transaction
-/// sets with its timeouts, ``CrashDatabase/setIngestTimeouts(_:)``), plans it once, instead of
+/// connection and, under `plan_cache_mode = force_generic_plan` (which the ingest
+/// pool sets for its sessions, ``IngestTimeouts/startupParameters``), plans it once, instead of
 /// both at every commit. Built with `PostgresQuery` interpolation like every other statement.
 protocol FixedStatement {
     associatedtype Input
@@ -15,7 +15,7 @@ protocol FixedStatement {
     static var sql: String { get }
 }
 
-/// The prepared form of a ``FixedStatement``; its name is its type's (`Prepared<ClaimIDs>`).
+/// The prepared form of a ``FixedStatement``; its name is its type's (`Prepared<ClaimIDsAndGroups>`).
 struct Prepared<Statement: FixedStatement>: PostgresPreparedStatement {
     typealias Row = PostgresRow
     static var sql: String { Statement.sql }

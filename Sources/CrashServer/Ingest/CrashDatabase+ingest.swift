@@ -14,9 +14,9 @@ extension CrashDatabase {
     /// concurrent batches do not deadlock; a deadlock or serialization failure that
     /// happens anyway is retried.
     ///
-    /// The transaction runs under PostgreSQL's own lock and statement timeouts
-    /// (``setIngestTimeouts(_:)``), and sends `COMMIT` only if `gate` lets it: once the
-    /// batcher's deadline has passed it rolls back instead.
+    /// The transaction runs on the ingest pool, whose sessions carry PostgreSQL's own lock and
+    /// statement timeouts (``IngestTimeouts``), and sends `COMMIT` only if `gate` lets it: once
+    /// the batcher's deadline has passed it rolls back instead.
     ///
     /// - Returns: the keys of the reports stored by this call.
     /// - Throws: ``CommitOutcomeUnknown`` when the connection failed after `COMMIT` was sent,
@@ -25,9 +25,8 @@ extension CrashDatabase {
         var attempt = 0
         while true {
             do {
-                return try await client.withTransaction(logger: logger) { connection in
+                return try await ingestClient.withTransaction(logger: logger) { connection in
                     try gate.begin { Task { try? await connection.close() } }
-                    try await setIngestTimeouts(connection)
                     let fresh = try await storeInTransaction(items, connection)
                     try gate.commit()
                     return fresh
@@ -41,15 +40,14 @@ extension CrashDatabase {
         }
     }
 
-    /// The transaction's statements, in the order that avoids deadlocks: the id ledger, the
-    /// groups (created, then locked and counted), then one statement with everything else.
-    /// Six round trips with `BEGIN`, the timeouts and `COMMIT` (seven when the batch has device
-    /// ids, whose sketches are read first; one more when a resolved group is in the batch).
+    /// The transaction's statements, in the order that avoids deadlocks: the id ledger and the
+    /// groups (created, in one statement), the groups locked and counted, then one statement
+    /// with everything else. Five round trips with `BEGIN` and `COMMIT` (six when the batch has
+    /// device ids, whose sketches are read first; one more when a resolved group is in the batch).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        let fresh = try await claimIDs(items, connection)
+        let (fresh, groups) = try await claimIDsAndGroups(items, connection)
         let stored = items.filter { fresh.contains($0.key) }
         guard !stored.isEmpty else { return fresh }
-        let groups = try await upsertGroups(stored, connection)
         // The group of each stored report, looked up once for every statement below.
         let groupIDs = stored.map { groups[$0.groupKey]! }
         let regressed = try await updateGroups(stored, groupIDs, connection)
@@ -57,74 +55,65 @@ extension CrashDatabase {
         return fresh
     }
 
-    /// Creates missing groups and returns the id of every group in `items`.
-    private func upsertGroups(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> [GroupKey: Int64] {
-        var first: [GroupKey: IngestItem] = [:]
-        for item in items {
-            if let seen = first[item.groupKey], seen.report.timestamp <= item.report.timestamp { continue }
-            first[item.groupKey] = item
-        }
-        let rows = first.values.sorted { ($0.projectID, $0.signature.hash) < ($1.projectID, $1.signature.hash) }
-        var ids: [GroupKey: Int64] = [:]
-        let result = try await connection.run(UpsertGroups.self, rows, logger: logger)
+    /// Records the ids in the idempotency ledger and creates the missing groups of the reports
+    /// whose ids were new; returns those keys, and the id of every group they belong to.
+    /// A duplicate touches nothing else: no group, count or rollup.
+    private func claimIDsAndGroups(
+        _ items: [IngestItem], _ connection: PostgresConnection
+    ) async throws -> (fresh: Set<ReportKey>, groups: [GroupKey: Int64]) {
+        let result = try await connection.run(ClaimIDsAndGroups.self, items, logger: logger)
+        var fresh = Set<ReportKey>()
+        var groups: [GroupKey: Int64] = [:]
         for try await row in result {
-            let (id, project, signature) = try row.decode((Int64, Int64, String).self)
-            ids[GroupKey(project: project, signature: signature)] = id
+            let (project, id, group, signature) = try row.decode((Int64, UUID?, Int64?, String?).self)
+            if let id { fresh.insert(ReportKey(project: project, id: id)) }
+            if let group, let signature { groups[GroupKey(project: project, signature: signature)] = group }
         }
         // A group another transaction created after this statement's snapshot: read it now.
-        let missing = first.keys.filter { ids[$0] == nil }
+        let missing = Set(items.lazy.filter { fresh.contains($0.key) }.map(\.groupKey)).filter { groups[$0] == nil }
         for key in missing {
             let again = try await connection.query(
                 "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
                 logger: logger)
-            for try await id in again.decode(Int64.self) { ids[key] = id }
-            guard ids[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
+            for try await id in again.decode(Int64.self) { groups[key] = id }
+            guard groups[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
         }
-        return ids
+        return (fresh, groups)
     }
 
-    enum UpsertGroups: FixedStatement {
-        static func query(_ rows: [IngestItem]) -> PostgresQuery {
+    /// The ledger insert (in key order), then the groups of the claimed reports: each created
+    /// from its earliest report (the first in the batch among equals), in key order. Rows: a
+    /// claimed `(project, id, NULL, NULL)`, or a group `(project, NULL, id, signature)`, created
+    /// here or already there.
+    enum ClaimIDsAndGroups: FixedStatement {
+        static func query(_ items: [IngestItem]) -> PostgresQuery {
             """
             WITH input AS (
-                SELECT * FROM unnest(\(rows.map(\.projectID)), \(rows.map(\.signature.hash)), \(rows.map(\.signature.version.rawValue)),
-                                     \(rows.map(\.report.kind.rawValue)), \(rows.map(\.signature.title)),
-                                     \(rows.map(\.signature.normalizedReason)), \(rows.map(\.report.timestamp)))
-                    AS r(p, s, v, k, t, n, ts)
+                SELECT * FROM unnest(\(items.map(\.projectID)), \(items.map(\.report.id)), \(items.map(\.report.timestamp)),
+                                     \(items.map(\.signature.hash)), \(items.map(\.signature.version.rawValue)),
+                                     \(items.map(\.report.kind.rawValue)), \(items.map(\.signature.title)),
+                                     \(items.map(\.signature.normalizedReason)))
+                    WITH ORDINALITY AS r(p, id, ts, s, v, k, t, n, o)
+            ), claimed AS (
+                INSERT INTO report_ids (project_id, id, ts)
+                SELECT p, id, ts FROM input ORDER BY p, id
+                ON CONFLICT (project_id, id) DO NOTHING
+                RETURNING project_id, id
+            ), firsts AS (
+                SELECT DISTINCT ON (i.p, i.s) i.p, i.s, i.v, i.k, i.t, i.n, i.ts
+                FROM input i JOIN claimed c ON c.project_id = i.p AND c.id = i.id
+                ORDER BY i.p, i.s, i.ts, i.o
             ), ins AS (
                 INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason, first_seen, last_seen)
-                SELECT p, s, v, k, t, n, ts, ts FROM input ORDER BY p, s
+                SELECT p, s, v, k, t, n, ts, ts FROM firsts ORDER BY p, s
                 ON CONFLICT (project_id, signature) DO NOTHING
                 RETURNING id, project_id, signature
             )
-            SELECT id, project_id, signature FROM ins
+            SELECT project_id, id, NULL::bigint, NULL::text FROM claimed
             UNION ALL
-            SELECT g.id, g.project_id, g.signature FROM crash_groups g JOIN input i ON g.project_id = i.p AND g.signature = i.s
-            """
-        }
-        static let sql = query([]).sql
-    }
-
-    /// Records the ids in the idempotency ledger; returns the keys that were new.
-    /// A duplicate touches nothing else: no group, count or rollup.
-    private func claimIDs(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        let result = try await connection.run(ClaimIDs.self, items, logger: logger)
-        var fresh = Set<ReportKey>()
-        for try await row in result {
-            let (project, id) = try row.decode((Int64, UUID).self)
-            fresh.insert(ReportKey(project: project, id: id))
-        }
-        return fresh
-    }
-
-    enum ClaimIDs: FixedStatement {
-        static func query(_ items: [IngestItem]) -> PostgresQuery {
-            """
-            INSERT INTO report_ids (project_id, id, ts)
-            SELECT * FROM unnest(\(items.map(\.projectID)), \(items.map(\.report.id)), \(items.map(\.report.timestamp))) AS r(p, id, ts)
-            ORDER BY p, id
-            ON CONFLICT (project_id, id) DO NOTHING
-            RETURNING project_id, id
+            SELECT project_id, NULL, id, signature FROM ins
+            UNION ALL
+            SELECT g.project_id, NULL, g.id, g.signature FROM crash_groups g JOIN firsts f ON g.project_id = f.p AND g.signature = f.s
             """
         }
         static let sql = query([]).sql
