@@ -1,3 +1,4 @@
+import CrashGrouping
 import CrashWire
 import Foundation
 import HummingbirdTesting
@@ -138,12 +139,8 @@ import Testing
     /// stored ids are not new again.
     @Test func oneTransactionMixingProjectsAndStoredIDs() async throws {
         let a = try await makeProject(), b = try await makeProject()
-        let decoder = JSONDecoder.crashWire()
-        func decoded(_ reports: [TestReport]) throws -> [Report] {
-            try reports.map { try decoder.decode(Report.self, from: JSONSerialization.data(withJSONObject: $0.object)) }
-        }
-        let mine = try decoded(Self.reports(seed: 3))
-        var copied = try decoded(Self.reports(seed: 4))
+        let mine = try Self.decoded(Self.reports(seed: 3))
+        var copied = try Self.decoded(Self.reports(seed: 4))
         for i in 0..<5 { copied[i].id = mine[i].id }
         let theirs = copied
         try await withTestDatabase { db in
@@ -165,6 +162,46 @@ import Testing
         }
         try await Self.expectRollupsMatch(slug: a.project)
         try await Self.expectRollupsMatch(slug: b.project)
+    }
+
+    /// A group that another transaction creates while this one runs (another replica storing
+    /// the same new crash): this transaction's insert waits for it, then finds it committed
+    /// after its own snapshot, so the statement that creates and counts groups passes it by; it
+    /// is read and counted after, once, with its reports and rollups.
+    @Test func aGroupCreatedByAnotherTransactionMeanwhileIsCountedOnce() async throws {
+        let p = try await makeProject()
+        let reports = try Self.decoded(Self.reports(seed: 5))
+        try await withTestDatabase { db in
+            let project = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
+            let items = reports.map { IngestItem(project: project, report: $0) }
+            let late = items[0]
+            let store = try await db.client.withTransaction(logger: TestEnvironment.logger) { connection in
+                try await connection.query(
+                    """
+                    INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason, first_seen, last_seen)
+                    VALUES (\(late.projectID), \(late.signature.hash), \(late.signature.version.rawValue), \(late.report.kind.rawValue),
+                            \(late.signature.title), \(late.signature.normalizedReason), \(late.report.timestamp), \(late.report.timestamp))
+                    """, logger: TestEnvironment.logger)
+                let store = Task { try await db.store(items, gate: CommitGate()) }
+                // Commit only once the ingest transaction waits on this uncommitted group.
+                var waited = 0
+                while try await db.ingestTransactionsWaitingOnLocks() == 0 {
+                    waited += 1
+                    try #require(waited < 500, "the ingest transaction never waited on the group")
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                return store
+            }
+            #expect(try await store.value == Set(items.map(\.key)))
+            #expect(try await db.rollupTotal(slug: p.project) == Int64(items.count))
+        }
+        try await Self.expectRollupsMatch(slug: p.project)
+    }
+
+    /// `reports` as the server reads them.
+    static func decoded(_ reports: [TestReport]) throws -> [Report] {
+        let decoder = JSONDecoder.crashWire()
+        return try reports.map { try decoder.decode(Report.self, from: JSONSerialization.data(withJSONObject: $0.object)) }
     }
 
     /// Compares every rollup table of project `slug` with its definition.

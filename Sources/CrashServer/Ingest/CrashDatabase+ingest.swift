@@ -40,120 +40,156 @@ extension CrashDatabase {
         }
     }
 
-    /// The transaction's statements, in the order that avoids deadlocks: the id ledger and the
-    /// groups (created, in one statement), the groups locked and counted, then one statement
-    /// with everything else. Five round trips with `BEGIN` and `COMMIT` (six when the batch has
-    /// device ids, whose sketches are read first; one more when a resolved group is in the batch).
+    /// The transaction's statements, in the order that avoids deadlocks: the id ledger, the
+    /// groups (created with their counts, or locked in id order and counted) in one statement,
+    /// then one statement with everything else. Four round trips with `BEGIN` and `COMMIT`
+    /// (five when the batch has device ids, whose sketches are read after the lock; one more
+    /// when a resolved group regresses, and when another transaction created one of the batch's
+    /// groups while this one ran).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        let (fresh, groups) = try await claimIDsAndGroups(items, connection)
-        let stored = items.filter { fresh.contains($0.key) }
-        guard !stored.isEmpty else { return fresh }
+        var claim = try await claimAndCount(items, connection)
+        let stored = items.filter { claim.fresh.contains($0.key) }
+        guard !stored.isEmpty else { return claim.fresh }
+        try await countLateGroups(stored, &claim, connection)
         // The group of each stored report, looked up once for every statement below.
-        let groupIDs = stored.map { groups[$0.groupKey]! }
-        let regressed = try await updateGroups(stored, groupIDs, connection)
+        let groupIDs = stored.map { claim.groups[$0.groupKey]! }
+        let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
         try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
-        return fresh
+        return claim.fresh
     }
 
-    /// Records the ids in the idempotency ledger and creates the missing groups of the reports
-    /// whose ids were new; returns those keys, and the id of every group they belong to.
-    /// A duplicate touches nothing else: no group, count or rollup.
-    private func claimIDsAndGroups(
-        _ items: [IngestItem], _ connection: PostgresConnection
-    ) async throws -> (fresh: Set<ReportKey>, groups: [GroupKey: Int64]) {
-        let result = try await connection.run(ClaimIDsAndGroups.self, items, logger: logger)
+    /// What ``ClaimAndCount`` found: the keys that were new, the id of every group they belong
+    /// to, and the `resolved_in` of those groups that were resolved (nil: resolved without a
+    /// version).
+    struct Claim {
         var fresh = Set<ReportKey>()
         var groups: [GroupKey: Int64] = [:]
-        for try await row in result {
-            let (project, id, group, signature) = try row.decode((Int64, UUID?, Int64?, String?).self)
-            if let id { fresh.insert(ReportKey(project: project, id: id)) }
-            if let group, let signature { groups[GroupKey(project: project, signature: signature)] = group }
-        }
-        // A group another transaction created after this statement's snapshot: read it now.
-        let missing = Set(items.lazy.filter { fresh.contains($0.key) }.map(\.groupKey)).filter { groups[$0] == nil }
-        for key in missing {
-            let again = try await connection.query(
-                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
-                logger: logger)
-            for try await id in again.decode(Int64.self) { groups[key] = id }
-            guard groups[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
-        }
-        return (fresh, groups)
+        var resolved: [Int64: String?] = [:]
     }
 
-    /// The ledger insert (in key order), then the groups of the claimed reports: each created
-    /// from its earliest report (the first in the batch among equals), in key order. Rows: a
-    /// claimed `(project, id, NULL, NULL)`, or a group `(project, NULL, id, signature)`, created
-    /// here or already there.
-    enum ClaimIDsAndGroups: FixedStatement {
+    private func claimAndCount(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Claim {
+        let result = try await connection.run(ClaimAndCount.self, items, logger: logger)
+        var claim = Claim()
+        for try await row in result {
+            let (project, id, group, signature, resolved, resolvedIn) = try row.decode((Int64, UUID?, Int64?, String?, Bool?, String?).self)
+            if let id { claim.fresh.insert(ReportKey(project: project, id: id)) }
+            if let group, let signature { claim.groups[GroupKey(project: project, signature: signature)] = group }
+            if let group, resolved == true { claim.resolved[group] = .some(resolvedIn) }
+        }
+        return claim
+    }
+
+    /// Records the ids in the idempotency ledger (a duplicate touches nothing else: no group,
+    /// count or rollup), then, for the reports whose ids were new, creates each missing group
+    /// from its earliest report (the first in the batch among equals) with its counts, and locks
+    /// the existing ones in id order and adds their counts. Rows: a claimed `(project, id)`, or
+    /// a group `(project, id, signature, resolved, resolved_in)`.
+    ///
+    /// The parts run in the order of the final `UNION ALL` (ledger, new groups, locks and
+    /// counts), as the statements did when they were three: each is read in full before the
+    /// next, and the sorts read their input in full before the first row is written. A group
+    /// that another transaction created after this statement's snapshot is in no part (its
+    /// insert conflicts, the lock does not see it): ``countLateGroups`` counts it.
+    enum ClaimAndCount: FixedStatement {
         static func query(_ items: [IngestItem]) -> PostgresQuery {
             """
             WITH input AS (
                 SELECT * FROM unnest(\(items.map(\.projectID)), \(items.map(\.report.id)), \(items.map(\.report.timestamp)),
                                      \(items.map(\.signature.hash)), \(items.map(\.signature.version.rawValue)),
                                      \(items.map(\.report.kind.rawValue)), \(items.map(\.signature.title)),
-                                     \(items.map(\.signature.normalizedReason)))
-                    WITH ORDINALITY AS r(p, id, ts, s, v, k, t, n, o)
+                                     \(items.map(\.signature.normalizedReason)), \(items.map { $0.report.fatal == true }))
+                    WITH ORDINALITY AS r(p, id, ts, s, v, k, t, n, fatal, o)
             ), claimed AS (
                 INSERT INTO report_ids (project_id, id, ts)
                 SELECT p, id, ts FROM input ORDER BY p, id
                 ON CONFLICT (project_id, id) DO NOTHING
                 RETURNING project_id, id
+            ), fresh AS (
+                SELECT i.* FROM input i JOIN claimed c ON c.project_id = i.p AND c.id = i.id
+            ), counts AS (
+                SELECT p, s, count(*) AS n, min(ts) AS f, max(ts) AS l, bool_or(fatal) AS fatal FROM fresh GROUP BY p, s
             ), firsts AS (
-                SELECT DISTINCT ON (i.p, i.s) i.p, i.s, i.v, i.k, i.t, i.n, i.ts
-                FROM input i JOIN claimed c ON c.project_id = i.p AND c.id = i.id
-                ORDER BY i.p, i.s, i.ts, i.o
+                SELECT DISTINCT ON (p, s) p, s, v, k, t, n FROM fresh ORDER BY p, s, ts, o
             ), ins AS (
-                INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason, first_seen, last_seen)
-                SELECT p, s, v, k, t, n, ts, ts FROM firsts ORDER BY p, s
+                INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason,
+                                          first_seen, last_seen, report_count, fatal)
+                SELECT f.p, f.s, f.v, f.k, f.t, f.n, c.f, c.l, c.n, c.fatal FROM firsts f JOIN counts c ON c.p = f.p AND c.s = f.s
+                ORDER BY f.p, f.s
                 ON CONFLICT (project_id, signature) DO NOTHING
                 RETURNING id, project_id, signature
+            ), locked AS MATERIALIZED (
+                SELECT g.id, g.status, g.resolved_in FROM crash_groups g JOIN counts c ON g.project_id = c.p AND g.signature = c.s
+                ORDER BY g.id FOR UPDATE OF g
+            ), updated AS (
+                UPDATE crash_groups g SET
+                    report_count = g.report_count + c.n,
+                    first_seen = LEAST(g.first_seen, c.f),
+                    last_seen = GREATEST(g.last_seen, c.l),
+                    fatal = g.fatal OR c.fatal
+                FROM locked k, counts c
+                WHERE g.id = k.id AND c.p = g.project_id AND c.s = g.signature
+                RETURNING g.project_id, g.id, g.signature, k.status = 'resolved', k.resolved_in
             )
-            SELECT project_id, id, NULL::bigint, NULL::text FROM claimed
+            SELECT project_id, id, NULL::bigint, NULL::text, NULL::boolean, NULL::text FROM claimed
             UNION ALL
-            SELECT project_id, NULL, id, signature FROM ins
+            SELECT project_id, NULL, id, signature, false, NULL FROM ins
             UNION ALL
-            SELECT g.project_id, NULL, g.id, g.signature FROM crash_groups g JOIN firsts f ON g.project_id = f.p AND g.signature = f.s
+            SELECT project_id, NULL, id, signature, resolved, resolved_in FROM updated AS u(project_id, id, signature, resolved, resolved_in)
             """
         }
         static let sql = query([]).sql
     }
 
-    /// Adds newly stored reports to their groups: counts, first/last seen, fatal, and
-    /// regression of resolved groups (`groupIDs`: the group of each of `stored`). Returns the
-    /// groups it turned from resolved to regressed.
-    private func updateGroups(
-        _ stored: [IngestItem], _ groupIDs: [Int64], _ connection: PostgresConnection
-    ) async throws -> Set<Int64> {
+    /// Groups of `stored` that ``ClaimAndCount`` did not find: created by another transaction
+    /// after its snapshot (another replica storing the same new crash). Read and counted now,
+    /// one statement each, as the statements did before they were merged.
+    private func countLateGroups(_ stored: [IngestItem], _ claim: inout Claim, _ connection: PostgresConnection) async throws {
+        let found = claim.groups
+        let late = Set(stored.map(\.groupKey).filter { found[$0] == nil })
+        guard !late.isEmpty else { return }
+        for key in late {
+            let again = try await connection.query(
+                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
+                logger: logger)
+            for try await id in again.decode(Int64.self) { claim.groups[key] = id }
+            guard claim.groups[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
+        }
         struct Delta {
             var n: Int64 = 0
             var first = Date.distantFuture
             var last = Date.distantPast
             var fatal = false
-            var versions: [String] = []
         }
         var deltas: [Int64: Delta] = [:]
-        for (item, id) in zip(stored, groupIDs) {
+        for item in stored where late.contains(item.groupKey) {
+            let id = claim.groups[item.groupKey]!
             var d = deltas[id, default: Delta()]
             d.n += 1
             d.first = min(d.first, item.report.timestamp)
             d.last = max(d.last, item.report.timestamp)
             d.fatal = d.fatal || item.report.fatal == true
-            d.versions.append(item.report.app.version)
             deltas[id] = d
         }
         let ids = deltas.keys.sorted()
         let d = ids.map { deltas[$0]! }
-        // Locks the groups in id order (the materialized CTE, which the UPDATE joins, is read
-        // before any row is updated), adds the counts, and returns the groups that were
-        // resolved: whether they regress is decided here (``AppVersion``), in a second
-        // statement that only a batch with a resolved group pays.
         let resolved = try await connection.run(CountGroups.self, (ids, d.map(\.n), d.map(\.first), d.map(\.last), d.map(\.fatal)), logger: logger)
-        var regressedIDs = Set<Int64>()
         for try await row in resolved {
             let (id, resolvedIn) = try row.decode((Int64, String?).self)
-            let regressed = resolvedIn.map { resolvedIn in deltas[id]!.versions.contains { AppVersion.compare($0, resolvedIn) >= 0 } } ?? true
-            if regressed { regressedIDs.insert(id) }
+            claim.resolved[id] = .some(resolvedIn)
+        }
+    }
+
+    /// Turns the resolved groups that a new report regresses (its version >= `resolved_in`, or
+    /// any report when `resolved_in` is absent; ``AppVersion``) into regressed; returns them.
+    /// A statement only when one regresses.
+    private func regress(
+        _ stored: [IngestItem], _ groupIDs: [Int64], resolved: [Int64: String?], _ connection: PostgresConnection
+    ) async throws -> Set<Int64> {
+        guard !resolved.isEmpty else { return [] }
+        var regressedIDs = Set<Int64>()
+        for (item, id) in zip(stored, groupIDs) {
+            guard let resolvedIn = resolved[id], !regressedIDs.contains(id) else { continue }
+            if resolvedIn.map({ AppVersion.compare(item.report.app.version, $0) >= 0 }) ?? true { regressedIDs.insert(id) }
         }
         if !regressedIDs.isEmpty {
             try await connection.query(
@@ -162,6 +198,9 @@ extension CrashDatabase {
         return regressedIDs
     }
 
+    /// Locks groups in id order (the materialized CTE, which the `UPDATE` joins, is read before
+    /// any row is updated), adds the counts, and returns the groups that were resolved: for the
+    /// late groups of ``countLateGroups``.
     enum CountGroups: FixedStatement {
         static func query(_ u: (ids: [Int64], n: [Int64], first: [Date], last: [Date], fatal: [Bool])) -> PostgresQuery {
             """

@@ -29,7 +29,7 @@ extension CrashDatabase {
     /// `group_version_daily`, for all versions and per version: report counts, and device ids
     /// into the sketches. Written by ``writeReportsAndRollups(_:_:regressed:_:)``.
     ///
-    /// Runs in the ingest transaction after ``updateGroups`` has locked every group of the
+    /// Runs in the ingest transaction after ``ClaimAndCount`` has locked every group of the
     /// batch (`FOR UPDATE`), so no other writer changes these rows until commit: sketches
     /// are read here (a statement of its own, after the lock, so it sees the last committed
     /// ones), merged, and sent back only when a register grew (an empty sketch in the
