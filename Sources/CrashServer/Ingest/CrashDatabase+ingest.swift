@@ -31,7 +31,10 @@ extension CrashDatabase {
                     try gate.commit()
                     return fresh
                 }
-            } catch  where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
+            } catch
+                where (["40P01", "40001"].contains(sqlState(error)) || (error as? PostgresTransactionError)?.closureError is LateGroup)
+                && attempt < 5
+            {
                 attempt += 1
                 logger.debug("ingest transaction retried", metadata: ["db.sqlstate": "\(sqlState(error) ?? "")"])
             } catch let error as PostgresTransactionError where error.commitError.map(isAnsweredCommitFailure) == false {
@@ -44,13 +47,12 @@ extension CrashDatabase {
     /// groups (created with their counts, or locked in id order and counted) in one statement,
     /// then one statement with everything else. Four round trips with `BEGIN` and `COMMIT`
     /// (five when the batch has device ids, whose sketches are read after the lock; one more
-    /// when a resolved group regresses, and when another transaction created one of the batch's
-    /// groups while this one ran).
+    /// when a resolved group regresses).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
-        var claim = try await claimAndCount(items, connection)
+        let claim = try await claimAndCount(items, connection)
         let stored = items.filter { claim.fresh.contains($0.key) }
         guard !stored.isEmpty else { return claim.fresh }
-        try await countLateGroups(stored, &claim, connection)
+        if stored.contains(where: { claim.groups[$0.groupKey] == nil }) { throw LateGroup() }
         // The group of each stored report, looked up once for every statement below.
         let groupIDs = stored.map { claim.groups[$0.groupKey]! }
         let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
@@ -89,7 +91,7 @@ extension CrashDatabase {
     /// counts), as the statements did when they were three: each is read in full before the
     /// next, and the sorts read their input in full before the first row is written. A group
     /// that another transaction created after this statement's snapshot is in no part (its
-    /// insert conflicts, the lock does not see it): ``countLateGroups`` counts it.
+    /// insert conflicts, the lock does not see it): ``LateGroup``.
     enum ClaimAndCount: FixedStatement {
         static func query(_ items: [IngestItem]) -> PostgresQuery {
             """
@@ -140,45 +142,6 @@ extension CrashDatabase {
         static let sql = query([]).sql
     }
 
-    /// Groups of `stored` that ``ClaimAndCount`` did not find: created by another transaction
-    /// after its snapshot (another replica storing the same new crash). Read and counted now,
-    /// one statement each, as the statements did before they were merged.
-    private func countLateGroups(_ stored: [IngestItem], _ claim: inout Claim, _ connection: PostgresConnection) async throws {
-        let found = claim.groups
-        let late = Set(stored.map(\.groupKey).filter { found[$0] == nil })
-        guard !late.isEmpty else { return }
-        for key in late {
-            let again = try await connection.query(
-                "SELECT id FROM crash_groups WHERE project_id = \(key.project) AND signature = \(key.signature)",
-                logger: logger)
-            for try await id in again.decode(Int64.self) { claim.groups[key] = id }
-            guard claim.groups[key] != nil else { throw IngestStoreError(description: "crash group vanished during ingest") }
-        }
-        struct Delta {
-            var n: Int64 = 0
-            var first = Date.distantFuture
-            var last = Date.distantPast
-            var fatal = false
-        }
-        var deltas: [Int64: Delta] = [:]
-        for item in stored where late.contains(item.groupKey) {
-            let id = claim.groups[item.groupKey]!
-            var d = deltas[id, default: Delta()]
-            d.n += 1
-            d.first = min(d.first, item.report.timestamp)
-            d.last = max(d.last, item.report.timestamp)
-            d.fatal = d.fatal || item.report.fatal == true
-            deltas[id] = d
-        }
-        let ids = deltas.keys.sorted()
-        let d = ids.map { deltas[$0]! }
-        let resolved = try await connection.run(CountGroups.self, (ids, d.map(\.n), d.map(\.first), d.map(\.last), d.map(\.fatal)), logger: logger)
-        for try await row in resolved {
-            let (id, resolvedIn) = try row.decode((Int64, String?).self)
-            claim.resolved[id] = .some(resolvedIn)
-        }
-    }
-
     /// Turns the resolved groups that a new report regresses (its version >= `resolved_in`, or
     /// any report when `resolved_in` is absent; ``AppVersion``) into regressed; returns them.
     /// A statement only when one regresses.
@@ -197,31 +160,12 @@ extension CrashDatabase {
         }
         return regressedIDs
     }
-
-    /// Locks groups in id order (the materialized CTE, which the `UPDATE` joins, is read before
-    /// any row is updated), adds the counts, and returns the groups that were resolved: for the
-    /// late groups of ``countLateGroups``.
-    enum CountGroups: FixedStatement {
-        static func query(_ u: (ids: [Int64], n: [Int64], first: [Date], last: [Date], fatal: [Bool])) -> PostgresQuery {
-            """
-            WITH locked AS MATERIALIZED (
-                SELECT id, status, resolved_in FROM crash_groups WHERE id = ANY(\(u.ids)) ORDER BY id FOR UPDATE
-            ), updated AS (
-                UPDATE crash_groups g SET
-                    report_count = g.report_count + u.n,
-                    first_seen = LEAST(g.first_seen, u.f),
-                    last_seen = GREATEST(g.last_seen, u.l),
-                    fatal = g.fatal OR u.fatal
-                FROM locked k JOIN unnest(\(u.ids), \(u.n), \(u.first), \(u.last), \(u.fatal)) AS u(id, n, f, l, fatal) ON u.id = k.id
-                WHERE g.id = k.id
-                RETURNING k.id, k.status, k.resolved_in
-            )
-            SELECT id, resolved_in FROM updated WHERE status = 'resolved'
-            """
-        }
-        static let sql = query(([], [], [], [], [])).sql
-    }
 }
+
+/// A group of the batch was created by another transaction after the snapshot of
+/// ``CrashDatabase/ClaimAndCount`` (another replica storing the same new crash): that statement
+/// neither created nor counted it. The transaction is rolled back and run again, and then sees it.
+struct LateGroup: Error {}
 
 /// The ingest transaction found the database in a state it cannot explain.
 struct IngestStoreError: Error, CustomStringConvertible {
