@@ -85,6 +85,7 @@ struct Serve: AsyncParsableCommand {
         if let maxConnections { config.maxConnections = maxConnections }
         if let ingestShare { config.ingestShare = ingestShare }
         try config.validate()
+        MallocTuning.apply()
         let app = try await buildApplication(configuration: config, logger: makeLogger(config))
         try await app.runService()
     }

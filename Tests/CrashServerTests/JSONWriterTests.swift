@@ -1,3 +1,4 @@
+import CrashGrouping
 import CrashWire
 import Foundation
 import HTTPTypes
@@ -31,6 +32,24 @@ import Testing
         JSONWriter.strings([], into: &buffer)
         JSONWriter.object([:], into: &buffer)
         #expect(String(buffer: buffer) == "[]{}")
+    }
+
+    /// A queued report keeps its stack as the JSON text `JSONWriter` writes into a bind, in an
+    /// array allocated at the text's size: a `ByteBuffer` of this stack (2,374 bytes) had 4,096.
+    @Test func aQueuedReportsStackIsItsJSONAtItsSize() throws {
+        let frames = (0..<40).map { "\($0)   MyApp  0x00000001000041a0 -[Checkout confirm:] + \($0 * 7)" }
+        for stack in [frames, Self.tricky] {
+            var report = Report(id: UUID(), kind: .signal, reason: "r", app: AppInfo(id: "a", version: "1"))
+            report.stack = stack
+            let item = IngestItem(project: ProjectRef(id: 1, slug: "p", groupingVersion: .v2), report: report)
+            var written = ByteBuffer()
+            JSONWriter.strings(stack, into: &written)
+            let text = try #require(item.stack)
+            #expect(text == Array(written.readableBytesView))
+            #expect(try JSONSerialization.jsonObject(with: Data(text)) as? [String] == stack)
+            #expect(text.capacity - text.count < 32)
+            #expect(item.report.stack == nil)
+        }
     }
 
     /// RFC 8259's escapes, and nothing else escaped.

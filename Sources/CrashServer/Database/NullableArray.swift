@@ -64,7 +64,7 @@ enum JSONBValue: NullableArrayElement {
     case strings([String])
     case object([String: String])
     /// JSON text already written by ``JSONWriter`` (``IngestItem/stack``).
-    case written(ByteBuffer)
+    case written([UInt8])
 
     static var psqlElementType: PostgresDataType { .jsonb }
     static var psqlArrayType: PostgresDataType { .jsonbArray }
@@ -75,7 +75,7 @@ enum JSONBValue: NullableArrayElement {
         switch self {
         case .strings(let values): JSONWriter.strings(values, into: &buffer)
         case .object(let values): JSONWriter.object(values, into: &buffer)
-        case .written(let text): buffer.writeImmutableBuffer(text)
+        case .written(let text): buffer.writeBytes(text)
         }
     }
 }
