@@ -70,7 +70,7 @@ extension CrashDatabase {
     }
 
     private func claimAndCount(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Claim {
-        let result = try await connection.run(ClaimAndCount.self, items, logger: logger)
+        let result = try await connection.run(ClaimAndCount.self, ClaimAndCount.Input(items), logger: logger)
         var claim = Claim()
         for try await row in result {
             let (project, id, group, signature, resolved, resolvedIn) = try row.decode((Int64, UUID?, Int64?, String?, Bool?, String?).self)
@@ -83,8 +83,8 @@ extension CrashDatabase {
 
     /// Records the ids in the idempotency ledger (a duplicate touches nothing else: no group,
     /// count or rollup), then, for the reports whose ids were new, creates each missing group
-    /// from its earliest report (the first in the batch among equals) with its counts, and locks
-    /// the existing ones in id order and adds their counts. Rows: a claimed `(project, id)`, or
+    /// (its attributes from ``Input``, its times and counts from the reports claimed), and
+    /// locks the existing ones in id order and adds their counts. Rows: a claimed `(project, id)`, or
     /// a group `(project, id, signature, resolved, resolved_in)`.
     ///
     /// The parts run in the order of the final `UNION ALL` (ledger, new groups, locks and
@@ -93,34 +93,73 @@ extension CrashDatabase {
     /// that another transaction created after this statement's snapshot is in no part (its
     /// insert conflicts, the lock does not see it): ``LateGroup``.
     enum ClaimAndCount: FixedStatement {
-        static func query(_ items: [IngestItem]) -> PostgresQuery {
+        /// The batch as the statement binds it: each report's key, time, fatal flag and group
+        /// (an index into the groups, from 1), and each group's attributes once. A group's
+        /// attributes come from its earliest report in the batch (the first among equals); its
+        /// times and counts, in the statement, from the reports it claims.
+        struct Input {
+            var projects: [Int64] = [], ids: [UUID] = [], times: [Date] = [], groupIndexes: [Int64] = [], fatal: [Bool] = []
+            var groupProjects: [Int64] = [], signatures: [String] = [], versions: [String] = [], kinds: [String] = []
+            var titles: [String] = [], reasons: [String] = []
+
+            init() {}
+
+            init(_ items: [IngestItem]) {
+                var index: [GroupKey: Int] = [:]
+                var earliest: [Date] = []
+                for item in items {
+                    let key = item.groupKey
+                    let at = item.report.timestamp
+                    if let i = index[key] {
+                        groupIndexes.append(Int64(i + 1))
+                        guard at < earliest[i] else { continue }
+                        earliest[i] = at
+                        (kinds[i], titles[i], reasons[i]) = (item.report.kind.rawValue, item.signature.title, item.signature.normalizedReason)
+                        versions[i] = item.signature.version.rawValue
+                    } else {
+                        index[key] = signatures.count
+                        groupIndexes.append(Int64(signatures.count + 1))
+                        earliest.append(at)
+                        groupProjects.append(item.projectID)
+                        signatures.append(key.signature)
+                        versions.append(item.signature.version.rawValue)
+                        kinds.append(item.report.kind.rawValue)
+                        titles.append(item.signature.title)
+                        reasons.append(item.signature.normalizedReason)
+                    }
+                }
+                projects = items.map(\.projectID)
+                ids = items.map(\.report.id)
+                times = items.map(\.report.timestamp)
+                fatal = items.map { $0.report.fatal == true }
+            }
+        }
+
+        static func query(_ b: Input) -> PostgresQuery {
             """
             WITH input AS (
-                SELECT * FROM unnest(\(items.map(\.projectID)), \(items.map(\.report.id)), \(items.map(\.report.timestamp)),
-                                     \(items.map(\.signature.hash)), \(items.map(\.signature.version.rawValue)),
-                                     \(items.map(\.report.kind.rawValue)), \(items.map(\.signature.title)),
-                                     \(items.map(\.signature.normalizedReason)), \(items.map { $0.report.fatal == true }))
-                    WITH ORDINALITY AS r(p, id, ts, s, v, k, t, n, fatal, o)
+                SELECT * FROM unnest(\(b.projects), \(b.ids), \(b.times), \(b.groupIndexes), \(b.fatal)) AS r(p, id, ts, g, fatal)
+            ), groups AS (
+                SELECT * FROM unnest(\(b.groupProjects), \(b.signatures), \(b.versions), \(b.kinds), \(b.titles), \(b.reasons))
+                    WITH ORDINALITY AS x(p, s, v, k, t, reason, g)
             ), claimed AS (
                 INSERT INTO report_ids (project_id, id, ts)
                 SELECT p, id, ts FROM input ORDER BY p, id
                 ON CONFLICT (project_id, id) DO NOTHING
                 RETURNING project_id, id
-            ), fresh AS (
-                SELECT i.* FROM input i JOIN claimed c ON c.project_id = i.p AND c.id = i.id
             ), counts AS (
-                SELECT p, s, count(*) AS n, min(ts) AS f, max(ts) AS l, bool_or(fatal) AS fatal FROM fresh GROUP BY p, s
-            ), firsts AS (
-                SELECT DISTINCT ON (p, s) p, s, v, k, t, n FROM fresh ORDER BY p, s, ts, o
+                SELECT i.g, count(*) AS n, min(i.ts) AS f, max(i.ts) AS l, bool_or(i.fatal) AS fatal
+                FROM input i JOIN claimed c ON c.project_id = i.p AND c.id = i.id GROUP BY i.g
             ), ins AS (
                 INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason,
                                           first_seen, last_seen, report_count, fatal)
-                SELECT f.p, f.s, f.v, f.k, f.t, f.n, c.f, c.l, c.n, c.fatal FROM firsts f JOIN counts c ON c.p = f.p AND c.s = f.s
-                ORDER BY f.p, f.s
+                SELECT x.p, x.s, x.v, x.k, x.t, x.reason, c.f, c.l, c.n, c.fatal FROM counts c JOIN groups x ON x.g = c.g
+                ORDER BY x.p, x.s
                 ON CONFLICT (project_id, signature) DO NOTHING
                 RETURNING id, project_id, signature
             ), locked AS MATERIALIZED (
-                SELECT g.id, g.status, g.resolved_in FROM crash_groups g JOIN counts c ON g.project_id = c.p AND g.signature = c.s
+                SELECT g.id, g.status, g.resolved_in, x.g AS batch_group
+                FROM crash_groups g JOIN groups x ON g.project_id = x.p AND g.signature = x.s JOIN counts c ON c.g = x.g
                 ORDER BY g.id FOR UPDATE OF g
             ), updated AS (
                 UPDATE crash_groups g SET
@@ -128,8 +167,8 @@ extension CrashDatabase {
                     first_seen = LEAST(g.first_seen, c.f),
                     last_seen = GREATEST(g.last_seen, c.l),
                     fatal = g.fatal OR c.fatal
-                FROM locked k, counts c
-                WHERE g.id = k.id AND c.p = g.project_id AND c.s = g.signature
+                FROM locked k JOIN counts c ON c.g = k.batch_group
+                WHERE g.id = k.id
                 RETURNING g.project_id, g.id, g.signature, k.status = 'resolved', k.resolved_in
             )
             SELECT project_id, id, NULL::bigint, NULL::text, NULL::boolean, NULL::text FROM claimed
@@ -139,7 +178,7 @@ extension CrashDatabase {
             SELECT project_id, NULL, id, signature, resolved, resolved_in FROM updated AS u(project_id, id, signature, resolved, resolved_in)
             """
         }
-        static let sql = query([]).sql
+        static let sql = query(Input()).sql
     }
 
     /// Turns the resolved groups that a new report regresses (its version >= `resolved_in`, or
