@@ -15,7 +15,7 @@ protocol FixedStatement {
     static var sql: String { get }
 }
 
-/// The prepared form of a ``FixedStatement``; its name is its type's (`Prepared<ClaimIDsAndGroups>`).
+/// The prepared form of a ``FixedStatement``; its name is its type's (`Prepared<ClaimAndCount>`).
 struct Prepared<Statement: FixedStatement>: PostgresPreparedStatement {
     typealias Row = PostgresRow
     static var sql: String { Statement.sql }

@@ -52,9 +52,13 @@ extension CrashDatabase {
         let claim = try await claimAndCount(items, connection)
         let stored = items.filter { claim.fresh.contains($0.key) }
         guard !stored.isEmpty else { return claim.fresh }
-        if stored.contains(where: { claim.groups[$0.groupKey] == nil }) { throw LateGroup() }
         // The group of each stored report, looked up once for every statement below.
-        let groupIDs = stored.map { claim.groups[$0.groupKey]! }
+        var groupIDs: [Int64] = []
+        groupIDs.reserveCapacity(stored.count)
+        for item in stored {
+            guard let id = claim.groups[item.groupKey] else { throw LateGroup() }
+            groupIDs.append(id)
+        }
         let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
         try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
         return claim.fresh
@@ -114,8 +118,9 @@ extension CrashDatabase {
                         groupIndexes.append(Int64(i + 1))
                         guard at < earliest[i] else { continue }
                         earliest[i] = at
-                        (kinds[i], titles[i], reasons[i]) = (item.report.kind.rawValue, item.signature.title, item.signature.normalizedReason)
-                        versions[i] = item.signature.version.rawValue
+                        (versions[i], kinds[i], titles[i], reasons[i]) = (
+                            item.signature.version.rawValue, item.report.kind.rawValue, item.signature.title, item.signature.normalizedReason
+                        )
                     } else {
                         index[key] = signatures.count
                         groupIndexes.append(Int64(signatures.count + 1))

@@ -10,7 +10,8 @@ extension CrashDatabase {
     /// sketches first) and the webhook outbox (``alertEventRows(_:regressed:)``). Runs inside
     /// the ingest transaction, so rollups and reports never disagree.
     ///
-    /// Every part is keyed by a group this transaction holds `FOR UPDATE` (``ClaimAndCount``), except
+    /// Every part is keyed by a group this transaction holds (inserted, or locked `FOR UPDATE`:
+    /// ``ClaimAndCount``), except
     /// `project_hourly`, whose keys are sorted; so the parts' order within the statement, which
     /// PostgreSQL does not define, cannot make two batches wait on each other in a cycle that the
     /// group locks did not already prevent.
