@@ -36,7 +36,10 @@ extension CrashDatabase {
                 && attempt < 5
             {
                 attempt += 1
-                logger.debug("ingest transaction retried", metadata: ["db.sqlstate": "\(sqlState(error) ?? "")"])
+                // A deadlock or serialization failure names its SQLSTATE; a late group has none.
+                logger.debug(
+                    "ingest transaction retried",
+                    metadata: ["ingest.attempt": "\(attempt)", "ingest.retry_reason": "\(sqlState(error) ?? "late group")"])
             } catch let error as PostgresTransactionError where error.commitError.map(isAnsweredCommitFailure) == false {
                 throw CommitOutcomeUnknown(underlying: error)
             }
