@@ -10,6 +10,10 @@ public struct IngestBatch: Sendable {
         public var index: Int
         public var report: Report
         public var signature: Signature
+        /// The report's `stack` array as the body sent it (JSON text without the white space
+        /// between tokens): the same value as `report.stack`, for whoever stores it as JSON
+        /// without writing it again. Nil when `stack` is absent or null.
+        public var stackJSON: [UInt8]?
     }
 
     /// Elements in the body's `reports` array (1 to 1000).
@@ -113,18 +117,20 @@ public final class IngestBodyReader {
         if !elements.isEmpty {
             bytes.withUnsafeBufferPointer { all in
                 for element in elements {
-                    let slot = ReportReader.read(
-                        element: UnsafeBufferPointer(rebasing: all[(element.lowerBound - bytesStart)..<(element.upperBound - bytesStart)]),
-                        now: now)
+                    let text = UnsafeBufferPointer(
+                        rebasing: all[(element.lowerBound - bytesStart)..<(element.upperBound - bytesStart)])
+                    let slot = ReportReader.read(element: text, now: now)
                     let index = accepted.count + rejected.count
                     switch slot {
                     case .failure(let rejection):
                         rejected.append(.init(index: index, error: rejection.message))
-                    case .success(let report):
+                    case .success(let read):
+                        let report = read.report
                         let signature = Grouping.signature(
                             kind: report.kind, reason: report.reason, stack: report.stack,
                             fingerprint: report.fingerprint, version: version)
-                        accepted.append(.init(index: index, report: report, signature: signature))
+                        let stackJSON = read.stackText.map { Array(text[$0]) }
+                        accepted.append(.init(index: index, report: report, signature: signature, stackJSON: stackJSON))
                     }
                 }
             }

@@ -143,12 +143,7 @@ struct JSONBodyScanner {
             switch state {
             case .string:
                 // The hot loop: plain ASCII string content.
-                var j = i
-                while j < count {
-                    let c = bytes[j]
-                    if c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 { break }
-                    j += 1
-                }
+                let j = JSONText.endOfPlainText(bytes, from: i, stoppingAtNonASCII: true)
                 if collectingKey { for k in i..<j { collectKeyByte(bytes[k]) } }
                 i = j
                 guard i < count else { continue }

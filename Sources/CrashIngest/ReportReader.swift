@@ -11,7 +11,14 @@ import Foundation
 /// not kept. So a report costs at most its limits in memory, whatever the body holds.
 struct ReportReader {
     /// One element of `reports`: a valid report, or the message that rejects it.
-    typealias Slot = Result<Report, Rejection>
+    typealias Slot = Result<Read, Rejection>
+
+    /// A valid report, and where its `stack` array's JSON text is in the element's bytes
+    /// (nil when absent or null).
+    struct Read {
+        var report: Report
+        var stackText: Range<Int>?
+    }
 
     struct Rejection: Error {
         var message: String
@@ -73,9 +80,12 @@ struct ReportReader {
             return .failure(Rejection("report: must be an object"))
         }
         var at = [Int?](repeating: nil, count: Field.allCases.count)
+        var stackEnd = 0
         forEachMember { reader, key in
-            if let field = reader.field(key) { at[field.rawValue] = reader.i }
+            let field = reader.field(key)
+            if let field { at[field.rawValue] = reader.i }
             reader.skipValue()
+            if field == .stack { stackEnd = reader.i }
         }
         let end = i
         defer { i = end }
@@ -89,7 +99,8 @@ struct ReportReader {
         if let problem = report.validationError(now: now) {
             return .failure(Rejection(oversize.restore(problem)))
         }
-        return .success(report)
+        let stackText = at[Field.stack.rawValue].flatMap { bytes[$0] == 0x5B ? $0..<stackEnd : nil }
+        return .success(Read(report: report, stackText: stackText))
     }
 
     private func field(_ key: JSONText.Span) -> Field? {
@@ -299,14 +310,11 @@ struct ReportReader {
         let start = i
         var escaped = false
         while true {
-            let b = bytes[i]
-            if b == 0x22 { break }
-            if b == 0x5C {
-                escaped = true
-                i += 2
-            } else {
-                i += 1
-            }
+            // Valid JSON: the only bytes that stop the run are `"` and `\`.
+            i = JSONText.endOfPlainText(bytes, from: i, stoppingAtNonASCII: false)
+            if bytes[i] == 0x22 { break }
+            escaped = true
+            i += 2
         }
         let span = JSONText.Span(start: start, end: i, escaped: escaped)
         i += 1

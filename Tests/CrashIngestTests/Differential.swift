@@ -64,7 +64,12 @@ enum Verdict: Equatable, CustomStringConvertible {
             }
             let batch = try reader.finish()
             var slots = [Slot](repeating: Slot(), count: batch.count)
-            for item in batch.accepted { slots[item.index] = Slot(report: item.report) }
+            for item in batch.accepted {
+                // The stack's JSON text handed to the server is the same value as the frames.
+                let decoded = item.stackJSON.flatMap { try? JSONDecoder().decode([String].self, from: Data($0)) }
+                let sameStack = (item.stackJSON == nil) == (item.report.stack == nil) && decoded == item.report.stack
+                slots[item.index] = sameStack ? Slot(report: item.report) : Slot(error: "stackJSON is not the stack")
+            }
             for rejection in batch.rejected { slots[rejection.index] = Slot(error: rejection.error) }
             return .batch(slots)
         } catch {

@@ -1,3 +1,4 @@
+import CrashIngest
 import NIOCore
 
 /// Writes a report's `stack`/`fingerprint` (an array of strings) and `context` (an object of
@@ -19,10 +20,11 @@ enum JSONWriter {
         var value = value
         value.withUTF8 { bytes in
             var start = 0
-            for i in 0..<bytes.count {
-                let byte = bytes[i]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            while true {
+                let i = JSONText.endOfPlainText(bytes, from: start, stoppingAtNonASCII: false)
                 buffer.write(UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                guard i < bytes.count else { break }
+                let byte = bytes[i]
                 start = i + 1
                 switch byte {
                 case UInt8(ascii: "\""): buffer.write("\\\"")
@@ -36,7 +38,6 @@ enum JSONWriter {
                     buffer.write(hexDigits[Int(byte & 0xF)])
                 }
             }
-            buffer.write(UnsafeBufferPointer(rebasing: bytes[start...]))
         }
         buffer.write(UInt8(ascii: "\""))
     }

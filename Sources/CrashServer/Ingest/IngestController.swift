@@ -44,7 +44,10 @@ struct IngestController: Sendable {
         items.reserveCapacity(batch.accepted.count)
         batch.accepted.reverse()
         while let accepted = batch.accepted.popLast() {
-            items.append(IngestItem(projectID: project.id, report: accepted.report, signature: accepted.signature))
+            items.append(
+                IngestItem(
+                    projectID: project.id, report: accepted.report, signature: accepted.signature,
+                    stackJSON: accepted.stackJSON))
         }
         let (count, rejected) = (batch.count, batch.rejected)
         let response = try await store(items, count: count, rejected: rejected, project: project, logger: context.logger)

@@ -12,7 +12,8 @@ final class IngestItem: Sendable {
     /// The report without its `stack`, which is kept as ``stack`` instead.
     let report: Report
     let signature: Signature
-    /// The report's `stack` as the `jsonb` text its `reports` row stores, written once here.
+    /// The report's `stack` as the `jsonb` text its `reports` row stores: the body's own text
+    /// of the array (`POST /v1/reports`), or written once here from the frames.
     ///
     /// A queued report used to keep a `String` per frame: at batch 100 x 64 the frames were
     /// 27 of the server's 46 MB of Swift allocations at its peak (`heaptrack`), about twice
@@ -24,9 +25,11 @@ final class IngestItem: Sendable {
     /// docs/performance.md session 10), about 1.5 times the text they held.
     let stack: [UInt8]?
 
-    init(projectID: Int64, report: Report, signature: Signature) {
+    /// - Parameter stackJSON: `report.stack` as JSON text when the caller has it (the body's
+    ///   own text, ``IngestBatch/Accepted/stackJSON``); written from the frames when nil.
+    init(projectID: Int64, report: Report, signature: Signature, stackJSON: [UInt8]? = nil) {
         var report = report
-        stack = report.stack.map { frames in
+        stack = stackJSON ?? report.stack.map { frames in
             // Sized for frames without escapes (the usual case): written without growing.
             var text: [UInt8] = []
             text.reserveCapacity(frames.reduce(2) { $0 + $1.utf8.count + 3 })
