@@ -1,4 +1,5 @@
-import CrashIngest
+import Foundation
+@testable import CrashIngest
 import Testing
 
 @Suite struct JSONTextTests {
@@ -45,5 +46,44 @@ import Testing
                 }
             }
         }
+    }
+}
+
+@Suite struct ReportIDTests {
+    /// The RFC 9562 text form: 8-4-4-4-12 hexadecimal digits.
+    private func isCanonical(_ text: String) -> Bool {
+        let b = Array(text.utf8)
+        guard b.count == 36 else { return false }
+        return b.indices.allSatisfy { i in
+            [8, 13, 18, 23].contains(i) ? b[i] == 0x2D : (b[i] >= 0x30 && b[i] <= 0x39) || (b[i] | 0x20 >= 0x61 && b[i] | 0x20 <= 0x66)
+        }
+    }
+
+    /// The reader's own UUID parser reads what `UUID(uuidString:)` reads, value included, and
+    /// refuses what that parser lets through by `sscanf`'s leniency (a sign or a space in place
+    /// of a digit: `-3` reads as the byte 0xFD there).
+    @Test func idsParseAsFoundationParsesThem() {
+        let valid = UUID().uuidString
+        var cases = [valid, valid.lowercased(), "6f9619ff-8B86-D011-b42d-00C04FC964FF", "", "x", "{\(valid)}",
+            String(valid.dropLast()), valid + "0", valid.replacingOccurrences(of: "-", with: ""),
+            "6F9619FF8B86-D011-B42D-00C04FC964FF-", "6F9619FF-8B86-D011-B42D-00C04FC964FG", "6F9619FF-8B86-D011-B42D 00C04FC964FF",
+            "6F9619FF-8B86-D011-B42D-00C04FC964F\u{E9}", "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]
+        // Every byte value in every position of an otherwise valid id.
+        let template = Array(valid.utf8)
+        for position in 0..<template.count {
+            for byte in [0x00, 0x2D, 0x2F, 0x30, 0x39, 0x3A, 0x40, 0x41, 0x46, 0x47, 0x60, 0x61, 0x66, 0x67, 0x7F] {
+                var bytes = template
+                bytes[position] = UInt8(byte)
+                cases.append(String(decoding: bytes, as: UTF8.self))
+            }
+        }
+        var lenient = 0
+        for text in cases {
+            let expected = isCanonical(text) ? UUID(uuidString: text) : nil
+            if isCanonical(text) { #expect(expected != nil, "\(text.debugDescription)") }
+            if expected == nil, UUID(uuidString: text) != nil { lenient += 1 }
+            #expect(ReportReader.uuid(text) == expected, "\(text.debugDescription)")
+        }
+        #expect(lenient > 0)  // the cases include what Foundation lets through
     }
 }
