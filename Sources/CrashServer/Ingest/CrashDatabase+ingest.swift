@@ -166,16 +166,19 @@ extension CrashDatabase {
                 ON CONFLICT (project_id, signature) DO NOTHING
                 RETURNING id, project_id, signature
             ), locked AS MATERIALIZED (
-                SELECT g.id, g.status, g.resolved_in, x.g AS batch_group
+                SELECT g.id, g.status, g.resolved_in, c.n, c.f, c.l, c.fatal
                 FROM crash_groups g JOIN groups x ON g.project_id = x.p AND g.signature = x.s JOIN counts c ON c.g = x.g
                 ORDER BY g.id FOR UPDATE OF g
             ), updated AS (
+                -- The counts ride along with the locked rows: joined to `counts` again here, the
+                -- generic plan (which takes every CTE for one row) looped over `counts` once per
+                -- locked group, 60 of a 100 ms statement at 350 groups (docs/performance.md, session 11).
                 UPDATE crash_groups g SET
-                    report_count = g.report_count + c.n,
-                    first_seen = LEAST(g.first_seen, c.f),
-                    last_seen = GREATEST(g.last_seen, c.l),
-                    fatal = g.fatal OR c.fatal
-                FROM locked k JOIN counts c ON c.g = k.batch_group
+                    report_count = g.report_count + k.n,
+                    first_seen = LEAST(g.first_seen, k.f),
+                    last_seen = GREATEST(g.last_seen, k.l),
+                    fatal = g.fatal OR k.fatal
+                FROM locked k
                 WHERE g.id = k.id
                 RETURNING g.project_id, g.id, g.signature, k.status = 'resolved', k.resolved_in
             )
