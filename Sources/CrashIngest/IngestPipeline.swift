@@ -25,58 +25,40 @@ public struct IngestBatch: Sendable {
 }
 
 /// The one pipeline from request bytes to validated, signed reports: feed the body's
-/// chunks as they arrive, then ``finish()``.
+/// chunks as they arrive, then ``finish(now:)``.
 ///
-/// Chunks are counted against the compressed cap, decoded (gzip/deflate/br/zstd) with
-/// output capped, and scanned as they come by ``JSONBodyScanner``, which refuses a bad body
-/// at the first byte that proves it bad (the 1001st report, nesting past 32, a raw control
-/// character, invalid UTF-8 or JSON), before the rest is received or inflated. Each element
-/// of `reports` is read by ``ReportReader`` and signed by `Grouping` as soon as its last
-/// byte is scanned, and its bytes are dropped. Memory: the element being received (the
-/// chunk it arrived in included) plus the reports read so far; not the body.
+/// Chunks are counted against the compressed cap, decoded (gzip/deflate/br/zstd) with output
+/// capped, and scanned as they come by ``JSONBodyScanner``, which refuses a bad body at
+/// the first byte that proves it bad (the 1001st report, nesting past 32, a raw control
+/// character, invalid UTF-8 or JSON), before the rest is received or inflated. A body that
+/// passes is then read into reports by ``ReportReader`` and signed by `Grouping`. Memory:
+/// the decoded body without the white space between its tokens (at most the decompressed
+/// cap) plus the reports it yields.
 public final class IngestBodyReader {
     private var body: CappedBodyReader
     private var scanner = JSONBodyScanner()
-    private let now: Date
-    private let version: GroupingVersion
-    /// The decoded bytes from the element being received on, as the scanner hands them on:
-    /// without the white space between tokens.
+    /// The decoded body as the scanner hands it on: without the white space between tokens.
     private var bytes: [UInt8] = []
-    /// The scanner's position of `bytes[0]`.
-    private var bytesStart = 0
-    private var accepted: [IngestBatch.Accepted] = []
-    private var rejected: [IngestResponse.Rejection] = []
     /// Why the body is bad, once proven: the rest is only counted against the caps.
     private var refusal: IngestError?
 
     /// A reader for one body with the given `Content-Encoding` header and caps; 415 for an
-    /// unsupported encoding. Reports are validated against `now` and signed with the
-    /// project's grouping `version` (by default what new projects get).
-    public convenience init(
-        contentEncoding: String?, maxBodyBytes: Int, maxDecompressedBytes: Int, now: Date = Date(),
-        version: GroupingVersion = .newProjectDefault
-    ) throws(IngestError) {
+    /// unsupported encoding.
+    public convenience init(contentEncoding: String?, maxBodyBytes: Int, maxDecompressedBytes: Int) throws(IngestError) {
         try self.init(
             coding: ContentCoding(header: contentEncoding), maxBodyBytes: maxBodyBytes,
-            maxDecompressedBytes: maxDecompressedBytes, now: now, version: version)
+            maxDecompressedBytes: maxDecompressedBytes)
     }
 
-    public init(
-        coding: ContentCoding, maxBodyBytes: Int, maxDecompressedBytes: Int, now: Date = Date(),
-        version: GroupingVersion = .newProjectDefault
-    ) throws(IngestError) {
+    public init(coding: ContentCoding, maxBodyBytes: Int, maxDecompressedBytes: Int) throws(IngestError) {
         body = try CappedBodyReader(coding: coding, maxBodyBytes: maxBodyBytes, maxDecompressedBytes: maxDecompressedBytes)
-        self.now = now
-        self.version = version
     }
 
     /// Bytes received so far, as sent.
     public var receivedBytes: Int { body.receivedBytes }
-    /// Bytes decoded so far, white space between tokens left out. What the reports read
-    /// from them hold is no more than this.
-    public var decodedBytes: Int { scanner.handedOn }
-    /// Decoded bytes held now: those of the element being received.
-    public var heldBytes: Int { bytes.count }
+    /// Bytes decoded and kept so far (the JSON held in memory, white space between tokens
+    /// left out).
+    public var decodedBytes: Int { bytes.count }
 
     /// Takes the next chunk of the body as received.
     public func feed(_ chunk: UnsafeRawBufferPointer) throws(IngestError) {
@@ -88,11 +70,7 @@ public final class IngestBodyReader {
                 } catch let error as IngestError where !JSONBodyScanner.isImmediate(error) {
                     self.refusal = error
                     self.bytes = []
-                    self.accepted = []
-                    self.rejected = []
-                    return
                 }
-                self.readElements()
             }
         } catch let error as IngestError {
             throw error
@@ -110,55 +88,37 @@ public final class IngestBodyReader {
         }
     }
 
-    /// Reads and signs the elements scanned to their end, then drops every byte before the
-    /// element still being received.
-    private func readElements() {
-        let elements = scanner.takeElements()
-        if !elements.isEmpty {
-            bytes.withUnsafeBufferPointer { all in
-                for element in elements {
-                    let text = UnsafeBufferPointer(
-                        rebasing: all[(element.lowerBound - bytesStart)..<(element.upperBound - bytesStart)])
-                    let slot = ReportReader.read(element: text, now: now)
-                    let index = accepted.count + rejected.count
-                    switch slot {
-                    case .failure(let rejection):
-                        rejected.append(.init(index: index, error: rejection.message))
-                    case .success(let read):
-                        let report = read.report
-                        let signature = Grouping.signature(
-                            kind: report.kind, reason: report.reason, stack: report.stack,
-                            fingerprint: report.fingerprint, version: version)
-                        let stackJSON = read.stackText.map { Array(text[$0]) }
-                        accepted.append(.init(index: index, report: report, signature: signature, stackJSON: stackJSON))
-                    }
-                }
-            }
-        }
-        let keepFrom = scanner.elementStart ?? scanner.handedOn
-        if keepFrom > bytesStart {
-            bytes.removeSubrange(0..<(keepFrom - bytesStart))
-            bytesStart = keepFrom
-        }
-    }
-
-    /// Ends the body: its reports, validated and signed.
-    public func finish() throws(IngestError) -> IngestBatch {
+    /// Ends the body: reads, validates (against `now`) and signs its reports with the
+    /// project's grouping `version`.
+    public func finish(now: Date = Date(), version: GroupingVersion) throws(IngestError) -> IngestBatch {
         try body.finish()
         if let refusal { throw refusal }
         guard scanner.offset > 0 else { throw .badRequest("body is empty: expected a JSON object with a \"reports\" array") }
         try scanner.finish()
-        guard scanner.sawReports else { throw .badRequest("body has no \"reports\" array") }
-        let count = accepted.count + rejected.count
-        guard count > 0 else {
-            throw .badRequest("\"reports\" has 0 reports; send 1 to \(WireProtocol.maxReportsPerBatch)")
+        let slots: [ReportReader.Slot]
+        do {
+            slots = try bytes.withUnsafeBufferPointer { try ReportReader.read($0, now: now) }
+        } catch {
+            throw error as! IngestError  // read throws nothing else
         }
-        defer {
-            bytes = []
-            accepted = []
-            rejected = []
+        var accepted: [IngestBatch.Accepted] = []
+        var rejected: [IngestResponse.Rejection] = []
+        accepted.reserveCapacity(slots.count)
+        for (index, slot) in slots.enumerated() {
+            switch slot {
+            case .failure(let rejection):
+                rejected.append(.init(index: index, error: rejection.message))
+            case .success(let read):
+                let report = read.report
+                let signature = Grouping.signature(
+                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
+                    version: version)
+                let stackJSON = read.stackText.map { Array(bytes[$0]) }
+                accepted.append(.init(index: index, report: report, signature: signature, stackJSON: stackJSON))
+            }
         }
-        return IngestBatch(count: count, accepted: accepted, rejected: rejected)
+        bytes = []
+        return IngestBatch(count: slots.count, accepted: accepted, rejected: rejected)
     }
 
     /// Reads a whole body at once (signed with `version`, by default what new projects get).
@@ -168,10 +128,9 @@ public final class IngestBodyReader {
         version: GroupingVersion = .newProjectDefault
     ) throws(IngestError) -> IngestBatch {
         let reader = try IngestBodyReader(
-            contentEncoding: contentEncoding, maxBodyBytes: maxBodyBytes, maxDecompressedBytes: maxDecompressedBytes,
-            now: now, version: version)
+            contentEncoding: contentEncoding, maxBodyBytes: maxBodyBytes, maxDecompressedBytes: maxDecompressedBytes)
         try reader.feed(body)
-        return try reader.finish()
+        return try reader.finish(now: now, version: version)
     }
 }
 

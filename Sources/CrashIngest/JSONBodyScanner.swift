@@ -13,10 +13,8 @@ import CrashWire
 /// It hands on the body without the white space between tokens (``scan(_:keeping:)``):
 /// JSON needs none of it once the grammar is checked, so a body padded with white space
 /// (the zip bomb: `{"reports":[` and 16 MiB of spaces) costs the time to skip it, eight
-/// bytes at a time, not the memory to keep it. It marks where each element of `reports`
-/// starts and ends in what it hands on (``elementStart``, ``takeElements()``), so that
-/// ``ReportReader`` reads each report as soon as its last byte has arrived and the caller
-/// keeps no more than the element being received.
+/// bytes at a time, not the memory to keep it. ``ReportReader`` then reads the values of a
+/// body this scanner passed.
 struct JSONBodyScanner {
     /// Deepest nesting of arrays and objects, the top-level object included.
     static let maxDepth = 32
@@ -46,17 +44,10 @@ struct JSONBodyScanner {
     // The top-level object's keys, collected (raw, capped) to find `reports`.
     private var key: [UInt8] = []
     private var keyIsReports = false
-    /// The top-level object has a `reports` key.
-    private(set) var sawReports = false
+    private var sawReports = false
     private var inReports = false
     /// Elements of `reports` seen so far.
     private(set) var reportCount = 0
-    /// Bytes handed on so far: the positions below count in these.
-    private(set) var handedOn = 0
-    /// Where the element of `reports` being scanned starts, if one is.
-    private(set) var elementStart: Int?
-    /// Elements of `reports` scanned to their end since ``takeElements()`` last ran.
-    private var elements: [Range<Int>] = []
 
     init() {
         stack.reserveCapacity(Self.maxDepth)
@@ -80,13 +71,6 @@ struct JSONBodyScanner {
     /// are answered once the body has been received, so that a size limit it also breaks
     /// decides first (413 over 400, as before), still without keeping any more of it.
     static func isImmediate(_ error: IngestError) -> Bool { error == tooMany || error == tooDeep }
-
-    /// The elements of `reports` scanned to their end since the last call, in order, as
-    /// ranges of the bytes handed on (``handedOn`` counts them from the body's start).
-    mutating func takeElements() -> [Range<Int>] {
-        defer { elements.removeAll(keepingCapacity: true) }
-        return elements
-    }
 
     /// Scans the next bytes of the body and appends them to `kept`, without the white space
     /// between tokens. After a throw, `kept` holds an unspecified prefix.
@@ -132,10 +116,7 @@ struct JSONBodyScanner {
                 continue
             }
             if state.rawValue <= State.end.rawValue, Self.isSpace(b) {
-                if keptUpTo < i {
-                    kept.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[keptUpTo..<i]))
-                    handedOn += i - keptUpTo
-                }
+                if keptUpTo < i { kept.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[keptUpTo..<i])) }
                 i = Self.endOfSpace(bytes, from: i + 1)
                 keptUpTo = i
                 continue
@@ -181,7 +162,6 @@ struct JSONBodyScanner {
                     try close(array: true)
                     break
                 }
-                if stack.count == 2, inReports { elementStart = handedOn + i - keptUpTo }
                 try beginValue(b)
             case .keyOrClose, .key:
                 if b == 0x7D, state == .keyOrClose {
@@ -198,10 +178,6 @@ struct JSONBodyScanner {
                 state = .value
             case .afterValue:
                 let inObject = stack.last!
-                if stack.count == 2, inReports, b == 0x2C || b == 0x5D, let start = elementStart {
-                    elements.append(start..<(handedOn + i - keptUpTo))
-                    elementStart = nil
-                }
                 if b == 0x2C {
                     state = inObject ? .key : .value
                 } else if b == 0x7D, inObject {
@@ -255,10 +231,7 @@ struct JSONBodyScanner {
             }
             i += 1
         }
-        if keptUpTo < count {
-            kept.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[keptUpTo..<count]))
-            handedOn += count - keptUpTo
-        }
+        if keptUpTo < count { kept.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[keptUpTo..<count])) }
         offset += count
     }
 

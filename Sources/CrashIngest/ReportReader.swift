@@ -1,9 +1,9 @@
 import CrashWire
 import Foundation
 
-/// The second pass over an ingest body that ``JSONBodyScanner`` passed: reads each element
-/// of the `reports` array into a validated `Report` value or a rejection that names the
-/// field, with the decisions and messages of the wire format's `Decodable` types
+/// The second pass over an ingest body that ``JSONBodyScanner`` passed: reads the
+/// `reports` array element by element into validated `Report` values or rejections that
+/// name the field, with the decisions and messages of the wire format's `Decodable` types
 /// (fields in declaration order, the first failure wins), then `Report.validationError`.
 ///
 /// A string longer than its field allows is measured, not copied: its report is rejected
@@ -13,8 +13,8 @@ struct ReportReader {
     /// One element of `reports`: a valid report, or the message that rejects it.
     typealias Slot = Result<Read, Rejection>
 
-    /// A valid report, and where its `stack` array's JSON text is in the element's bytes
-    /// (nil when absent or null).
+    /// A valid report, and where its `stack` array's JSON text is in the body's bytes (nil
+    /// when absent or null).
     struct Read {
         var report: Report
         var stackText: Range<Int>?
@@ -34,11 +34,32 @@ struct ReportReader {
         self.now = now
     }
 
-    /// Reads and validates one element of a `reports` array: `bytes` are the element, as
-    /// ``JSONBodyScanner`` passed and handed it on.
-    static func read(element bytes: UnsafeBufferPointer<UInt8>, now: Date) -> Slot {
+    /// Reads and validates every element of the body's `reports` array. A valid report's
+    /// `stackText` is a range of `bytes`.
+    static func read(_ bytes: UnsafeBufferPointer<UInt8>, now: Date) throws(IngestError) -> [Slot] {
         var reader = ReportReader(bytes, now: now)
-        return reader.readReport()
+        return try reader.readBody()
+    }
+
+    private mutating func readBody() throws(IngestError) -> [Slot] {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == 0x7B else { throw JSONBodyScanner.notAnObject }
+        var reportsAt: Int?
+        forEachMember { reader, key in
+            if reader.equals(key, "reports") { reportsAt = reader.i }
+            reader.skipValue()
+        }
+        guard let reportsAt else { throw IngestError.badRequest("body has no \"reports\" array") }
+        i = reportsAt
+        guard bytes[i] == 0x5B else { throw JSONBodyScanner.notAnArray }
+        var slots: [Slot] = []
+        forEachElement { reader, _ in
+            slots.append(reader.readReport())
+        }
+        guard !slots.isEmpty else {
+            throw IngestError.badRequest("\"reports\" has 0 reports; send 1 to \(WireProtocol.maxReportsPerBatch)")
+        }
+        return slots
     }
 
     // MARK: One report

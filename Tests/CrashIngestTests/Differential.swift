@@ -57,12 +57,12 @@ enum Verdict: Equatable, CustomStringConvertible {
     /// The streaming pipeline, fed in chunks of `chunk` bytes (all at once when nil).
     static func streaming(_ bytes: [UInt8], now: Date, chunk: Int? = nil) -> Verdict {
         do {
-            let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: .max, maxDecompressedBytes: 64 << 20, now: now)
+            let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: .max, maxDecompressedBytes: 64 << 20)
             let size = chunk ?? max(bytes.count, 1)
             for start in stride(from: 0, to: bytes.count, by: size) {
                 try reader.feed(Array(bytes[start..<min(start + size, bytes.count)]))
             }
-            let batch = try reader.finish()
+            let batch = try reader.finish(now: now, version: .newProjectDefault)
             var slots = [Slot](repeating: Slot(), count: batch.count)
             for item in batch.accepted {
                 // The stack's JSON text handed to the server is the same value as the frames.

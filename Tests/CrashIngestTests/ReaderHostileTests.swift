@@ -13,12 +13,12 @@ import Testing
 
     private func refusal(_ body: [UInt8], encoding: String? = nil, chunk: Int = 65_536) -> (IngestError?, IngestBodyReader?) {
         do {
-            let reader = try IngestBodyReader(contentEncoding: encoding, maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20, now: now)
+            let reader = try IngestBodyReader(contentEncoding: encoding, maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20)
             do {
                 for start in stride(from: 0, to: body.count, by: chunk) {
                     try reader.feed(Array(body[start..<min(start + chunk, body.count)]))
                 }
-                _ = try reader.finish()
+                _ = try reader.finish(now: now, version: .newProjectDefault)
                 return (nil, reader)
             } catch {
                 return (error, reader)
@@ -75,37 +75,12 @@ import Testing
             if !inString, byte == 0x2C || byte == 0x3A || byte == 0x5B || byte == 0x7B { padded += padding }
         }
         padded += padding
-        let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20, now: now)
+        let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20)
         try reader.feed(padded)
         #expect(reader.decodedBytes == compact.count)
-        #expect(try reader.finish().accepted.count == 1)
+        #expect(try reader.finish(now: now, version: .newProjectDefault).accepted.count == 1)
         #expect(Verdict.streaming(padded, now: now, chunk: 4093) == Verdict.streaming(compact, now: now))
         #expect(Verdict.streaming(compact, now: now).status == 202)
-    }
-
-    /// Each report is read as soon as its last byte arrives and its bytes are dropped: a body
-    /// of 1000 reports fed in 4 KiB chunks never holds more than the report being received
-    /// and the chunk it came in, and reads as the whole body does.
-    @Test func aBodyIsHeldOneReportAtATime() throws {
-        let reports = (0..<1000).map { n in
-            #"{"id":"\#(UUID().uuidString)","timestamp":"2027-01-15T07:00:00Z","kind":"exception","reason":"crash \#(n)","stack":["frame a \#(n)","frame b"],"app":{"id":"a","version":"1"}}"#
-        }
-        let body = Array(#"{"meta":{"sdk":"x"},"reports":[\#(reports.joined(separator: ","))]}"#.utf8)
-        let largest = reports.map(\.utf8.count).max()!
-        let chunk = 4096
-        let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20, now: now)
-        var held = 0
-        for start in stride(from: 0, to: body.count, by: chunk) {
-            try reader.feed(Array(body[start..<min(start + chunk, body.count)]))
-            held = max(held, reader.heldBytes)
-        }
-        #expect(held > 0 && held <= largest + chunk)
-        #expect(reader.decodedBytes == body.count)
-        let batch = try reader.finish()
-        #expect(batch.count == 1000 && batch.accepted.count == 1000)
-        #expect(batch.accepted.map(\.index) == Array(0..<1000))
-        #expect(batch.accepted.map(\.report.reason) == (0..<1000).map { "crash \($0)" })
-        #expect(Verdict.streaming(body, now: now, chunk: chunk) == Verdict.streaming(body, now: now))
     }
 
     @Test func nestingDeeperThan32IsRefusedWhereItStarts() throws {

@@ -47,9 +47,9 @@ public func fuzzIngest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
 private func feedBytewise(_ body: [UInt8], now: Date) -> IngestDecoding.Outcome {
     do {
-        let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: .max, maxDecompressedBytes: 1 << 20, now: now)
+        let reader = try IngestBodyReader(contentEncoding: nil, maxBodyBytes: .max, maxDecompressedBytes: 1 << 20)
         for byte in body { try reader.feed([byte]) }
-        let batch = try reader.finish()
+        let batch = try reader.finish(now: now, version: .newProjectDefault)
         return IngestDecoding.Outcome(status: 202, valid: batch.accepted.count, rejected: batch.rejected.count, error: nil)
     } catch {
         return IngestDecoding.Outcome(status: error.status, valid: 0, rejected: 0, error: error.message)

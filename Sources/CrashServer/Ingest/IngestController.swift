@@ -29,14 +29,13 @@ struct IngestController: Sendable {
         let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
         let reader = try IngestBody.ingestError {
             try IngestBodyReader(
-                coding: coding, maxBodyBytes: body.maxBodyBytes, maxDecompressedBytes: body.maxDecompressedBytes,
-                version: project.groupingVersion)
+                coding: coding, maxBodyBytes: body.maxBodyBytes, maxDecompressedBytes: body.maxDecompressedBytes)
         }
         try body.checkDeclaredLength(request.headers)
         // Held until the request ends, reports included (they are no larger than the body).
         let share = BodyByteBudget.Reservation(body.budget)
         try await body.read(request.body, into: reader, holding: share)
-        var batch = try IngestBody.ingestError { try reader.finish() }
+        var batch = try IngestBody.ingestError { try reader.finish(now: Date(), version: project.groupingVersion) }
         // What waits for the commit is the items, whose stacks are one buffer each instead of a
         // string per frame (``IngestItem/stack``). Each report is dropped as its item is made,
         // so a body's reports are never held twice over.
