@@ -1,6 +1,7 @@
 import Foundation
-@testable import CrashIngest
 import Testing
+
+@testable import CrashIngest
 
 @Suite struct JSONTextTests {
     /// The byte-at-a-time definition that ``JSONText/endOfPlainText(_:from:stoppingAtNonASCII:)``
@@ -25,7 +26,8 @@ import Testing
                             }
                             let expected = naive(bytes, from: start, stoppingAtNonASCII: mode)
                             if fast != expected {
-                                Issue.record("length \(length), byte \(special) at \(position), start \(start), non-ASCII \(mode): \(fast) != \(expected)")
+                                Issue.record(
+                                    "length \(length), byte \(special) at \(position), start \(start), non-ASCII \(mode): \(fast) != \(expected)")
                                 return
                             }
                         }
@@ -64,10 +66,12 @@ import Testing
     /// of a digit: `-3` reads as the byte 0xFD there).
     @Test func idsParseAsFoundationParsesThem() {
         let valid = UUID().uuidString
-        var cases = [valid, valid.lowercased(), "6f9619ff-8B86-D011-b42d-00C04FC964FF", "", "x", "{\(valid)}",
+        var cases = [
+            valid, valid.lowercased(), "6f9619ff-8B86-D011-b42d-00C04FC964FF", "", "x", "{\(valid)}",
             String(valid.dropLast()), valid + "0", valid.replacingOccurrences(of: "-", with: ""),
             "6F9619FF8B86-D011-B42D-00C04FC964FF-", "6F9619FF-8B86-D011-B42D-00C04FC964FG", "6F9619FF-8B86-D011-B42D 00C04FC964FF",
-            "6F9619FF-8B86-D011-B42D-00C04FC964F\u{E9}", "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"]
+            "6F9619FF-8B86-D011-B42D-00C04FC964F\u{E9}", "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+        ]
         // Every byte value in every position of an otherwise valid id.
         let template = Array(valid.utf8)
         for position in 0..<template.count {

@@ -99,6 +99,11 @@ extension CrashDatabase {
     /// next, and the sorts read their input in full before the first row is written. A group
     /// that another transaction created after this statement's snapshot is in no part (its
     /// insert conflicts, the lock does not see it): ``LateGroup``.
+    ///
+    /// The locked rows carry their counts, and the update joins nothing else: the generic plan
+    /// of the ingest sessions takes every CTE for one row, and an update that joined `counts`
+    /// again scanned it once per locked group, quadratic in a batch's groups (60 of the
+    /// statement's 99 ms at 346 groups; docs/performance.md, session 11).
     enum ClaimAndCount: FixedStatement {
         /// The batch as the statement binds it: each report's key, time, fatal flag and group
         /// (an index into the groups, from 1), and each group's attributes once. A group's
@@ -170,9 +175,6 @@ extension CrashDatabase {
                 FROM crash_groups g JOIN groups x ON g.project_id = x.p AND g.signature = x.s JOIN counts c ON c.g = x.g
                 ORDER BY g.id FOR UPDATE OF g
             ), updated AS (
-                -- The counts ride along with the locked rows: joined to `counts` again here, the
-                -- generic plan (which takes every CTE for one row) looped over `counts` once per
-                -- locked group, 60 of a 100 ms statement at 350 groups (docs/performance.md, session 11).
                 UPDATE crash_groups g SET
                     report_count = g.report_count + k.n,
                     first_seen = LEAST(g.first_seen, k.f),

@@ -35,20 +35,15 @@ struct IngestController: Sendable {
         // Held until the request ends, reports included (they are no larger than the body).
         let share = BodyByteBudget.Reservation(body.budget)
         try await body.read(request.body, into: reader, holding: share)
-        var batch = try IngestBody.ingestError { try reader.finish(now: Date(), version: project.groupingVersion) }
-        // What waits for the commit is the items, whose stacks are one buffer each instead of a
-        // string per frame (``IngestItem/stack``). Each report is dropped as its item is made,
-        // so a body's reports are never held twice over.
-        var items: [IngestItem] = []
-        items.reserveCapacity(batch.accepted.count)
-        batch.accepted.reverse()
-        while let accepted = batch.accepted.popLast() {
-            items.append(
-                IngestItem(
-                    projectID: project.id, report: accepted.report, signature: accepted.signature,
-                    stackJSON: accepted.stackJSON))
+        // The decoded batch ends here: what waits for the commit is the items, whose stacks are
+        // one buffer each instead of a string per frame (``IngestItem/stack``): the body's own text.
+        let (items, count, rejected) = try IngestBody.ingestError {
+            let batch = try reader.finish(now: Date(), version: project.groupingVersion)
+            let items = batch.accepted.map {
+                IngestItem(projectID: project.id, report: $0.report, signature: $0.signature, stackJSON: $0.stackJSON)
+            }
+            return (items, batch.count, batch.rejected)
         }
-        let (count, rejected) = (batch.count, batch.rejected)
         let response = try await store(items, count: count, rejected: rejected, project: project, logger: context.logger)
         withExtendedLifetime(share) {}
         return Self.accepted(response)

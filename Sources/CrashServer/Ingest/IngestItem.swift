@@ -29,13 +29,15 @@ final class IngestItem: Sendable {
     ///   own text, ``IngestBatch/Accepted/stackJSON``); written from the frames when nil.
     init(projectID: Int64, report: Report, signature: Signature, stackJSON: [UInt8]? = nil) {
         var report = report
-        stack = stackJSON ?? report.stack.map { frames in
-            // Sized for frames without escapes (the usual case): written without growing.
-            var text: [UInt8] = []
-            text.reserveCapacity(frames.reduce(2) { $0 + $1.utf8.count + 3 })
-            JSONWriter.strings(frames, into: &text)
-            return text
-        }
+        stack =
+            stackJSON
+            ?? report.stack.map { frames in
+                // Sized for frames without escapes (the usual case): written without growing.
+                var text: [UInt8] = []
+                text.reserveCapacity(frames.reduce(2) { $0 + $1.utf8.count + 3 })
+                JSONWriter.strings(frames, into: &text)
+                return text
+            }
         report.stack = nil
         self.projectID = projectID
         self.report = report
