@@ -148,19 +148,21 @@ public enum JSONText {
         }
     }
 
+    /// The four hex digits at `at` (checked by the scanner) as a UTF-16 code unit.
     private static func hex4(_ bytes: UnsafeBufferPointer<UInt8>, _ at: Int) -> UInt32 {
         var value: UInt32 = 0
-        for k in at..<(at + 4) {
-            let c = bytes[k]
-            let digit: UInt8
-            switch c {
-            case 0x30...0x39: digit = c - 0x30
-            case 0x41...0x46: digit = c - 0x41 + 10
-            default: digit = c - 0x61 + 10
-            }
-            value = value << 4 | UInt32(digit)
-        }
+        for k in at..<(at + 4) { value = value << 4 | UInt32(hexValue(bytes[k]) ?? 0) }
         return value
+    }
+
+    /// A hexadecimal digit's value, either case; nil for any other byte.
+    static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x41...0x46: return c - 0x41 + 10
+        case 0x61...0x66: return c - 0x61 + 10
+        default: return nil
+        }
     }
 
     private static func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {

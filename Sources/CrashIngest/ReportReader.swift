@@ -172,22 +172,13 @@ struct ReportReader {
                 var i = 0
                 for n in 0..<16 {
                     if i == 8 || i == 13 || i == 18 || i == 23 { i += 1 }
-                    guard let high = hexValue(b[i]), let low = hexValue(b[i + 1]) else { return false }
+                    guard let high = JSONText.hexValue(b[i]), let low = JSONText.hexValue(b[i + 1]) else { return false }
                     out[n] = high << 4 | low
                     i += 2
                 }
                 return true
             }
             return ok ? UUID(uuid: bytes) : nil
-        }
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x41...0x46: return c - 0x41 + 10
-        case 0x61...0x66: return c - 0x61 + 10
-        default: return nil
         }
     }
 
