@@ -230,6 +230,10 @@ import Testing
         #expect(event.report(receivedAt: now, id: fallback).id == fallback)
         #expect(throws: SentryEnvelope.Malformed.self) { try SentryEvent.decode(Array("{\"event_id\":\"xyz\"}".utf8)) }
         #expect(throws: SentryEnvelope.Malformed.self) { try SentryEvent.decode(Array("{\"event_id\":12}".utf8)) }
+        // Foundation's parser read a sign in place of a digit (`-3` as 0xFD); both doors refuse it.
+        #expect(throws: SentryEnvelope.Malformed.self) {
+            try SentryEvent.decode(Array("{\"event_id\":\"9ec79c33-ec99-42ab-8353-589fcb2e-30c\"}".utf8))
+        }
     }
 
     @Test(arguments: ["", "[]", "\"text\"", "{", "{\"message\":}", "null"])

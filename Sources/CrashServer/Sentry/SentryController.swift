@@ -53,7 +53,7 @@ struct SentryController: Sendable {
         }
         guard let project else { throw Self.missingKey }
         let receivedAt = Date()
-        let envelopeID = header.eventID.flatMap(SentryEvent.uuid)
+        let envelopeID = header.eventID.flatMap { UUIDText.parse($0, compact: true) }
         var reports: [Report] = []
         do {
             for item in try SentryEnvelope.parseItems(bytes, from: itemsStart) where item.type == "event" {

@@ -1,3 +1,4 @@
+import CrashIngest
 import Foundation
 
 /// The fields of a Sentry event (Sentry's developer documentation, "Event Payloads") that
@@ -116,7 +117,7 @@ struct SentryEvent: Decodable {
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         if let text = container.lenient(String.self, .eventID) {
-            guard let id = Self.uuid(text) else { throw InvalidEventID() }
+            guard let id = UUIDText.parse(text, compact: true) else { throw InvalidEventID() }
             eventID = id
         } else if container.contains(.eventID), !((try? container.decodeNil(forKey: .eventID)) ?? false) {
             throw InvalidEventID()
@@ -166,19 +167,6 @@ struct SentryEvent: Decodable {
         } catch {
             throw SentryEnvelope.Malformed(description: "event is not a JSON object")
         }
-    }
-
-    /// A UUID from 32 hex digits or the hyphenated form, in either case.
-    static func uuid(_ text: String) -> UUID? {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 32, bytes.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) }) else {
-            return UUID(uuidString: text)
-        }
-        var hyphenated = String(decoding: bytes[0..<8], as: UTF8.self)
-        for (start, end) in [(8, 12), (12, 16), (16, 20), (20, 32)] {
-            hyphenated += "-" + String(decoding: bytes[start..<end], as: UTF8.self)
-        }
-        return UUID(uuidString: hyphenated)
     }
 }
 
