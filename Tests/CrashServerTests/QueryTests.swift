@@ -329,6 +329,46 @@ import Testing
         }
     }
 
+    /// Fractional times come back as they were sent, to the microsecond, in the reports, the
+    /// detail and the list. (PostgresNIO's own `Date` binding truncates: `.995Z` was stored as
+    /// `.994999` and answered so, for about a third of the millisecond values.)
+    @Test func fractionalTimesComeBackAsSent() async throws {
+        let p = try await makeProject()
+        let second = String(RFC3339.format(utcMidnight(daysAgo: 2).addingTimeInterval(3600)).dropLast())  // "…T01:00:00"
+        let fractions = (0..<1000).map { ".\(String($0 + 1000).dropFirst())" } + [".000001", ".999999", ".123456", ".5"]
+        let sent = fractions.map { second + $0 + "Z" }
+        // What the API prints: the fraction without its trailing zeros, none when it is zero.
+        @Sendable func shown(_ fraction: String) -> String {
+            var f = fraction
+            while f.hasSuffix("0") { f.removeLast() }
+            return second + (f == "." ? "" : f) + "Z"
+        }
+        let reports = sent.map { text in
+            var object = queryReport("fractions", at: Date()).object
+            object["timestamp"] = text
+            return TestReport(object: object)
+        }
+        try await withApp { client in
+            try await client.send(Array(reports[..<1000]), key: p.ingestKey)
+            try await client.send(Array(reports[1000...]), key: p.ingestKey)
+            let list = try await client.query("/v1/projects/\(p.project)/crashes", token: p.readToken)
+            let group = try #require(list.json.groups.first)
+            #expect(group["firstSeen"] as? String == shown(".000"))
+            #expect(group["lastSeen"] as? String == shown(".999999"))
+            let id = try #require(group["id"] as? String)
+            let pages = try await client.walk("/v1/projects/\(p.project)/crashes/\(id)/reports?limit=200", token: p.readToken) { page in
+                #expect(page.status == .ok)
+            }
+            let answered = pages.flatMap { $0["reports"] as? [[String: Any]] ?? [] }.compactMap { $0["timestamp"] as? String }
+            #expect(answered.count == sent.count)
+            let wrong = Set(fractions.map(shown)).symmetricDifference(answered)
+            #expect(wrong.count == 0, "sent and answered differ: \(wrong.sorted().prefix(6))")
+            let detail = try await client.query("/v1/projects/\(p.project)/crashes/\(id)", token: p.readToken)
+            let latest = try #require(detail.json["latest"] as? [[String: Any]])
+            #expect(latest.first?["timestamp"] as? String == shown(".999999"))
+        }
+    }
+
     @Test func statsSeriesAreZeroFilled() async throws {
         let p = try await makeProject()
         let day0 = utcMidnight(daysAgo: 4)
@@ -368,6 +408,9 @@ import Testing
                 (list + "?limit=0", "limit"), (list + "?limit=201", "limit"), (list + "?limit=ten", "limit"),
                 (list + "?sort=newest", "sort"), (list + "?from=yesterday", "from"), (list + "?to=2026-13-01T00:00:00Z", "to"),
                 (list + "?from=\(q(Date()))&to=\(q(Date().addingTimeInterval(-60)))", "from"), (list + "?kind=segfault", "kind"),
+                // `from` alone ends at the default `to` (the end of the current hour): past it, after its `to`.
+                (list + "?from=\(q(Date().addingTimeInterval(2 * 3600)))", "from"),
+                ("/v1/projects/\(p.project)/stats?from=\(q(Date().addingTimeInterval(2 * 3600)))", "from"),
                 (list + "?status=closed", "status"), (list + "?cursor=garbage", "cursor"),
                 ("/v1/projects/\(p.project)/stats?interval=week", "interval"),
                 ("/v1/projects/\(p.project)/stats?groupBy=os", "groupBy"),

@@ -158,7 +158,8 @@ struct QueryParameters {
     }
 
     /// `from`/`to`: each defaults as in ``TimeWindow/lastSevenDays(now:)``; a given `to`
-    /// alone means the 7 days before it.
+    /// alone means the 7 days before it, a `from` alone ends at the default `to` (so a `from`
+    /// past it is after its `to`: 400, as the contract reads).
     func window(now: Date = Date()) throws -> TimeWindow {
         let from = try date("from")
         let to = try date("to")
@@ -166,7 +167,7 @@ struct QueryParameters {
         let window: TimeWindow
         switch (from, to) {
         case let (f?, t?): window = TimeWindow(from: f, to: t)
-        case let (f?, nil): window = TimeWindow(from: f, to: max(f, fallback.to))
+        case let (f?, nil): window = TimeWindow(from: f, to: fallback.to)
         case let (nil, t?): window = TimeWindow(from: t.addingTimeInterval(-7 * TimeWindow.day), to: t)
         case (nil, nil): window = fallback
         }
