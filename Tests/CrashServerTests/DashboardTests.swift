@@ -2,6 +2,7 @@ import CrashWire
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import Mustache
 import NIOCore
 import Testing
 
@@ -167,6 +168,7 @@ import Testing
             let path = "/projects/\(p.project)/crashes/\(id)"
             let page = try await client.page(path, session)
             #expect(page.status == .ok)
+            #expect(!String(buffer: page.body).contains("id=\"resolved-in\""))  // open: no "fixed in" badge
             let csrf = try #require(try page.csrf())
 
             // Without a token, or with another session's token: 403 and nothing changes.
@@ -193,6 +195,7 @@ import Testing
             #expect(group.json["resolvedIn"] as? String == "2.0.1")
             let shown = String(buffer: try await client.page(path + "?triaged=resolved", session).body)
             #expect(shown.contains("Marked as resolved in 2.0.1."))
+            #expect(shown.contains("<span class=\"badge\" id=\"resolved-in\">fixed in 2.0.1</span>"))
             #expect(shown.contains("id=\"reopen-form\""))
 
             #expect(try await client.postForm(path, ["action": "ignore", "csrf": csrf], cookies: [session.pair]).status == .seeOther)
@@ -296,10 +299,16 @@ import Testing
         }
     }
 
-    @Test func sparklinesKeepTheShapeInFewerPoints() {
-        #expect(DashboardFormat.downsample([1, 2, 3, 4, 5], to: 2) == [6, 9])
-        #expect(DashboardFormat.downsample(Array(repeating: 1, count: 168), to: 56) == Array(repeating: 3, count: 56))
-        #expect(DashboardFormat.downsample([4, 5], to: 56) == [4, 5])
+    /// One sparkline point per trend bucket: a 7-day window is hourly, 168 points (the contract's
+    /// "an hourly or daily sparkline").
+    @Test func sparklinesHaveAPointPerBucket() {
+        let now = Date()
+        let body = GroupBody(
+            id: "7", signature: "s", kind: "exception", groupingVersion: "v2", title: "t", count: 168, devices: 1,
+            firstSeen: now.addingTimeInterval(-7 * 86_400), lastSeen: now, status: .open, resolvedIn: nil, fatal: false,
+            versions: ["1.0"], trend: (0..<168).map { TimeCount(t: now.addingTimeInterval(Double($0 - 168) * 3600), count: Int64($0 % 5)) })
+        let view = GroupView(body, project: ProjectRef(id: 1, slug: "demo"), now: now)
+        #expect(view.sparkLine.split(separator: " ").count == 168)
         let (line, area) = DashboardFormat.sparkline([0, 10, 5])
         #expect(line == "0.0,27.0 60.0,2.0 120.0,14.5")
         #expect(area == "0,28.0 0.0,27.0 60.0,2.0 120.0,14.5 120.0,28.0")
@@ -307,8 +316,9 @@ import Testing
 
     /// A row answers Mustache from a switch instead of a `Mirror` (`GroupView: MustacheParent`):
     /// every stored property must be answered, with the value a `Mirror` gives, for a
-    /// resolved and an open group (so a property added later without a case fails here).
-    @Test func groupViewAnswersEveryPropertyLikeItsMirror() {
+    /// resolved and an open group (so a property added later without a case fails here);
+    /// `resolvedIn` answers its text, or `false` when absent, so its section renders nothing.
+    @Test func groupViewAnswersEveryPropertyLikeItsMirror() throws {
         let now = Date()
         let project = ProjectRef(id: 1, slug: "demo")
         for resolvedIn in ["2.0.1", nil] as [String?] {
@@ -323,8 +333,12 @@ import Testing
             for case let (label?, value) in mirror.children {
                 let answer = view.child(named: label)
                 #expect(answer != nil, "no answer for \(label)")
-                #expect(String(describing: answer.map { $0 } ?? "absent") == String(describing: value), "\(label)")
+                // `resolvedIn` answers its text, or `false` when absent (see the view).
+                let expected: Any = label == "resolvedIn" ? resolvedIn.map { $0 as Any } ?? false : value
+                #expect(String(describing: answer.map { $0 } ?? "absent") == String(describing: expected), "\(label)")
             }
+            let badge = try MustacheTemplate(string: "{{#resolvedIn}}fixed in {{resolvedIn}}{{/resolvedIn}}{{^resolvedIn}}-{{/resolvedIn}}")
+            #expect(badge.render(view) == (resolvedIn.map { "fixed in \($0)" } ?? "-"))
             #expect(view.child(named: "noSuchName") == nil)
         }
     }

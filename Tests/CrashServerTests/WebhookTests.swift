@@ -133,6 +133,33 @@ struct WebhookTests {
         await receiver.stop()
     }
 
+    @Test("a receiver that holds its answer does not hold back the deliveries claimed beside or after it")
+    func stuckReceiverDoesNotBlockOthers() async throws {
+        let p = try await makeProject()
+        let receiver = try await WebhookReceiver.start()
+        receiver.setMode(.hold, for: "stuck")
+        // A minute's timeout: a sender that waited for its whole batch would hold the second
+        // event back for that minute, far past the wait below.
+        var configuration = Self.configuration()
+        configuration.webhooks.timeout = 60
+        try await withApp(configuration) { client in
+            _ = try await client.createWebhook(p, url: receiver.url("stuck"), events: ["group.new"])
+            _ = try await client.createWebhook(p, url: receiver.url("ok"), events: ["group.new"])
+            let first = batchBody([reportJSON(kind: "container")])
+            #expect(try await client.ingest(key: p.ingestKey, body: first).status == .accepted)
+            _ = try await receiver.wait(for: "stuck")
+            _ = try await receiver.wait(for: "ok")
+            // A second new group while the first delivery to "stuck" is still unanswered.
+            let second = batchBody([reportJSON(kind: "timer", reason: "timer fired on a deallocated target")])
+            #expect(try await client.ingest(key: p.ingestKey, body: second).status == .accepted)
+            let both = try await receiver.wait(for: "ok", count: 2, timeout: .seconds(20))
+            #expect(Set(both.compactMap(\.delivery)).count == 2)
+            #expect(receiver.received("stuck").first?.answered == nil)  // still held
+            receiver.setMode(.ok, for: "stuck")  // so the shutdown does not wait out the timeout
+        }
+        await receiver.stop()
+    }
+
     @Test("a deleted webhook gets nothing, not even its pending retries")
     func deletedWebhook() async throws {
         let p = try await makeProject()

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
@@ -32,23 +33,35 @@ struct WebhookSender: Service {
         try await client.shutdown()
     }
 
+    /// Up to ``WebhookSettings/concurrency`` POSTs in flight, each slot claimed again as soon as
+    /// it is free (at the next poll): a receiver that hangs until the timeout holds one slot,
+    /// never the deliveries claimed beside it or after it.
     private func loop(_ client: HTTPClient) async {
         await PollingService.waitForSchema(of: database)
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            var claimed: [ClaimedDelivery] = []
-            do {
-                claimed = try await database.claimDeliveries(limit: settings.concurrency, lease: settings.lease)
-            } catch {
-                logger.warning("webhook deliveries not claimed", metadata: ["error.message": "\(String(reflecting: error))"])
-            }
-            await withTaskGroup(of: Void.self) { group in
-                for delivery in claimed {
-                    group.addTask { await attempt(delivery, client) }
+        let inFlight = NIOLockedValueBox(0)
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                let free = settings.concurrency - inFlight.withLockedValue { $0 }
+                var claimed: [ClaimedDelivery] = []
+                if free > 0 {
+                    do {
+                        claimed = try await database.claimDeliveries(limit: free, lease: settings.lease)
+                    } catch {
+                        logger.warning("webhook deliveries not claimed", metadata: ["error.message": "\(String(reflecting: error))"])
+                    }
                 }
-            }
-            if claimed.count < settings.concurrency {
-                // Wake for the next poll, or at once on shutdown.
-                await PollingService.sleep(seconds: settings.pollInterval)
+                for delivery in claimed {
+                    inFlight.withLockedValue { $0 += 1 }
+                    group.addTask {
+                        await attempt(delivery, client)
+                        inFlight.withLockedValue { $0 -= 1 }
+                    }
+                }
+                if claimed.count < free || free == 0 {
+                    // Wake for the next poll, or at once on shutdown. The POSTs in flight go on,
+                    // and on shutdown the group waits for them (each bounded by the timeout).
+                    await PollingService.sleep(seconds: settings.pollInterval)
+                }
             }
         }
     }

@@ -124,7 +124,8 @@ struct GroupView: Sendable {
         status = group.status.rawValue
         statusLabel = DashboardFormat.statusLabel(group.status)
         resolvedIn = group.resolvedIn
-        let trend = DashboardFormat.downsample((group.trend ?? []).map(\.count), to: 56)
+        // One point per bucket of the API's trend: hourly for 24 h and 7 d, daily for 30 d (the contract).
+        let trend = (group.trend ?? []).map(\.count)
         (sparkLine, sparkArea) = DashboardFormat.sparkline(trend)
         sparkLabel = "Trend over the window, peak \(trend.max() ?? 0)"
     }
@@ -235,9 +236,10 @@ extension GroupView: MustacheParent {
         case "versionsAll": versionsAll
         case "status": status
         case "statusLabel": statusLabel
-        // As a Mirror gives it: a present name whose value is nil, so the lookup ends here
-        // instead of climbing to the enclosing view.
-        case "resolvedIn": resolvedIn as Any
+        // Absent: `false`, a present name, so the lookup ends here instead of climbing to the
+        // enclosing view, and a false section (`{{#resolvedIn}}`) renders nothing. (A nil
+        // wrapped in `Any` would be a present value, and the section would print "fixed in nil".)
+        case "resolvedIn": resolvedIn ?? false
         case "sparkLine": sparkLine
         case "sparkArea": sparkArea
         case "sparkLabel": sparkLabel
