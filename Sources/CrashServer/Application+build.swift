@@ -65,7 +65,8 @@ func buildRouter(
     configuration: ServerConfiguration, timeout: Duration, keys: IngestKeyCache = IngestKeyCache(),
     symbolizers: SymbolizerPool? = nil, logger: Logger
 ) throws -> Router<CrashRequestContext> {
-    let router = Router(context: CrashRequestContext.self)
+    // HEAD wherever GET works (RFC 9110 9.1): health checkers and link checkers probe with it.
+    let router = Router(context: CrashRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: MetricsMiddleware(metrics: metrics))
     router.add(middleware: ConcurrencyLimitMiddleware(configuration: configuration, metrics: metrics))
     router.add(middleware: ErrorMiddleware())

@@ -401,6 +401,14 @@ import Testing
         try await withApp { client in
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            // HEAD wherever GET works (RFC 9110 9.1): the status and headers, no body.
+            for uri in ["/healthz", "/readyz", "/metrics", "/"] {
+                let get = try await client.execute(uri: uri, method: .get)
+                let head = try await client.execute(uri: uri, method: .head)
+                #expect(head.status == get.status, "\(uri)")
+                #expect(head.headers[.contentType] == get.headers[.contentType], "\(uri)")
+                #expect(head.body.readableBytes == 0, "\(uri)")
+            }
             _ = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON(), ["id": 1]]))
             let metrics = try await client.execute(uri: "/metrics", method: .get)
             #expect(metrics.status == .ok)
