@@ -208,9 +208,8 @@ struct ReportReader {
         forEachMember { reader, keySpan in
             guard failure == nil else { return reader.skipValue() }
             let key = JSONText.decode(reader.bytes, keySpan) ?? "\u{FFFD}"
-            let name = "context.\(key)"
             do throws(Rejection) {
-                let value = try reader.requiredString(reader.i, name, limit: ReportLimits.contextValueBytes)
+                let value = try reader.requiredString(reader.i, "context.\(key)", limit: ReportLimits.contextValueBytes)
                 entries += 1
                 if context.count < keep || context[key] != nil {
                     context[key] = reader.string(value, "context[\(key)]", ReportLimits.contextValueBytes, &oversize)
@@ -239,11 +238,16 @@ struct ReportReader {
         i = at
         forEachElement { reader, index in
             guard failure == nil else { return reader.skipValue() }
-            let element = "\(name)[\(index)]"
             do throws(Rejection) {
-                let text = try reader.requiredString(reader.i, element, limit: limit)
+                if values.count < keep {
+                    let text = try reader.requiredString(reader.i, "\(name)[\(index)]", limit: limit)
+                    values.append(reader.string(text, "\(name)[\(index)]", limit, &oversize))
+                } else {
+                    // Past what is kept: checked as a kept element is, never copied.
+                    if reader.bytes[reader.i] == 0x6E { throw Rejection("\(name)[\(index)]: must not be null") }
+                    _ = try reader.measured(reader.i, "\(name)[\(index)]")
+                }
                 count += 1
-                if values.count < keep { values.append(reader.string(text, element, limit, &oversize)) }
             } catch {
                 failure = error
             }
@@ -261,37 +265,41 @@ struct ReportReader {
         case tooLong(Int)
     }
 
-    private func requiredString(_ at: Int?, _ name: String, limit: Int) throws(Rejection) -> Text {
-        guard let at else { throw Rejection("\(name): required") }
-        if bytes[at] == 0x6E { throw Rejection("\(name): must not be null") }
-        return try text(at, name, limit: limit)
+    // Field names are autoclosures: an array's element name (`stack[12]`) is built only for
+    // its error, not for each of the millions of elements a hostile body may hold.
+    private func requiredString(_ at: Int?, _ name: @autoclosure () -> String, limit: Int) throws(Rejection) -> Text {
+        guard let at else { throw Rejection("\(name()): required") }
+        if bytes[at] == 0x6E { throw Rejection("\(name()): must not be null") }
+        return try text(at, name(), limit: limit)
     }
 
-    private func optionalString(_ at: Int?, _ name: String, limit: Int) throws(Rejection) -> Text? {
+    private func optionalString(_ at: Int?, _ name: @autoclosure () -> String, limit: Int) throws(Rejection) -> Text? {
         guard let at, bytes[at] != 0x6E else { return nil }
-        return try text(at, name, limit: limit)
+        return try text(at, name(), limit: limit)
     }
 
-    private func text(_ at: Int, _ name: String, limit: Int) throws(Rejection) -> Text {
-        guard bytes[at] == 0x22 else { throw Rejection("\(name): expected a string") }
+    private func text(_ at: Int, _ name: @autoclosure () -> String, limit: Int) throws(Rejection) -> Text {
+        let (span, count) = try measured(at, name())
+        if count > limit { return .tooLong(count) }
+        guard let value = JSONText.decode(bytes, span) else { throw Rejection("\(name()): invalid value") }
+        return .value(value)
+    }
+
+    /// The string at `at`, checked as ``text(_:_:limit:)`` checks it (a string, no lone
+    /// surrogate), and its length in UTF-8 bytes; nothing is copied.
+    private func measured(_ at: Int, _ name: @autoclosure () -> String) throws(Rejection) -> (JSONText.Span, Int) {
+        guard bytes[at] == 0x22 else { throw Rejection("\(name()): expected a string") }
         var probe = self
         probe.i = at
         let span = probe.scanString()
-        switch JSONText.measure(bytes, span) {
-        case .loneSurrogate:
-            throw Rejection("\(name): invalid value")
-        case .text(let count, _) where count > limit:
-            return .tooLong(count)
-        case .text:
-            guard let value = JSONText.decode(bytes, span) else { throw Rejection("\(name): invalid value") }
-            return .value(value)
-        }
+        guard case .text(let count, _) = JSONText.measure(bytes, span) else { throw Rejection("\(name()): invalid value") }
+        return (span, count)
     }
 
-    private func string(_ text: Text, _ name: String, _ limit: Int, _ oversize: inout Oversize) -> String {
+    private func string(_ text: Text, _ name: @autoclosure () -> String, _ limit: Int, _ oversize: inout Oversize) -> String {
         switch text {
         case .value(let value): return value
-        case .tooLong(let count): return oversize.string(name, limit: limit, real: count)
+        case .tooLong(let count): return oversize.string(name(), limit: limit, real: count)
         }
     }
 
