@@ -47,6 +47,22 @@ import Testing
         }
     }
 
+    /// What NIO's parser refuses gets the contract's `{"error": ...}` body, not a bare 400.
+    @Test(arguments: ["Content-Length: abc", "Content-Length: -1", "Content-Length: 99999999999999999999999"])
+    func unreadableRequestIs400WithAJSONError(header: String) async throws {
+        let project = try await makeProject()
+        try await hostileLiveApp { client, port in
+            let socket = try HostileSocket(port: port)
+            #expect(socket.send("POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\n\(header)\r\n\r\n"))
+            let (bytes, closed) = await socket.readUntilClosed(timeout: 10)
+            #expect(closed, "the connection is closed after the refusal")
+            let response = try #require(HostileHTTPResponse(bytes), "answer: \(String(decoding: bytes, as: UTF8.self))")
+            #expect(response.status == 400)
+            #expect(response.errorMessage?.hasPrefix("Content-Length") == true, "\(String(describing: response.errorMessage))")
+            try await expectServing(client, key: project.ingestKey)
+        }
+    }
+
     @Test func slowBodyGets408AtTheReadTimeoutWhileOthersAreServed() async throws {
         let project = try await makeProject()
         let config = TestEnvironment.configuration { $0.readTimeout = 2 }

@@ -297,15 +297,28 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let parse = error as? HTTPParserError, parse == .headerOverflow, !finished,
-            responsesEnded == headsRead, !responseStarted
-        {
-            respond(
-                context, status: .requestHeaderFieldsTooLarge, retryAfter: nil,
-                message: "request headers are over the \(limits.maxHeaderBytes / 1024) KiB limit")
+        // A request that is not HTTP gets the JSON error every other refusal has, when no
+        // response has started (else NIO's bare 400 without a body, or just the close).
+        if let parse = error as? HTTPParserError, !finished, responsesEnded == headsRead, !responseStarted {
+            if parse == .headerOverflow {
+                respond(
+                    context, status: .requestHeaderFieldsTooLarge, retryAfter: nil,
+                    message: "request headers are over the \(limits.maxHeaderBytes / 1024) KiB limit")
+            } else {
+                respond(context, status: .badRequest, retryAfter: nil, message: Self.describe(parse))
+            }
             return
         }
         context.fireErrorCaught(error)
+    }
+
+    /// The refusal's text for a request NIO's parser could not read.
+    private static func describe(_ error: HTTPParserError) -> String {
+        switch error {
+        case .invalidContentLength, .unexpectedContentLength: "Content-Length: not a valid length"
+        case .invalidChunkSize: "chunked body: not a valid chunk size"
+        default: "not a valid HTTP/1.1 request (\(error))"
+        }
     }
 
     private func timedOut(_ context: ChannelHandlerContext) {
