@@ -45,4 +45,24 @@ import Testing
             _ = try await db.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"), logger: TestEnvironment.logger)
         }
     }
+
+    /// The database password never reaches the log, at debug level either: the service group
+    /// logs each service it starts, and a bare `PostgresClient` prints its configuration.
+    @Test func theDebugLogHoldsNoDatabasePassword() async throws {
+        var url = try #require(URLComponents(string: TestEnvironment.databaseURL))
+        let password = "pw-canary-" + UUID().uuidString.prefix(8)
+        url.password = password  // the test cluster trusts loopback: any password connects
+        let config = TestEnvironment.configuration { $0.databaseURL = url.string! }
+        let sink = ReliabilityLogSink()
+        var logger = Logger(label: "debug-start") { _ in ReliabilityCapturingHandler(sink: sink) }
+        logger.logLevel = .trace
+        let app = try await buildApplication(configuration: config, logger: logger)
+        try await app.test(.live) { client in
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .ok)
+        }
+        #expect(sink.lines.contains { $0.contains("PostgresClient(ingest)") })  // the services were logged
+        let leaks = sink.lines.filter { $0.contains(password) }
+        #expect(leaks.count == 0, "\(leaks.first?.prefix(300) ?? "")")
+    }
 }

@@ -49,8 +49,20 @@ public struct CrashDatabase: Sendable {
 
     /// The pools and the standby's monitor, to run as services (the primary's first).
     public var services: [any Service] {
-        guard let reader else { return [client, ingestClient] }
-        return [client, ingestClient, reader.client, ReadReplicaMonitor(database: self, reader: reader)]
+        let pools = [Pool(client: client, name: "queries"), Pool(client: ingestClient, name: "ingest")]
+        guard let reader else { return pools }
+        return pools + [Pool(client: reader.client, name: "read replica"), ReadReplicaMonitor(database: self, reader: reader)]
+    }
+
+    /// A pool as a service that prints as its name. The service group logs each service at
+    /// debug level, and a `PostgresClient` prints its whole configuration, password included.
+    struct Pool: Service, CustomStringConvertible {
+        let client: PostgresClient
+        let name: String
+
+        func run() async { await client.run() }
+
+        var description: String { "PostgresClient(\(name))" }
     }
 }
 

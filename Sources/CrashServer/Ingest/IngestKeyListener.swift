@@ -11,7 +11,11 @@ import ServiceLifecycle
 /// The cache is trusted only between a successful `LISTEN` and the loss of that connection
 /// (noticed on the connection's event loop as it closes, before any later request can read
 /// the cache); meanwhile it is bypassed, and the listener reconnects every `retryDelay`.
-struct IngestKeyListener: Service {
+///
+/// Prints as its name (``CrashDatabase/Pool``): its connection configuration holds the password.
+struct IngestKeyListener: Service, CustomStringConvertible {
+    var description: String { "IngestKeyListener" }
+
     let cache: IngestKeyCache
     let configuration: PostgresConnection.Configuration
     let retryDelay: Duration
