@@ -244,8 +244,7 @@ struct ReportReader {
                     values.append(reader.string(text, "\(name)[\(index)]", limit, &oversize))
                 } else {
                     // Past what is kept: checked as a kept element is, never copied.
-                    if reader.bytes[reader.i] == 0x6E { throw Rejection("\(name)[\(index)]: must not be null") }
-                    _ = try reader.measured(reader.i, "\(name)[\(index)]")
+                    _ = try reader.measured(reader.present(reader.i, "\(name)[\(index)]"), "\(name)[\(index)]")
                 }
                 count += 1
             } catch {
@@ -268,9 +267,14 @@ struct ReportReader {
     // Field names are autoclosures: an array's element name (`stack[12]`) is built only for
     // its error, not for each of the millions of elements a hostile body may hold.
     private func requiredString(_ at: Int?, _ name: @autoclosure () -> String, limit: Int) throws(Rejection) -> Text {
+        try text(present(at, name()), name(), limit: limit)
+    }
+
+    /// `at`, when the value is there and not null.
+    private func present(_ at: Int?, _ name: @autoclosure () -> String) throws(Rejection) -> Int {
         guard let at else { throw Rejection("\(name()): required") }
         if bytes[at] == 0x6E { throw Rejection("\(name()): must not be null") }
-        return try text(at, name(), limit: limit)
+        return at
     }
 
     private func optionalString(_ at: Int?, _ name: @autoclosure () -> String, limit: Int) throws(Rejection) -> Text? {

@@ -35,7 +35,7 @@ struct BombCommand: AsyncParsableCommand {
     @Option(help: "Any valid ingest key (the body is read after authentication).") var key: String
     @Option(help: "zeros (zip bomb, 413), array ({\"reports\":[1,1,...]}, 400) or frames (a report with millions of empty frames, 202 rejecting it).")
     var kind = Kind.zeros
-    @Option(help: "Decompressed size of the bomb, in MiB (default 1000 for zeros, 16 for array).") var inflatedMb: Int?
+    @Option(help: "Decompressed size of the bomb, in MiB (default 1000 for zeros, 16 for array and frames).") var inflatedMb: Int?
     @Option(help: "Bombs to send.") var requests = 8
     @Option(help: "Bombs in flight at once.") var connections = 4
     @Option(help: "Server process id: sample its RSS.") var serverPid: Int32?
@@ -56,9 +56,7 @@ struct BombCommand: AsyncParsableCommand {
         let count = (mebibytes << 20) / 2 - 8  // just under the size: refused by the scanner, not by the cap
         var json = Array("{\"reports\":[".utf8)
         json.reserveCapacity(mebibytes << 20)
-        var numbers = Array("1,".utf8)
-        while numbers.count < count * 2 { numbers += numbers }
-        json += numbers.prefix(count * 2 - 1)
+        json += Self.list(of: "1", count: count)
         json += Array("]}".utf8)
         let body = try Deflater.compress(json, format: .gzip, level: 9)
         print("bomb: \(body.count) B gzip inflating to \(json.count) B: {\"reports\":[1,1,...]} with \(count) numbers")
@@ -72,12 +70,18 @@ struct BombCommand: AsyncParsableCommand {
                 .utf8)
         let tail = Array("]}]}".utf8)
         let count = ((mebibytes << 20) - head.count - tail.count - 8) / 3
-        var frames = Array(#""","#.utf8)
-        while frames.count < count * 3 { frames += frames }
-        let json = head + frames.prefix(count * 3 - 1) + tail
+        let json = head + Self.list(of: #""""#, count: count) + tail
         let body = try Deflater.compress(json, format: .gzip, level: 9)
         print("bomb: \(body.count) B gzip inflating to \(json.count) B: one report with \(count) empty frames")
         return (body, "frames bomb (\(mebibytes) MiB, \(count / 1_000_000) M empty frames, \(body.count / 1000) KB gzip)", 202)
+    }
+
+    /// `count` copies of `element` separated by commas (`1,1,1`), built by doubling.
+    static func list(of element: String, count: Int) -> ArraySlice<UInt8> {
+        let unit = Array((element + ",").utf8)
+        var items = unit
+        while items.count < count * unit.count { items += items }
+        return items.prefix(count * unit.count - 1)
     }
 
     /// A filler bomb just under the compressed limit.
