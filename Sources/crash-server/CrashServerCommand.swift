@@ -114,7 +114,10 @@ struct ProjectCommand: AsyncParsableCommand {
     )
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a project; prints its keys once.")
+        // The usage line by hand: the argument below is an array only to catch dashed words.
+        static let configuration = CommandConfiguration(
+            abstract: "Create a project; prints its keys once.",
+            usage: "crash-server project create <name> [--grouping <grouping>] [<options>]")
         @OptionGroup var common: CommonOptions
         // Unrecognized dashed words land here too, so `create -x` is refused as a name
         // instead of being taken for a flag.

@@ -6,14 +6,16 @@ import Testing
 /// The `crash-server` executable's argument handling, run as a child process.
 @Suite struct CommandLineTests {
     /// Runs `crash-server arguments` to its exit; returns its status and combined output.
-    func crashServer(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    func crashServer(
+        _ arguments: [String], database: String = "postgres://nobody@127.0.0.1:1/none"
+    ) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("crash-server")
         process.arguments = arguments
         // No database is reachable: these runs must end before needing one.
         var env = ProcessInfo.processInfo.environment
-        env["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/none"
+        env["DATABASE_URL"] = database
         process.environment = env
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -30,6 +32,28 @@ import Testing
         #expect(status != 0, "\(output)")
         #expect(output.contains("invalid project name '-x'"), "\(output)")
         #expect(!output.contains("USAGE: crash-server project create") || output.contains("Error"), "\(output)")
+    }
+
+    /// The usage line shows the one name the command takes, not the array that catches dashes.
+    @Test func projectCreateUsageTakesOneName() throws {
+        let (status, output) = try crashServer(["project", "create", "--help"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("USAGE: crash-server project create <name> [--grouping <grouping>]"), "\(output)")
+        #expect(!output.contains("<name> ..."), "\(output)")
+    }
+
+    /// A command on a database it cannot use says which and why at once, instead of waiting
+    /// for the pool's minute of retries and ending in an error that named neither.
+    @Test func anUnusableDatabaseIsNamedWithTheReason() throws {
+        let (status, output) = try crashServer(["project", "list"])
+        #expect(status != 0, "\(output)")
+        #expect(output.contains("cannot use the database at 127.0.0.1:1:"), "\(output)")
+        #expect(output.contains("refused"), "\(output)")
+        var missing = try #require(URLComponents(string: TestEnvironment.databaseURL))
+        missing.path = "/crashguard_no_such_database"
+        let (status2, output2) = try crashServer(["project", "list"], database: try #require(missing.string))
+        #expect(status2 != 0, "\(output2)")
+        #expect(output2.contains(#"database "crashguard_no_such_database" does not exist"#), "\(output2)")
     }
 
     @Test func maxConnectionsIsAFlagAndAnEnvironmentVariable() throws {

@@ -107,6 +107,7 @@ struct IngestTimeouts: Sendable {
 public func withDatabase<T: Sendable>(
     _ configuration: ServerConfiguration, logger: Logger, _ body: @Sendable (CrashDatabase) async throws -> T
 ) async throws -> T {
+    try await checkReachable(configuration.databaseURL, logger: logger)
     let db = try CrashDatabase(configuration: configuration, logger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await db.client.run() }
@@ -116,6 +117,29 @@ public func withDatabase<T: Sendable>(
         try await Task.sleep(for: .milliseconds(20))
         return try await body(db)
     }
+}
+
+/// Connects once and closes, so that a command on a database it cannot reach (or may not use)
+/// fails at once and says why: a query on the pool would wait for its minute of connection
+/// retries and end in an error that names neither the address nor the cause.
+func checkReachable(_ url: String, logger: Logger) async throws {
+    var probe = try PostgresConnection.Configuration(url: url)
+    probe.options.connectTimeout = .seconds(5)
+    do {
+        try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger).close()
+    } catch {
+        let parsed = try PostgresURL(url)
+        let address = parsed.socket ?? "\(parsed.host):\(parsed.port)"
+        throw ConfigurationError("DATABASE_URL: cannot use the database at \(address): \(connectionFailure(error))")
+    }
+}
+
+/// What a failed connection attempt says, without the password: the server's message (a wrong
+/// password, a missing database) or the network's error (refused, timed out, unknown host).
+private func connectionFailure(_ error: any Error) -> String {
+    guard let psql = error as? PSQLError else { return "\(error)" }
+    if let message = psql.serverInfo?[.message] { return message }
+    return psql.underlying.map { "\($0)" } ?? "\(psql.code)"
 }
 
 /// `true` for errors that mean the database could not be reached (as opposed to a
