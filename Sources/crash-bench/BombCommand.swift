@@ -19,8 +19,9 @@ import NIOPosix
 ///   rejected (`stack: N frames, at most 256 allowed`); the body must still be read to its end.
 ///
 /// Sends it `--requests` times (`--connections` at once) and reports the time to the refusal,
-/// the server's peak RSS and its extra RSS over what it held before the first bomb. Fails
-/// on any other answer.
+/// the server's peak RSS and its extra RSS over what it held before the first bomb, and how
+/// long `/healthz` took meanwhile (asked every 20 ms on a connection of its own: what a
+/// bystander waits while the bombs are read). Fails on any other answer.
 struct BombCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bomb",
@@ -29,6 +30,25 @@ struct BombCommand: AsyncParsableCommand {
 
     enum Kind: String, ExpressibleByArgument {
         case zeros, array, frames
+
+        /// The answer each bomb must get.
+        var expected: Int {
+            switch self {
+            case .zeros: 413
+            case .array: 400
+            case .frames: 202
+            }
+        }
+
+        /// Also accepted: a zip bomb's connection may be closed once refused (0); bodies read
+        /// to their end, several at once, may meet the byte budget's 503.
+        var alsoAllowed: Set<Int> {
+            switch self {
+            case .zeros: [0]
+            case .array: []
+            case .frames: [503]
+            }
+        }
     }
 
     @Option(help: "Server base URL.") var url = "http://127.0.0.1:8080"
@@ -41,18 +61,18 @@ struct BombCommand: AsyncParsableCommand {
     @Option(help: "Server process id: sample its RSS.") var serverPid: Int32?
 
     func run() async throws {
-        let (body, name, expected) =
+        let (body, name) =
             switch kind {
             case .zeros: try zipBomb(mebibytes: inflatedMb ?? 1000)
             case .array: try arrayBomb(mebibytes: inflatedMb ?? 16)
             case .frames: try framesBomb(mebibytes: inflatedMb ?? 16)
             }
         let results = try await send(body)
-        try report(results, name: name, expected: expected)
+        try report(results, name: name)
     }
 
     /// `{"reports":[1,1,...,1]}` of `mebibytes` MiB, one gzip member.
-    func arrayBomb(mebibytes: Int) throws -> (body: [UInt8], name: String, expected: Int) {
+    func arrayBomb(mebibytes: Int) throws -> (body: [UInt8], name: String) {
         let count = (mebibytes << 20) / 2 - 8  // just under the size: refused by the scanner, not by the cap
         var json = Array("{\"reports\":[".utf8)
         json.reserveCapacity(mebibytes << 20)
@@ -60,11 +80,11 @@ struct BombCommand: AsyncParsableCommand {
         json += Array("]}".utf8)
         let body = try Deflater.compress(json, format: .gzip, level: 9)
         print("bomb: \(body.count) B gzip inflating to \(json.count) B: {\"reports\":[1,1,...]} with \(count) numbers")
-        return (body, "array bomb (\(mebibytes) MiB, \(count / 1_000_000) M numbers, \(body.count / 1000) KB gzip)", 400)
+        return (body, "array bomb (\(mebibytes) MiB, \(count / 1_000_000) M numbers, \(body.count / 1000) KB gzip)")
     }
 
     /// One report whose `stack` is `["","",...]`, the body just under `mebibytes` MiB.
-    func framesBomb(mebibytes: Int) throws -> (body: [UInt8], name: String, expected: Int) {
+    func framesBomb(mebibytes: Int) throws -> (body: [UInt8], name: String) {
         let head = Array(
             #"{"reports":[{"id":"\#(UUID().uuidString.lowercased())","timestamp":"\#(RFC3339.format(Date()))","kind":"custom","reason":"frames","app":{"id":"bench","version":"1"},"stack":["#
                 .utf8)
@@ -73,7 +93,7 @@ struct BombCommand: AsyncParsableCommand {
         let json = head + Self.list(of: #""""#, count: count) + tail
         let body = try Deflater.compress(json, format: .gzip, level: 9)
         print("bomb: \(body.count) B gzip inflating to \(json.count) B: one report with \(count) empty frames")
-        return (body, "frames bomb (\(mebibytes) MiB, \(count / 1_000_000) M empty frames, \(body.count / 1000) KB gzip)", 202)
+        return (body, "frames bomb (\(mebibytes) MiB, \(count / 1_000_000) M empty frames, \(body.count / 1000) KB gzip)")
     }
 
     /// `count` copies of `element` separated by commas (`1,1,1`), built by doubling.
@@ -85,7 +105,7 @@ struct BombCommand: AsyncParsableCommand {
     }
 
     /// A filler bomb just under the compressed limit.
-    func zipBomb(mebibytes inflatedMb: Int) throws -> (body: [UInt8], name: String, expected: Int) {
+    func zipBomb(mebibytes inflatedMb: Int) throws -> (body: [UInt8], name: String) {
         // Compress in 16 MiB slices of one deflate stream would need a streaming API; a
         // gzip member per slice, concatenated, is a valid gzip body too, and inflaters
         // that stop at the first member still see 16 MiB, which is already at the limit.
@@ -101,19 +121,21 @@ struct BombCommand: AsyncParsableCommand {
         print(
             "bomb: \(body.count) B gzip inflating to \(inflated) MiB (\(body.count == member.count ? 1 : (body.count - member.count) / rest.count + 1) gzip members)"
         )
-        return (body, "zip bomb (\(inflated) MiB)", 413)
+        return (body, "zip bomb (\(inflated) MiB)")
     }
 
     /// Sends `body` `requests` times, `connections` at once: status (0: closed without an
     /// answer) and seconds of each, and the server's peak RSS and its start.
-    func send(_ body: [UInt8]) async throws -> (results: [(Int, Double)], peakRSS: Int?, startRSS: Int?) {
+    func send(_ body: [UInt8]) async throws -> Run {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var config = HTTPClient.Configuration()
         config.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: connections)
         let client = HTTPClient(eventLoopGroup: group, configuration: config)
+        let bystander = HTTPClient(eventLoopGroup: group)
         let buffer = ByteBuffer(bytes: body)
         let endpoint = url + WireProtocol.reportsPath
         let sampler = ProcessSampler(pid: serverPid)
+        let probe = Task { [url] in await Self.probe(bystander, url: url + "/healthz") }
         let results = try await withThrowingTaskGroup(of: (Int, Double).self) { tasks in
             var out: [(Int, Double)] = []
             var started = 0
@@ -144,36 +166,57 @@ struct BombCommand: AsyncParsableCommand {
             }
             return out
         }
+        probe.cancel()
+        let health = await probe.value
         let usage = sampler?.finish()
         try? await client.shutdown()
+        try? await bystander.shutdown()
         try? await group.shutdownGracefully()
-        return (results, usage?.peakRSS, sampler?.startRSS)
+        return Run(results: results, health: health, peakRSS: usage?.peakRSS, startRSS: sampler?.startRSS)
     }
 
-    /// Prints the result line and its ROW; fails unless every bomb got `expected` (or the
-    /// answers allowed beside it below).
-    func report(_ run: (results: [(Int, Double)], peakRSS: Int?, startRSS: Int?), name: String, expected: Int) throws {
+    struct Run {
+        /// Status (0: closed without an answer) and seconds of each bomb.
+        var results: [(Int, Double)]
+        /// Seconds of each `/healthz` answered while the bombs were in flight.
+        var health: [Double]
+        var peakRSS: Int?
+        var startRSS: Int?
+    }
+
+    /// Asks `url` every 20 ms until cancelled; the seconds of each answer.
+    static func probe(_ client: HTTPClient, url: String) async -> [Double] {
+        var seconds: [Double] = []
+        while !Task.isCancelled {
+            let t0 = ContinuousClock.now
+            if let response = try? await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30)),
+                (try? await response.body.collect(upTo: 1 << 16)) != nil
+            {
+                seconds.append(Bench.seconds(ContinuousClock.now - t0))
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return seconds
+    }
+
+    /// Prints the result line and its ROW; fails unless every bomb got the kind's answer (or
+    /// one it allows beside it).
+    func report(_ run: Run, name: String) throws {
         let latency = Bench.Latency(run.results.map(\.1))
+        let health = Bench.Latency(run.health)
         let statuses = Dictionary(grouping: run.results, by: \.0).mapValues(\.count)
             .sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "closed" : String($0.key)) x\($0.value)" }.joined(separator: ", ")
         func mb(_ bytes: Int?) -> String { bytes.map { String(format: "%.0f", Double($0) / 1_048_576) } ?? "-" }
         let extra = run.peakRSS.flatMap { peak in run.startRSS.map { max(0, peak - $0) } }
         print(
             String(format: "bomb: refused in p50 %.1f ms, max %.1f ms; ", latency.p50, latency.max)
-                + "status \(statuses); server peak RSS \(mb(run.peakRSS)) MB, \(mb(extra)) MB over its \(mb(run.startRSS)) MB before")
+                + "status \(statuses); server peak RSS \(mb(run.peakRSS)) MB, \(mb(extra)) MB over its \(mb(run.startRSS)) MB before; "
+                + String(format: "/healthz meanwhile p50 %.1f ms, max %.1f ms (%d asked)", health.p50, health.max, run.health.count))
         print(
             "ROW|\(name)|\(requests)|\(min(connections, requests))|" + String(format: "%.1f|%.1f", latency.p50, latency.max)
-                + "|\(statuses)|\(mb(run.peakRSS))|\(mb(extra))")
-        // A zip bomb's connection may be closed once refused; largest bodies at once may meet the
-        // byte budget's 503.
-        let allowed: Set<Int> =
-            switch kind {
-            case .zeros: [expected, 0]
-            case .array: [expected]
-            case .frames: [expected, 503]
-            }
-        if run.results.contains(where: { !allowed.contains($0.0) }) {
-            print("bomb FAILED: every answer must be \(expected)")
+                + "|\(statuses)|\(mb(run.peakRSS))|\(mb(extra))|" + String(format: "%.1f|%.1f", health.p50, health.max))
+        if run.results.contains(where: { $0.0 != kind.expected && !kind.alsoAllowed.contains($0.0) }) {
+            print("bomb FAILED: every answer must be \(kind.expected)")
             throw ExitCode(1)
         }
     }
