@@ -168,7 +168,7 @@ extension IngestBatcherTests {
             try? await Task.sleep(for: .seconds(3))
             return Set(items.map(\.key))
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
             let stored = await answer(batcher, [item()])
             #expect((try? stored.get()) == [true])
@@ -209,7 +209,7 @@ extension IngestBatcherTests {
             try gate.commit()
             throw CommitOutcomeUnknown(underlying: DeadlineExceeded())
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
             let unknown = await answer(batcher, [item()])
             #expect((try? unknown.get()) == nil)
