@@ -61,6 +61,9 @@ public struct CappedBodyReader {
     private let decoder: (any StreamDecoder)?
     /// Bytes received so far (compressed, as sent).
     public private(set) var receivedBytes = 0
+    /// Bytes decoded so far, handed to `output` whether it kept them or not: the measure of the
+    /// work a body has cost.
+    public private(set) var outputBytes = 0
 
     public init(coding: ContentCoding, maxBodyBytes: Int, maxDecompressedBytes: Int) throws(IngestError) {
         self.coding = coding
@@ -85,11 +88,17 @@ public struct CappedBodyReader {
             guard receivedBytes <= maxDecompressedBytes else {
                 throw IngestError.payloadTooLarge("body is over the \(maxDecompressedBytes)-byte decompressed limit")
             }
+            outputBytes += chunk.count
             try output(chunk.assumingMemoryBound(to: UInt8.self))
             return
         }
+        var decoded = 0
+        defer { outputBytes += decoded }
         do {
-            try decoder.feed(chunk, output: output)
+            try decoder.feed(chunk) { piece in
+                decoded += piece.count
+                try output(piece)
+            }
         } catch let error as CompressionError {
             throw Self.refusal(error, limit: maxDecompressedBytes)
         }

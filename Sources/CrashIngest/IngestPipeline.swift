@@ -59,6 +59,8 @@ public final class IngestBodyReader {
     /// Bytes decoded and kept so far (the JSON held in memory, white space between tokens
     /// left out).
     public var decodedBytes: Int { bytes.count }
+    /// Bytes decoded so far, kept or not.
+    public var outputBytes: Int { body.outputBytes }
 
     /// Takes the next chunk of the body as received.
     public func feed(_ chunk: UnsafeRawBufferPointer) throws(IngestError) {

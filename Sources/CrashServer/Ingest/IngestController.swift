@@ -37,12 +37,14 @@ struct IngestController: Sendable {
         try await body.read(request.body, into: reader, holding: share)
         // The decoded batch ends here: what waits for the commit is the items, whose stacks are
         // one buffer each instead of a string per frame (``IngestItem/stack``): the body's own text.
-        let (items, count, rejected) = try IngestBody.ingestError {
-            let batch = try reader.finish(now: Date(), version: project.groupingVersion)
-            let items = batch.accepted.map {
-                IngestItem(projectID: project.id, report: $0.report, signature: $0.signature, stackJSON: $0.stackJSON)
+        let (items, count, rejected) = try await IngestBody.reading(reader.outputBytes) {
+            try IngestBody.ingestError {
+                let batch = try reader.finish(now: Date(), version: project.groupingVersion)
+                let items = batch.accepted.map {
+                    IngestItem(projectID: project.id, report: $0.report, signature: $0.signature, stackJSON: $0.stackJSON)
+                }
+                return (items, batch.count, batch.rejected)
             }
-            return (items, batch.count, batch.rejected)
         }
         let response = try await store(items, count: count, rejected: rejected, project: project, logger: context.logger)
         withExtendedLifetime(share) {}

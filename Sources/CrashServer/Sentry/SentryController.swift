@@ -39,13 +39,7 @@ struct SentryController: Sendable {
         let format = try IngestBody.compression(request.headers[.contentEncoding])
         let share = BodyByteBudget.Reservation(body.budget)
         let bytes = try await readBody(request, format: format, holding: share)
-        let header: SentryEnvelope.Header
-        let itemsStart: Int
-        do {
-            (header, itemsStart) = try SentryEnvelope.parseHeader(bytes)
-        } catch let error as SentryEnvelope.Malformed {
-            throw APIError.badRequest(error.description)
-        }
+        let (header, itemsStart) = try Self.malformedIs400 { try SentryEnvelope.parseHeader(bytes) }
         // Without a key in the headers or the query, the envelope's dsn names it.
         var project = context.ingestProject
         if project == nil, let key = header.dsn.flatMap(SentryDSN.publicKey(ofDSN:)) {
@@ -54,13 +48,12 @@ struct SentryController: Sendable {
         guard let project else { throw Self.missingKey }
         let receivedAt = Date()
         let envelopeID = header.eventID.flatMap { UUIDText.parse($0, compact: true) }
-        var reports: [Report] = []
-        do {
-            for item in try SentryEnvelope.parseItems(bytes, from: itemsStart) where item.type == "event" {
-                reports.append(try SentryEvent.decode(item.payload).report(receivedAt: receivedAt, id: envelopeID))
+        let reports = try await IngestBody.reading(bytes.count) {
+            try Self.malformedIs400 {
+                try SentryEnvelope.parseItems(bytes, from: itemsStart).filter { $0.type == "event" }.map {
+                    try SentryEvent.decode($0.payload).report(receivedAt: receivedAt, id: envelopeID)
+                }
             }
-        } catch let error as SentryEnvelope.Malformed {
-            throw APIError.badRequest(error.description)
         }
         try await commit(reports, project: project, logger: context.logger)
         withExtendedLifetime(share) {}
@@ -72,11 +65,8 @@ struct SentryController: Sendable {
         let format = try IngestBody.compression(request.headers[.contentEncoding])
         let share = BodyByteBudget.Reservation(body.budget)
         let bytes = try await readBody(request, format: format, holding: share)
-        let report: Report
-        do {
-            report = try SentryEvent.decode(bytes).report(receivedAt: Date())
-        } catch let error as SentryEnvelope.Malformed {
-            throw APIError.badRequest(error.description)
+        let report = try await IngestBody.reading(bytes.count) {
+            try Self.malformedIs400 { try SentryEvent.decode(bytes).report(receivedAt: Date()) }
         }
         try await commit([report], project: project, logger: context.logger)
         withExtendedLifetime(share) {}
@@ -99,6 +89,15 @@ struct SentryController: Sendable {
         let bytes = try await body.read(request.body, format: format, holding: share)
         guard !bytes.isEmpty else { throw APIError.badRequest("body is empty") }
         return bytes
+    }
+
+    /// Runs a step of reading an envelope or event, turning its refusal into a 400.
+    private static func malformedIs400<T>(_ step: () throws -> T) throws -> T {
+        do {
+            return try step()
+        } catch let error as SentryEnvelope.Malformed {
+            throw APIError.badRequest(error.description)
+        }
     }
 
     /// Validates, groups and commits the reports; returns once they are durable.
