@@ -124,8 +124,7 @@ struct BombCommand: AsyncParsableCommand {
         return (body, "zip bomb (\(inflated) MiB)")
     }
 
-    /// Sends `body` `requests` times, `connections` at once: status (0: closed without an
-    /// answer) and seconds of each, and the server's peak RSS and its start.
+    /// Sends `body` `requests` times, `connections` at once, asking `/healthz` meanwhile.
     func send(_ body: [UInt8]) async throws -> Run {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var config = HTTPClient.Configuration()

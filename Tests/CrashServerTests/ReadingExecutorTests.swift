@@ -1,9 +1,9 @@
+import CrashIngest
 import Foundation
 import Hummingbird
 import NIOCore
 import Testing
 
-@testable import CrashIngest
 @testable import CrashServer
 
 /// Bodies that decode to more than ``IngestBody/readingInPlaceBytes`` are read on NIO's thread
