@@ -128,7 +128,7 @@ let package = Package(
         .executableTarget(
             name: "crash-bench",
             dependencies: [
-                "CrashWire", "CrashCompression", "CrashGrouping", "SeededRandom",
+                "CrashWire", "CrashCompression", "CrashGrouping", "CrashIngest", "SeededRandom",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
