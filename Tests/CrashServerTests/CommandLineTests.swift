@@ -13,7 +13,7 @@ import Testing
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("crash-server")
         process.arguments = arguments
-        // No database is reachable: these runs must end before needing one.
+        // By default no database is reachable: these runs must end before needing one.
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = database
         process.environment = env
