@@ -29,6 +29,41 @@ enum Bench {
         Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
     }
 
+    /// Runs `body` over `inputs` (after a warm-up of up to 100 calls) until `seconds` have
+    /// passed; returns calls per second of this thread's CPU time (on a shared machine the wall
+    /// clock also counts the time other processes held the core; the wall-clock rate is printed
+    /// beside it). What `body` returns is summed so that its work cannot be optimized away.
+    static func callsPerCPUSecond<Input>(_ inputs: [Input], seconds: Double, _ body: (Input) throws -> Int) rethrows -> Double {
+        let clock = ContinuousClock()
+        var sink = 0
+        for input in inputs.prefix(100) { sink &+= try body(input) }  // warm up
+        var calls = 0
+        let start = clock.now
+        let cpuStart = threadCPUSeconds()
+        let deadline = start + .milliseconds(Int(seconds * 1000))
+        var now = start
+        while now < deadline {
+            for input in inputs {
+                sink &+= try body(input)
+            }
+            calls += inputs.count
+            now = clock.now
+        }
+        let cpu = threadCPUSeconds() - cpuStart
+        let elapsed = now - start
+        if sink == 42 { print("") }  // keeps the results alive
+        let secondsElapsed = Bench.seconds(elapsed)
+        print(String(format: "  (%d calls: wall %.2f s, %.0f/s; thread CPU %.2f s)", calls, secondsElapsed, Double(calls) / secondsElapsed, cpu))
+        return Double(calls) / max(cpu, 1e-9)
+    }
+
+    /// CPU time of the calling thread, in seconds.
+    static func threadCPUSeconds() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) * 1e-9
+    }
+
     /// Runs `executable` to its end: its standard output and exit status. Standard error
     /// goes to ours, or nowhere when `quiet`.
     static func run(

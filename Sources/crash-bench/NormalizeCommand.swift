@@ -63,12 +63,16 @@ struct NormalizeCommand: AsyncParsableCommand {
         }
         // The signature lines first: `scripts/bench` reports them.
         for version in versions {
-            printRate(version, "signature (normalize + frames + SHA-256):", measure(inputs) { sign($0, version) })
+            printRate(version, "signature (normalize + frames + SHA-256):", Bench.callsPerCPUSecond(inputs, seconds: seconds) { sign($0, version) })
         }
         for version in versions {
-            let normalize = measure(inputs) { Grouping.normalize(reason: $0.reason, version: version).utf8.count &+ normalizeFrames($0, version) }
+            let normalize = Bench.callsPerCPUSecond(inputs, seconds: seconds) {
+                Grouping.normalize(reason: $0.reason, version: version).utf8.count &+ normalizeFrames($0, version)
+            }
             printRate(version, "normalize only (reason + 20 frames):", normalize)
-            printRate(version, "both (signature + 20 normalized frames):", measure(inputs) { sign($0, version) &+ normalizeFrames($0, version) })
+            printRate(
+                version, "both (signature + 20 normalized frames):",
+                Bench.callsPerCPUSecond(inputs, seconds: seconds) { sign($0, version) &+ normalizeFrames($0, version) })
         }
     }
 
@@ -76,40 +80,6 @@ struct NormalizeCommand: AsyncParsableCommand {
         var kind: ReportKind
         var reason: String
         var stack: [String]
-    }
-
-    /// Runs `body` over the inputs until `seconds` have passed; returns calls per second of
-    /// this thread's CPU time (on a shared machine the wall clock also counts the time other
-    /// processes held the core; the wall-clock rate is printed beside it).
-    func measure(_ inputs: [Input], _ body: (Input) -> Int) -> Double {
-        let clock = ContinuousClock()
-        var sink = 0
-        for input in inputs.prefix(100) { sink &+= body(input) }  // warm up
-        var calls = 0
-        let start = clock.now
-        let cpuStart = Self.threadCPUSeconds()
-        let deadline = start + .milliseconds(Int(seconds * 1000))
-        var now = start
-        while now < deadline {
-            for input in inputs {
-                sink &+= body(input)
-            }
-            calls += inputs.count
-            now = clock.now
-        }
-        let cpu = Self.threadCPUSeconds() - cpuStart
-        let elapsed = now - start
-        if sink == 42 { print("") }  // keeps the results alive
-        let secondsElapsed = Bench.seconds(elapsed)
-        print(String(format: "  (%d calls: wall %.2f s, %.0f/s; thread CPU %.2f s)", calls, secondsElapsed, Double(calls) / secondsElapsed, cpu))
-        return Double(calls) / max(cpu, 1e-9)
-    }
-
-    /// CPU time of the calling thread, in seconds.
-    static func threadCPUSeconds() -> Double {
-        var t = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
-        return Double(t.tv_sec) + Double(t.tv_nsec) * 1e-9
     }
 
     static func makeInputs(count: Int, seed: UInt64) -> [Input] {
