@@ -162,6 +162,8 @@ import Testing
             let missing = try await client.ingest(key: nil, body: batchBody([reportJSON()]))
             #expect(missing.status == .unauthorized)
             #expect(missing.errorMessage?.contains("X-Crash-Key") == true)
+            // The challenge names the header, not the read API's Bearer scheme.
+            #expect(missing.headers[.wwwAuthenticate] == #"CrashKey header="X-Crash-Key""#)
             #expect(try await client.ingest(key: "cgi_unknown", body: batchBody([reportJSON()])).status == .unauthorized)
             // A read token is not an ingest key.
             #expect(try await client.ingest(key: project.readToken, body: batchBody([reportJSON()])).status == .unauthorized)

@@ -26,17 +26,23 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
     public let message: String
     /// Seconds to wait before retrying (429, 503, and the 500 of ``outcomeUnknown(_:retryAfter:)``).
     public let retryAfter: Int?
+    /// The 401's `WWW-Authenticate` challenge: how this door takes its credential.
+    private let challenge: String?
 
-    private init(_ code: Code, _ message: String, retryAfter: Int? = nil) {
+    private init(_ code: Code, _ message: String, retryAfter: Int? = nil, challenge: String? = nil) {
         self.code = code
         self.message = message
         self.retryAfter = retryAfter
+        self.challenge = challenge
     }
 
     /// 400: malformed request or parameter; the message names it.
     public static func badRequest(_ message: String) -> Self { .init(.badRequest, message) }
-    /// 401: missing or unknown key or token.
-    public static func unauthorized(_ message: String) -> Self { .init(.unauthorized, message) }
+    /// 401: missing or unknown key or token; `challenge` is the `WWW-Authenticate` value, the
+    /// read API's `Bearer` unless the door takes another credential.
+    public static func unauthorized(_ message: String, challenge: String = "Bearer") -> Self {
+        .init(.unauthorized, message, challenge: challenge)
+    }
     /// 404: unknown project, group or route.
     public static func notFound(_ message: String) -> Self { .init(.notFound, message) }
     /// 413: a body over a size limit.
@@ -87,7 +93,7 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
-        if code == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        if let challenge { headers[.wwwAuthenticate] = challenge }
         return Response(status: status, headers: headers, body: .init(byteBuffer: Self.body(message)))
     }
 

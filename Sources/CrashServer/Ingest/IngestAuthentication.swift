@@ -16,6 +16,12 @@ struct IngestAuthenticator: Sendable {
     let limiter: RateLimiter
     let databaseTimeout: Duration
 
+    /// A 401 of an ingest door. Its challenge names the header that carries the key (an
+    /// auth-scheme of its own: the key is not a bearer token), where the read API's says `Bearer`.
+    static func refused(_ message: String) -> APIError {
+        .unauthorized(message, challenge: #"CrashKey header="\#(WireProtocol.ingestKeyHeader)""#)
+    }
+
     /// The project of `key`, after taking a token of its rate limit. With `sentryID`, the key
     /// must also belong to the project the Sentry path names.
     func authenticate(_ key: String, sentryID: Int64? = nil) async throws -> ProjectRef {
@@ -31,10 +37,10 @@ struct IngestAuthenticator: Sendable {
         }
         if let sentryID {
             guard let owner, owner.sentryID == sentryID else {
-                throw APIError.unauthorized("the key is not a key of project \(sentryID)")
+                throw Self.refused("the key is not a key of project \(sentryID)")
             }
         }
-        guard let project = owner?.project else { throw APIError.unauthorized("unknown \(WireProtocol.ingestKeyHeader)") }
+        guard let project = owner?.project else { throw Self.refused("unknown \(WireProtocol.ingestKeyHeader)") }
         if let wait = limiter.acquire(project: project.id) {
             throw APIError.tooManyRequests("project \(project.slug) is over its rate limit", retryAfter: wait)
         }
@@ -67,7 +73,7 @@ struct IngestAuthenticationMiddleware: RouterMiddleware {
         switch door {
         case .reports:
             guard let key = request.headers.value(Self.keyHeader), !key.isEmpty else {
-                throw APIError.unauthorized("missing \(WireProtocol.ingestKeyHeader) header")
+                throw IngestAuthenticator.refused("missing \(WireProtocol.ingestKeyHeader) header")
             }
             context.ingestProject = try await authenticator.authenticate(key)
         case .sentry:
@@ -84,7 +90,7 @@ extension CrashRequestContext {
     /// The project ``IngestAuthenticationMiddleware`` authenticated; a route without the
     /// middleware is a programming error, answered 401 rather than served unauthenticated.
     func requireIngestProject() throws -> ProjectRef {
-        guard let ingestProject else { throw APIError.unauthorized("missing \(WireProtocol.ingestKeyHeader) header") }
+        guard let ingestProject else { throw IngestAuthenticator.refused("missing \(WireProtocol.ingestKeyHeader) header") }
         return ingestProject
     }
 }
