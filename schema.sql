@@ -55,7 +55,10 @@ CREATE TABLE IF NOT EXISTS reports (
     received_at timestamptz NOT NULL DEFAULT now(),
     kind        text NOT NULL,
     reason      text NOT NULL,
-    stack       jsonb,
+    -- stack and fingerprint (JSON arrays of strings) and context (a JSON object of strings)
+    -- are JSON text, as the server's reader checked it in the body (RFC 8259) or its writer
+    -- wrote it; text rather than jsonb, see "Report JSON as text" below.
+    stack       text,
     fatal       boolean,
     app_id      text NOT NULL,
     app_version text NOT NULL,
@@ -64,8 +67,8 @@ CREATE TABLE IF NOT EXISTS reports (
     os_version  text,
     model       text,
     device_id   text,
-    fingerprint jsonb,
-    context     jsonb
+    fingerprint text,
+    context     text
 ) PARTITION BY RANGE (ts);
 -- Newest-first listing of one group's reports, and the detail view's latest reports.
 CREATE INDEX IF NOT EXISTS reports_group_ts ON reports (group_id, ts DESC, id DESC);
@@ -412,6 +415,26 @@ $$;
 -- facet (the models breakdown reads group_model_hourly): ingest stopped writing it, one
 -- upsert and two index entries per report group less, and its rows go.
 DELETE FROM group_facets WHERE facet = 'model';
+
+-- Report JSON as text (docs/performance.md, "Session 14"). Nothing queries inside stack,
+-- fingerprint or context (the API and regrouping read them back as text), and building jsonb
+-- cost PostgreSQL about 40 µs of CPU per 3.7 kB stack, half of it checking JSON the server
+-- had checked. A database from before keeps its jsonb columns under the names *_jsonb (a
+-- rename and new empty columns: no rewrite), read back with COALESCE; they are empty once the
+-- partitions written before have passed the retention period. A new database has them empty.
+DO $$
+BEGIN
+    IF (SELECT atttypid FROM pg_attribute WHERE attrelid = 'reports'::regclass AND attname = 'stack') = 'jsonb'::regtype THEN
+        ALTER TABLE reports RENAME COLUMN stack TO stack_jsonb;
+        ALTER TABLE reports RENAME COLUMN fingerprint TO fingerprint_jsonb;
+        ALTER TABLE reports RENAME COLUMN context TO context_jsonb;
+        ALTER TABLE reports ADD COLUMN stack text, ADD COLUMN fingerprint text, ADD COLUMN context text;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'reports'::regclass AND attname = 'stack_jsonb') THEN
+        ALTER TABLE reports ADD COLUMN stack_jsonb jsonb, ADD COLUMN fingerprint_jsonb jsonb, ADD COLUMN context_jsonb jsonb;
+    END IF;
+END;
+$$;
 
 -- stack, fingerprint and context (about 2.5 kB of JSON per report, compressed inline) use lz4
 -- instead of pglz: less CPU per stored report for the same size. Only rows written from now on

@@ -122,9 +122,9 @@ struct SeedCommand: AsyncParsableCommand {
             """
             CREATE UNLOGGED TABLE seed_groups AS
             SELECT i AS rank, g.id, g.kind, g.title, g.kind IN ('signal', 'exception') AS fatal,
-                   jsonb_build_array('0   Demo 0x0000000100004000 -[SeedController' || i || ' handle:] + 44',
+                   json_build_array('0   Demo 0x0000000100004000 -[SeedController' || i || ' handle:] + 44',
                                      '1   UIKitCore 0x00000001a0000000 -[UIApplication sendAction:to:from:forEvent:] + 96',
-                                     '2   UIKitCore 0x00000001a0001000 UIApplicationMain + 340') AS stack
+                                     '2   UIKitCore 0x00000001a0001000 UIApplicationMain + 340')::text AS stack
             FROM generate_series(1, \(unescaped: String(groups))) AS i
             JOIN crash_groups g ON g.project_id = \(unescaped: String(projectID)) AND g.signature = encode(sha256(convert_to('seed:' || i, 'UTF8')), 'hex')
             """, logger: logger)
@@ -161,7 +161,7 @@ struct SeedCommand: AsyncParsableCommand {
                                    (\(unescaped: versions))[s.v], '4' || lpad(s.v::text, 3, '0'),
                                    CASE WHEN (\(unescaped: models))[s.m] LIKE 'iPad%' THEN 'iPadOS' ELSE 'iOS' END,
                                    '17.' || (s.i % 6), (\(unescaped: models))[s.m], 'install-' || s.d,
-                                   jsonb_build_object('screen', 'Seed', 'action', 'returned nil')
+                                   json_build_object('screen', 'Seed', 'action', 'returned nil')::text
                             FROM (
                                 SELECT i, now() - make_interval(secs => \(unescaped: String(span)) * (\(unescaped: String(chunk)) + random())) AS ts,
                                        floor(exp(random() * ln(\(unescaped: String(groups + 1)))))::int AS rank,

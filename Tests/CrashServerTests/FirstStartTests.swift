@@ -12,37 +12,28 @@ import Testing
 /// log has no warning about tables that do not exist yet.
 @Suite struct FirstStartTests {
     @Test func firstStartOnAnEmptyDatabaseLogsNoWarning() async throws {
-        let name = "crashguard_first_" + UUID().uuidString.lowercased().prefix(8).replacingOccurrences(of: "-", with: "")
-        try await withTestDatabase { db in
-            _ = try await db.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: TestEnvironment.logger)
-        }
-        var url = try #require(URLComponents(string: TestEnvironment.databaseURL))
-        url.path = "/" + name
-        let config = TestEnvironment.configuration {
-            $0.databaseURL = url.string!
+        try await withPrivateDatabase("crashguard_first") { base in
+            var config = base
             // Both polling services on, as in a real server (the test default turns them off).
-            $0.webhooks.concurrency = 2
-            $0.webhooks.pollInterval = 0.05
-            $0.webhooks.spikeInterval = 0.1
-        }
-        let sink = ReliabilityLogSink()
-        var logger = Logger(label: "first-start") { _ in ReliabilityCapturingHandler(sink: sink) }
-        logger.logLevel = .info
-        do {
-            let app = try await buildApplication(configuration: config, logger: logger)
-            try await app.test(.live) { client in
-                #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
-                // A webhook poll and a spike pass run after the schema is in place.
-                try await Task.sleep(for: .milliseconds(1500))
+            config.webhooks.concurrency = 2
+            config.webhooks.pollInterval = 0.05
+            config.webhooks.spikeInterval = 0.1
+            let sink = ReliabilityLogSink()
+            var logger = Logger(label: "first-start") { _ in ReliabilityCapturingHandler(sink: sink) }
+            logger.logLevel = .info
+            do {
+                let app = try await buildApplication(configuration: config, logger: logger)
+                try await app.test(.live) { client in
+                    #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+                    // A webhook poll and a spike pass run after the schema is in place.
+                    try await Task.sleep(for: .milliseconds(1500))
+                }
+            } catch {
+                Issue.record("\(String(reflecting: error))")
             }
-        } catch {
-            Issue.record("\(String(reflecting: error))")
-        }
-        let problems = sink.lines.filter { ["warning", "error", "critical"].contains(String($0.prefix { $0 != " " })) }
-        #expect(problems.isEmpty, "\(problems)")
-        #expect(sink.lines.contains { $0.contains("schema applied") })
-        try await withTestDatabase { db in
-            _ = try await db.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"), logger: TestEnvironment.logger)
+            let problems = sink.lines.filter { ["warning", "error", "critical"].contains(String($0.prefix { $0 != " " })) }
+            #expect(problems.isEmpty, "\(problems)")
+            #expect(sink.lines.contains { $0.contains("schema applied") })
         }
     }
 

@@ -124,43 +124,27 @@ struct GroupingVersionTests {
     @Test("projects that existed before the grouping column keep v1; new ones get v2")
     func migrationKeepsExistingProjectsOnV1() async throws {
         // A private database, so dropping the column never disturbs tests running beside this one.
-        let name = "crashguard_gv_" + UUID().uuidString.lowercased().prefix(8).replacingOccurrences(of: "-", with: "")
-        do {
-            try await migrationScenario(name)
-        } catch {
-            Issue.record("\(String(reflecting: error))")
-        }
-    }
-
-    func migrationScenario(_ name: String) async throws {
-        try await withTestDatabase { db in
-            _ = try await db.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: TestEnvironment.logger)
-        }
-        var url = try #require(URLComponents(string: TestEnvironment.databaseURL))
-        url.path = "/" + name
-        let config = TestEnvironment.configuration { $0.databaseURL = url.string! }
-        try await withTestDatabase(config) { db in
-            // The database as it was before this schema: no column, and an older schema recorded.
-            _ = try await db.client.query("ALTER TABLE projects DROP COLUMN grouping_version", logger: TestEnvironment.logger)
-            _ = try await db.client.query("DELETE FROM schema_versions", logger: TestEnvironment.logger)
-            _ = try await db.client.query(
-                "INSERT INTO projects (slug, ingest_key_hash, read_token_hash) VALUES ('old', '\\x01', '\\x02')",
-                logger: TestEnvironment.logger)
-            try await db.migrate()
-            try await db.migrate()  // idempotent
-            _ = try await db.createProject(slug: "new")
-            #expect(try await db.groupingVersion(slug: "old") == .v1)
-            #expect(try await db.groupingVersion(slug: "new") == .v2)
-            // A project inserted without a version (an older server during a rolling deploy) gets v2.
-            _ = try await db.client.query(
-                "INSERT INTO projects (slug, ingest_key_hash, read_token_hash) VALUES ('bare', '\\x03', '\\x04')",
-                logger: TestEnvironment.logger)
-            #expect(try await db.groupingVersion(slug: "bare") == .v2)
-            let list = try await db.listProjectsJSON()
-            #expect(list.contains(#""groupingVersion" : "v1""#) && list.contains(#""groupingVersion" : "v2""#))
-        }
-        try await withTestDatabase { db in
-            _ = try await db.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"), logger: TestEnvironment.logger)
+        try await withPrivateDatabase("crashguard_gv") { config in
+            try await withTestDatabase(config) { db in
+                // The database as it was before this schema: no column, and an older schema recorded.
+                _ = try await db.client.query("ALTER TABLE projects DROP COLUMN grouping_version", logger: TestEnvironment.logger)
+                _ = try await db.client.query("DELETE FROM schema_versions", logger: TestEnvironment.logger)
+                _ = try await db.client.query(
+                    "INSERT INTO projects (slug, ingest_key_hash, read_token_hash) VALUES ('old', '\\x01', '\\x02')",
+                    logger: TestEnvironment.logger)
+                try await db.migrate()
+                try await db.migrate()  // idempotent
+                _ = try await db.createProject(slug: "new")
+                #expect(try await db.groupingVersion(slug: "old") == .v1)
+                #expect(try await db.groupingVersion(slug: "new") == .v2)
+                // A project inserted without a version (an older server during a rolling deploy) gets v2.
+                _ = try await db.client.query(
+                    "INSERT INTO projects (slug, ingest_key_hash, read_token_hash) VALUES ('bare', '\\x03', '\\x04')",
+                    logger: TestEnvironment.logger)
+                #expect(try await db.groupingVersion(slug: "bare") == .v2)
+                let list = try await db.listProjectsJSON()
+                #expect(list.contains(#""groupingVersion" : "v1""#) && list.contains(#""groupingVersion" : "v2""#))
+            }
         }
     }
 }

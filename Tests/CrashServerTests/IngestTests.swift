@@ -317,85 +317,58 @@ import Testing
     }
 
     /// The ingest transaction binds every column as a binary array (`unnest`), the nullable
-    /// ones with NULL elements and `stack`/`fingerprint`/`context` as `jsonb` text: absent
+    /// ones with NULL elements and `stack`/`fingerprint`/`context` as their JSON text: absent
     /// stays NULL, `""`/`[]`/`{}` stay themselves, and quotes, backslashes, every control
     /// character but NUL (refused at validation), U+2028 and non-ASCII come back exactly,
     /// through the database and `GET .../reports`.
     @Test func everyColumnRoundTripsExactly() async throws {
-        let project = try await makeProject()
-        let tricky = [
-            "quote \" backslash \\ slash / \\\" \\\\", String((1..<0x20).map { Character(Unicode.Scalar(UInt8($0))) }),
-            "ü 漢字 🚀 \u{7F} \u{85} \u{2028} \u{2029} \u{FEFF} e\u{301}", "", "\\u0041 is not A", "</script>{\"k\": [1]}",
-        ]
-        let at = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 3600).rounded(.down))
-        let fingerprint = ["round trip", tricky[0], tricky[2]]
-        func report(_ n: Int, _ fields: [String: Any]) -> [String: Any] {
-            var r = reportJSON(timestamp: at.addingTimeInterval(Double(n)), extra: ["fingerprint": fingerprint])
-            r.removeValue(forKey: "device")
-            for (key, value) in fields { r[key] = value }
-            return r
-        }
-        let sent = [
-            // Nothing optional: NULL in every nullable column.
-            report(0, [:]),
-            // Every optional field present and empty where the contract allows it.
-            report(
-                1,
-                [
-                    "device": ["os": "", "osVersion": "", "model": "", "id": ""], "stack": [], "context": [:], "fatal": false,
-                    "app": ["id": "com.example.demo", "version": "1.0.0", "build": "b\"1\\"],
-                ]),
-            // Some device fields NULL, some empty, some set.
-            report(2, ["device": ["os": "iOS", "id": ""], "fatal": true]),
-            report(3, ["device": ["osVersion": tricky[2], "model": tricky[1]]]),
-            // Escapes in every JSON column and in the text ones.
-            report(
-                4,
-                [
-                    "stack": tricky, "reason": tricky.joined(separator: "|"),
-                    "context": Dictionary(uniqueKeysWithValues: tricky.enumerated().map { ("k\($0.offset) \($0.element.prefix(20))", $0.element) }),
-                    "device": ["os": tricky[0], "osVersion": "17.1", "model": tricky[2], "id": tricky[1]],
-                ]),
-        ].map(TestReport.init(object:))
-        try await withApp { client in
-            let response = try await client.ingest(key: project.ingestKey, body: batchBody(sent.map(\.object))).decode(IngestResponse.self)
-            #expect(response.accepted == sent.count, "rejected: \(response.rejected)")
-            let list = try await client.query("/v1/projects/\(project.project)/crashes", token: project.readToken)
-            let groups = list.json["groups"] as? [[String: Any]] ?? []
-            #expect(groups.count == 1)
-            let id = try #require(groups.first?["id"] as? String)
-            let page = try await client.query("/v1/projects/\(project.project)/crashes/\(id)/reports", token: project.readToken)
-            let listed = (page.json["reports"] as? [[String: Any]] ?? []).reversed().map { report in
-                report.filter { $0.key != "receivedAt" }
-            }
-            #expect(listed.count == sent.count)
-            for (got, want) in zip(listed, sent.map(\.object)) {
-                #expect(NSDictionary(dictionary: got).isEqual(to: want), "sent \(want)\ngot  \(got)")
-            }
-        }
-        // NULL and "" are apart in the columns themselves, not only in the API's rendering.
-        let columns = try await withTestDatabase { db in
-            try await db.client.withConnection { connection in
-                let rows = try await connection.query(
+        let config = TestEnvironment.configuration()
+        let project = try await makeProject(config)
+        let trip = RoundTrip()
+        try await trip.store(project, config)
+        try await trip.verify(project, config)
+    }
+
+    /// A database from before the JSON columns were `text`: the migration moves its `jsonb`
+    /// columns aside (`stack_jsonb`, ...) without rewriting a row; the reports stored before
+    /// come back exactly as they did, and new ones go into the `text` columns.
+    @Test func reportsStoredInJSONBColumnsSurviveTheMigration() async throws {
+        try await withPrivateDatabase("crashguard_jsonb") { config in
+            let trip = RoundTrip()
+            let before = try await makeProject(config)
+            try await trip.store(before, config)
+            try await withTestDatabase(config) { db in
+                // The table as it was: stack, fingerprint and context jsonb, no *_jsonb columns.
+                for statement: PostgresQuery in [
+                    "ALTER TABLE reports DROP COLUMN stack_jsonb, DROP COLUMN fingerprint_jsonb, DROP COLUMN context_jsonb",
                     """
-                    SELECT r.os, r.os_version, r.model, r.device_id, r.app_build, r.fatal, r.stack::text, r.context::text
-                    FROM reports r JOIN projects p ON p.id = r.project_id WHERE p.slug = \(project.project) ORDER BY r.ts
-                    """, logger: TestEnvironment.logger)
-                var out: [String] = []
-                for try await row in rows.decode((String?, String?, String?, String?, String?, Bool?, String?, String?).self) {
-                    out.append(
-                        [row.0, row.1, row.2, row.3, row.4, row.5.map { "\($0)" }, row.6, row.7].map { $0.map { "'\($0.prefix(8))'" } ?? "NULL" }
-                            .joined(separator: " "))
+                    ALTER TABLE reports ALTER COLUMN stack TYPE jsonb USING stack::jsonb,
+                        ALTER COLUMN fingerprint TYPE jsonb USING fingerprint::jsonb, ALTER COLUMN context TYPE jsonb USING context::jsonb
+                    """,
+                    "DELETE FROM schema_versions",
+                ] {
+                    _ = try await db.client.query(statement, logger: TestEnvironment.logger)
                 }
-                return out
+                try await db.migrate()
+                let types = try await db.client.query(
+                    """
+                    SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+                    WHERE attrelid = 'reports'::regclass AND attnum > 0 AND NOT attisdropped
+                      AND attname IN ('stack', 'fingerprint', 'context', 'stack_jsonb', 'fingerprint_jsonb', 'context_jsonb')
+                    ORDER BY attname
+                    """, logger: TestEnvironment.logger)
+                var found: [String] = []
+                for try await (name, type) in types.decode((String, String).self) { found.append("\(name) \(type)") }
+                #expect(
+                    found == [
+                        "context text", "context_jsonb jsonb", "fingerprint text", "fingerprint_jsonb jsonb", "stack text", "stack_jsonb jsonb",
+                    ])
             }
+            try await trip.verify(before, config)
+            let after = try await makeProject(config)
+            try await trip.store(after, config)
+            try await trip.verify(after, config)
         }
-        #expect(
-            columns.prefix(3) == [
-                "NULL NULL NULL NULL NULL NULL NULL NULL",
-                "'' '' '' '' 'b\"1\\' 'false' '[]' '{}'",
-                "'iOS' NULL NULL '' NULL 'true' NULL NULL",
-            ])
     }
 
     @Test func healthReadinessAndMetrics() async throws {
@@ -424,4 +397,95 @@ import Testing
             #expect(unknown.errorMessage != nil)
         }
     }
+}
+
+/// Reports that hold every kind of value each column keeps apart (NULL, empty, escapes), sent
+/// through `POST /v1/reports` and read back through the API and the columns themselves.
+private struct RoundTrip {
+    let sent: [TestReport]
+
+    init() {
+        let tricky = [
+            "quote \" backslash \\ slash / \\\" \\\\", String((1..<0x20).map { Character(Unicode.Scalar(UInt8($0))) }),
+            "ü 漢字 🚀 \u{7F} \u{85} \u{2028} \u{2029} \u{FEFF} e\u{301}", "", "\\u0041 is not A", "</script>{\"k\": [1]}",
+        ]
+        let at = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 3600).rounded(.down))
+        let fingerprint = ["round trip", tricky[0], tricky[2]]
+        func report(_ n: Int, _ fields: [String: Any]) -> [String: Any] {
+            var r = reportJSON(timestamp: at.addingTimeInterval(Double(n)), extra: ["fingerprint": fingerprint])
+            r.removeValue(forKey: "device")
+            for (key, value) in fields { r[key] = value }
+            return r
+        }
+        sent = [
+            // Nothing optional: NULL in every nullable column.
+            report(0, [:]),
+            // Every optional field present and empty where the contract allows it.
+            report(
+                1,
+                [
+                    "device": ["os": "", "osVersion": "", "model": "", "id": ""], "stack": [], "context": [:], "fatal": false,
+                    "app": ["id": "com.example.demo", "version": "1.0.0", "build": "b\"1\\"],
+                ]),
+            // Some device fields NULL, some empty, some set.
+            report(2, ["device": ["os": "iOS", "id": ""], "fatal": true]),
+            report(3, ["device": ["osVersion": tricky[2], "model": tricky[1]]]),
+            // Escapes in every JSON column and in the text ones.
+            report(
+                4,
+                [
+                    "stack": tricky, "reason": tricky.joined(separator: "|"),
+                    "context": Dictionary(uniqueKeysWithValues: tricky.enumerated().map { ("k\($0.offset) \($0.element.prefix(20))", $0.element) }),
+                    "device": ["os": tricky[0], "osVersion": "17.1", "model": tricky[2], "id": tricky[1]],
+                ]),
+        ].map(TestReport.init(object:))
+    }
+
+    func store(_ project: ProjectCredentials, _ config: ServerConfiguration) async throws {
+        try await withApp(config) { client in
+            let response = try await client.ingest(key: project.ingestKey, body: batchBody(sent.map(\.object))).decode(IngestResponse.self)
+            #expect(response.accepted == sent.count, "rejected: \(response.rejected)")
+        }
+    }
+
+    func verify(_ project: ProjectCredentials, _ config: ServerConfiguration) async throws {
+        try await withApp(config) { client in
+            let list = try await client.query("/v1/projects/\(project.project)/crashes", token: project.readToken)
+            let groups = list.json["groups"] as? [[String: Any]] ?? []
+            #expect(groups.count == 1)
+            let id = try #require(groups.first?["id"] as? String)
+            let page = try await client.query("/v1/projects/\(project.project)/crashes/\(id)/reports", token: project.readToken)
+            let listed = (page.json["reports"] as? [[String: Any]] ?? []).reversed().map { report in
+                report.filter { $0.key != "receivedAt" }
+            }
+            #expect(listed.count == sent.count)
+            for (got, want) in zip(listed, sent.map(\.object)) {
+                #expect(NSDictionary(dictionary: got).isEqual(to: want), "sent \(want)\ngot  \(got)")
+            }
+        }
+        // NULL and "" are apart in the columns themselves, not only in the API's rendering.
+        let columns = try await withTestDatabase(config) { db in
+            try await db.client.withConnection { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT r.os, r.os_version, r.model, r.device_id, r.app_build, r.fatal, COALESCE(r.stack, r.stack_jsonb::text), COALESCE(r.context, r.context_jsonb::text)
+                    FROM reports r JOIN projects p ON p.id = r.project_id WHERE p.slug = \(project.project) ORDER BY r.ts
+                    """, logger: TestEnvironment.logger)
+                var out: [String] = []
+                for try await row in rows.decode((String?, String?, String?, String?, String?, Bool?, String?, String?).self) {
+                    out.append(
+                        [row.0, row.1, row.2, row.3, row.4, row.5.map { "\($0)" }, row.6, row.7].map { $0.map { "'\($0.prefix(8))'" } ?? "NULL" }
+                            .joined(separator: " "))
+                }
+                return out
+            }
+        }
+        #expect(
+            columns.prefix(3) == [
+                "NULL NULL NULL NULL NULL NULL NULL NULL",
+                "'' '' '' '' 'b\"1\\' 'false' '[]' '{}'",
+                "'iOS' NULL NULL '' NULL 'true' NULL NULL",
+            ])
+    }
+
 }

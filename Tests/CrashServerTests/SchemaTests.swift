@@ -42,24 +42,28 @@ import Testing
         }
     }
 
-    /// `stack`, `fingerprint` and `context` compress with lz4 (docs/performance.md, session 5)
-    /// in the parent, every existing partition and partitions created after the migration.
-    @Test func reportJSONColumnsUseLZ4InEveryPartition() async throws {
+    /// `stack`, `fingerprint` and `context` are `text` (docs/performance.md, session 14) and
+    /// compress with lz4 (session 5) in the parent, every existing partition and partitions
+    /// created after the migration.
+    @Test func reportJSONColumnsAreTextWithLZ4InEveryPartition() async throws {
         try await withTestDatabase { (db: CrashDatabase) async throws in
             try await db.client.query("SELECT crashguard_ensure_partitions('2099-01-01', '2099-01-01')", logger: TestEnvironment.logger)
             let rows = try await db.client.query(
                 """
-                SELECT a.attrelid::regclass::text, a.attname, a.attcompression::text FROM pg_attribute a
+                SELECT a.attrelid::regclass::text, a.attname, a.attcompression::text, format_type(a.atttypid, a.atttypmod)
+                FROM pg_attribute a
                 WHERE a.attname IN ('stack', 'fingerprint', 'context')
                   AND (a.attrelid = 'reports'::regclass OR a.attrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'reports'::regclass))
                 """, logger: TestEnvironment.logger)
-            var all: Set<String> = [], notLZ4: [String] = []
-            for try await (table, column, compression) in rows.decode((String, String, String).self) {
+            var all: Set<String> = [], notLZ4: [String] = [], notText: [String] = []
+            for try await (table, column, compression, type) in rows.decode((String, String, String, String).self) {
                 all.insert(table)
                 if compression != "l" { notLZ4.append("\(table).\(column)") }
+                if type != "text" { notText.append("\(table).\(column): \(type)") }
             }
             #expect(all.isSuperset(of: ["reports", "reports_default", "reports_p20990101"]))
             #expect(notLZ4.isEmpty, "not lz4: \(notLZ4)")
+            #expect(notText.isEmpty, "not text: \(notText)")
             try await db.client.query("DROP TABLE IF EXISTS reports_p20990101", logger: TestEnvironment.logger)
         }
     }

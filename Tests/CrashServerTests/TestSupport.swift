@@ -56,6 +56,27 @@ func withTestDatabase<T: Sendable>(
     }
 }
 
+/// Runs `body` with the configuration of a private, empty database of the test cluster
+/// (`<prefix>_<8 hex digits>`), dropped afterwards: for tests that change the schema or need
+/// a first start, which would disturb tests running beside them on the shared database.
+func withPrivateDatabase(
+    _ prefix: String, _ body: (ServerConfiguration) async throws -> Void
+) async throws {
+    let name = prefix + "_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8)
+    try await withTestDatabase { db in
+        _ = try await db.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: TestEnvironment.logger)
+    }
+    var url = URLComponents(string: TestEnvironment.databaseURL)!
+    url.path = "/" + name
+    let config = TestEnvironment.configuration { $0.databaseURL = url.string! }
+    var failure: (any Error)?
+    do { try await body(config) } catch { failure = error }
+    try await withTestDatabase { db in
+        _ = try await db.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"), logger: TestEnvironment.logger)
+    }
+    if let failure { throw failure }
+}
+
 /// A fresh project with a unique slug, so tests running in parallel never share data.
 func makeProject(_ config: ServerConfiguration = TestEnvironment.configuration()) async throws -> ProjectCredentials {
     let slug = "t-" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")

@@ -2,8 +2,8 @@ import CrashIngest
 import NIOCore
 
 /// Writes a report's `stack`/`fingerprint` (an array of strings) and `context` (an object of
-/// strings) as JSON text straight into a bind's buffer: the `jsonb` elements of the ingest
-/// transaction's `reports` insert (``JSONBValue``).
+/// strings) as JSON text straight into a bind's buffer: the JSON `text` elements of the ingest
+/// transaction's `reports` insert (``JSONColumn``).
 ///
 /// Foundation's `JSONEncoder` was 38 % of the server's CPU on the batch path (see
 /// docs/performance.md): it boxes every value, and the text was copied again into the bind.

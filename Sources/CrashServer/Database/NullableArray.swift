@@ -57,21 +57,20 @@ extension Bool: NullableArrayElement {
 }
 
 /// A report's `stack` or `fingerprint` (an array of strings) or `context` (an object of
-/// strings) as a `jsonb` element, written by ``JSONWriter`` straight into the bind: no JSON
-/// `String` per report, and PostgreSQL parses each element once (`jsonb_recv`), where
-/// `json_to_recordset` parsed the whole batch's text and then each column's again.
-enum JSONBValue: NullableArrayElement {
+/// strings) as a `text` element holding its JSON, written by ``JSONWriter`` straight into the
+/// bind: no JSON `String` per report. The columns are `text`, not `jsonb`: nothing queries
+/// inside them (the API reads them back as text), the reader has checked the body's JSON,
+/// and PostgreSQL would parse it again to build `jsonb` (docs/performance.md, "Session 14").
+enum JSONColumn: NullableArrayElement {
     case strings([String])
     case object([String: String])
     /// JSON text already written by ``JSONWriter`` (``IngestItem/stack``).
     case written([UInt8])
 
-    static var psqlElementType: PostgresDataType { .jsonb }
-    static var psqlArrayType: PostgresDataType { .jsonbArray }
+    static var psqlElementType: PostgresDataType { .text }
+    static var psqlArrayType: PostgresDataType { .textArray }
 
-    /// `jsonb`'s binary form: format version 1, then the JSON text.
     func encodeElement(into buffer: inout ByteBuffer) {
-        buffer.writeInteger(UInt8(1))
         switch self {
         case .strings(let values): JSONWriter.strings(values, into: &buffer)
         case .object(let values): JSONWriter.object(values, into: &buffer)

@@ -65,19 +65,19 @@ extension CrashDatabase {
             let (d, f, m, p) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
             let (vh, vd, alerts) = (input.versionHourly, input.versionDaily, input.alerts)
             // Nullable report columns keep NULL apart from `""` (``NullableArray``); `stack`,
-            // `fingerprint` and `context` are `jsonb` elements written by ``JSONWriter``.
+            // `fingerprint` and `context` are JSON `text` elements written by ``JSONWriter``.
             return """
                 WITH new_reports AS (
                     INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
                                          app_build, os, os_version, model, device_id, fingerprint, context)
                     SELECT * FROM unnest(
                         \(input.stored.map(\.projectID)), \(reports.map(\.id)), \(input.groupIDs), \(reports.map(\.timestamp)),
-                        \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(input.stored.map { $0.stack.map(JSONBValue.written) })),
+                        \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(input.stored.map { $0.stack.map(JSONColumn.written) })),
                         \(NullableArray(reports.map(\.fatal))), \(reports.map(\.app.id)), \(reports.map(\.app.version)),
                         \(NullableArray(reports.map(\.app.build))), \(NullableArray(reports.map { $0.device?.os })),
                         \(NullableArray(reports.map { $0.device?.osVersion })), \(NullableArray(reports.map { $0.device?.model })),
-                        \(NullableArray(reports.map { $0.device?.id })), \(NullableArray(reports.map { $0.fingerprint.map(JSONBValue.strings) })),
-                        \(NullableArray(reports.map { $0.context.map(JSONBValue.object) })))
+                        \(NullableArray(reports.map { $0.device?.id })), \(NullableArray(reports.map { $0.fingerprint.map(JSONColumn.strings) })),
+                        \(NullableArray(reports.map { $0.context.map(JSONColumn.object) })))
                 ), hourly AS (
                     INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, count, fatal_count)
                     SELECT * FROM unnest(\(h.map(\.key.project)), \(h.map(\.key.group)), \(h.map(\.key.hour)),

@@ -12,7 +12,7 @@ final class IngestItem: Sendable {
     /// The report without its `stack`, which is kept as ``stack`` instead.
     let report: Report
     let signature: Signature
-    /// The report's `stack` as the `jsonb` text its `reports` row stores: the body's own text
+    /// The report's `stack` as the JSON text its `reports` row stores: the body's own text
     /// of the array (`POST /v1/reports`), or written once here from the frames.
     ///
     /// A queued report used to keep a `String` per frame: at batch 100 x 64 the frames were

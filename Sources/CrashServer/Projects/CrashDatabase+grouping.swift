@@ -93,7 +93,7 @@ extension CrashDatabase {
         let from = now.addingTimeInterval(-Double(days) * 86_400)
         let rows = try await client.query(
             """
-            SELECT r.group_id, r.kind, r.reason, r.stack::text, r.fingerprint::text
+            SELECT r.group_id, r.kind, r.reason, COALESCE(r.stack, r.stack_jsonb::text), COALESCE(r.fingerprint, r.fingerprint_jsonb::text)
             FROM reports r JOIN projects p ON p.id = r.project_id
             WHERE p.slug = \(slug) AND r.ts >= \(from) AND r.ts < \(to)
             """, logger: logger)

@@ -414,8 +414,9 @@ extension CrashDatabase {
         let u = cursor?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         let rows = try await connection.query(
             """
-            SELECT id, ts, received_at, kind, reason, CASE WHEN \(includeStack) THEN stack::text END, fatal,
-                   app_id, app_version, app_build, os, os_version, model, device_id, fingerprint::text, context::text,
+            SELECT id, ts, received_at, kind, reason, CASE WHEN \(includeStack) THEN COALESCE(stack, stack_jsonb::text) END, fatal,
+                   app_id, app_version, app_build, os, os_version, model, device_id,
+                   COALESCE(fingerprint, fingerprint_jsonb::text), COALESCE(context, context_jsonb::text),
                    (extract(epoch FROM ts) * 1000000)::bigint
             FROM reports WHERE group_id = \(group) AND project_id = \(project)
               AND (\(k)::bigint IS NULL OR (ts, id) < ('epoch'::timestamptz + \(k) * interval '1 microsecond', \(u)))
