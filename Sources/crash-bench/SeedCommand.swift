@@ -123,8 +123,8 @@ struct SeedCommand: AsyncParsableCommand {
             CREATE UNLOGGED TABLE seed_groups AS
             SELECT i AS rank, g.id, g.kind, g.title, g.kind IN ('signal', 'exception') AS fatal,
                    json_build_array('0   Demo 0x0000000100004000 -[SeedController' || i || ' handle:] + 44',
-                                     '1   UIKitCore 0x00000001a0000000 -[UIApplication sendAction:to:from:forEvent:] + 96',
-                                     '2   UIKitCore 0x00000001a0001000 UIApplicationMain + 340')::text AS stack
+                                    '1   UIKitCore 0x00000001a0000000 -[UIApplication sendAction:to:from:forEvent:] + 96',
+                                    '2   UIKitCore 0x00000001a0001000 UIApplicationMain + 340')::text AS stack
             FROM generate_series(1, \(unescaped: String(groups))) AS i
             JOIN crash_groups g ON g.project_id = \(unescaped: String(projectID)) AND g.signature = encode(sha256(convert_to('seed:' || i, 'UTF8')), 'hex')
             """, logger: logger)
