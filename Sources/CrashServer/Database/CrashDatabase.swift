@@ -123,12 +123,12 @@ public func withDatabase<T: Sendable>(
 /// fails at once and says why: a query on the pool would wait for its minute of connection
 /// retries and end in an error that names neither the address nor the cause.
 func checkReachable(_ url: String, logger: Logger) async throws {
-    var probe = try PostgresConnection.Configuration(url: url)
+    let parsed = try PostgresURL(url)
+    var probe = try PostgresConnection.Configuration(parsed)
     probe.options.connectTimeout = .seconds(5)
     do {
         try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger).close()
     } catch {
-        let parsed = try PostgresURL(url)
         let address = parsed.socket ?? "\(parsed.host):\(parsed.port)"
         throw ConfigurationError("DATABASE_URL: cannot use the database at \(address): \(connectionFailure(error))")
     }

@@ -15,7 +15,11 @@ extension PostgresURLConfiguration {
     /// Reads `postgres://user:password@host:port/database?sslmode=disable|prefer|require`
     /// (also `postgresql://`; `host=/path` in the query selects a Unix socket).
     init(url: String) throws {
-        let parsed = try PostgresURL(url)
+        try self.init(try PostgresURL(url))
+    }
+
+    /// The configuration for an already parsed URL.
+    init(_ parsed: PostgresURL) throws {
         if let socket = parsed.socket {
             self.init(unixSocketPath: socket, username: parsed.username, password: parsed.password, database: parsed.database)
         } else {
