@@ -46,6 +46,8 @@ let package = Package(
         // System brotli and zstd decoders, for the server's ingest only (never the SDK).
         .systemLibrary(name: "CBrotli", pkgConfig: "libbrotlidec", providers: [.apt(["libbrotli-dev"]), .brew(["brotli"])]),
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
+        // ISA-L's igzip: the server's gzip decoder (GzipDecoder), never the SDK's.
+        .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"]), .brew(["isa-l"])]),
         // gzip/deflate encode and capped streaming inflate.
         .target(name: "CrashCompression", dependencies: ["CZlib"], swiftSettings: strict),
         // A cache prefetch hint for the grouping's frame reads (a C header: Swift has none).
@@ -59,7 +61,7 @@ let package = Package(
         // The ingest pipeline from request bytes to validated, signed reports: capped
         // decoding, the streaming JSON reader, validation. No HTTP, no database.
         .target(
-            name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd"],
+            name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd", "CIsal"],
             swiftSettings: strict),
         // Async-signal-safe crash handler, image map and symbol lookup for the SDK (C).
         .target(name: "CCrashCapture"),

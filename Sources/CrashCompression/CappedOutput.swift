@@ -1,5 +1,5 @@
 /// The output side of a capped streaming decoder (``Inflater``, and the server's brotli and
-/// zstd decoders): a 64 KiB buffer the codec writes into, handed on piece by piece, and the
+/// zstd decoders): a buffer the codec writes into, handed on piece by piece, and the
 /// cap on the total: decoding stops the moment the output would pass `maxOutputBytes`, so a
 /// bomb costs at most the cap in memory whatever its format.
 package struct CappedOutput {
@@ -9,13 +9,14 @@ package struct CappedOutput {
     /// uninitialized: only bytes the codec wrote are read, and zeroing 64 KiB for every
     /// request (a fresh allocation each time, page faults included) was about 1.6 % of the
     /// server's CPU per single-report request (docs/performance.md, session 9).
-    package var chunk = [UInt8](unsafeUninitializedCapacity: CappedOutput.chunkSize) { _, count in
-        count = CappedOutput.chunkSize
+    package var chunk: [UInt8]
+
+    /// `chunkSize` is the most the codec writes per call: 64 KiB by default; igzip, which keeps
+    /// its own history, is as fast with 8 KiB (``GzipDecoder``).
+    package init(maxOutputBytes: Int, chunkSize: Int = 64 * 1024) {
+        self.maxOutputBytes = maxOutputBytes
+        chunk = [UInt8](unsafeUninitializedCapacity: chunkSize) { _, count in count = chunkSize }
     }
-
-    private static let chunkSize = 64 * 1024
-
-    package init(maxOutputBytes: Int) { self.maxOutputBytes = maxOutputBytes }
 
     /// Hands the first `count` bytes of ``chunk`` (valid only during the call) to `output`,
     /// or throws `outputLimitExceeded` when they would take the total past the cap.

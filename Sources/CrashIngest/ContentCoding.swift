@@ -30,7 +30,7 @@ public enum ContentCoding: Sendable, Hashable {
     func decoder(maxOutputBytes: Int) throws -> (any StreamDecoder)? {
         switch self {
         case .identity: return nil
-        case .gzip: return try Inflater(format: .gzip, maxOutputBytes: maxOutputBytes)
+        case .gzip: return GzipDecoder(maxOutputBytes: maxOutputBytes)
         case .deflate: return try Inflater(format: .deflate, maxOutputBytes: maxOutputBytes)
         case .br: return try BrotliDecoder(maxOutputBytes: maxOutputBytes)
         case .zstd: return try ZstdDecoder(maxOutputBytes: maxOutputBytes)

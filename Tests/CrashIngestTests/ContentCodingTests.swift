@@ -1,15 +1,21 @@
 import CodecTestSupport
+import CrashCompression
 import CrashIngest
 import Foundation
 import Testing
 
-/// `Content-Encoding: br` and `zstd` through the one reader every ingest route uses: the same
-/// streaming, the same caps, the same 400/413 as gzip and deflate.
-@Suite struct BrotliZstdTests {
-    static let codings: [String] = ["br", "zstd"]
+/// `Content-Encoding: gzip` (ISA-L's igzip), `br` and `zstd` through the one reader every ingest
+/// route uses: the same streaming, the same caps, the same 400/413 (`deflate`, zlib's
+/// ``Inflater``, has its own tests in CrashCompressionTests).
+@Suite struct ContentCodingTests {
+    static let codings: [String] = ["gzip", "br", "zstd"]
 
     static func encode(_ plain: [UInt8], _ coding: String) throws -> [UInt8] {
-        coding == "br" ? try TestEncoders.brotli(plain) : try TestEncoders.zstd(plain)
+        switch coding {
+        case "gzip": return try Deflater.compress(plain, format: .gzip)
+        case "br": return try TestEncoders.brotli(plain)
+        default: return try TestEncoders.zstd(plain)
+        }
     }
 
     static let plain: [UInt8] = Array(
@@ -41,7 +47,8 @@ import Testing
 
     @Test(arguments: codings)
     func headerIsRead(_ coding: String) throws {
-        #expect(try ContentCoding(header: " \(coding.uppercased()) ") == (coding == "br" ? .br : .zstd))
+        let expected: [String: ContentCoding] = ["gzip": .gzip, "br": .br, "zstd": .zstd]
+        #expect(try ContentCoding(header: " \(coding.uppercased()) ") == expected[coding])
         #expect(throws: IngestError.self) { try ContentCoding(header: "compress") }
     }
 
@@ -56,6 +63,13 @@ import Testing
         let half = Self.plain.count / 2
         let body = try TestEncoders.zstd(Array(Self.plain[..<half])) + TestEncoders.zstd(Array(Self.plain[half...]))
         #expect(try Self.read(body, coding: "zstd", chunk: 5).get() == Self.plain)
+    }
+
+    @Test(arguments: [1, 3, 1 << 20])
+    func gzipConcatenatedMembersDecodeAsOne(_ chunk: Int) throws {
+        let half = Self.plain.count / 2
+        let body = try Self.encode(Array(Self.plain[..<half]), "gzip") + Self.encode(Array(Self.plain[half...]), "gzip")
+        #expect(try Self.read(body, coding: "gzip", chunk: chunk).get() == Self.plain)
     }
 
     @Test(arguments: codings, [1, 1 << 20])
