@@ -45,6 +45,15 @@ import Testing
         }
     }
 
+    /// The refusal in `result`, or nil after recording that the `what` passed.
+    static func refusal(_ result: Result<[UInt8], IngestError>, _ what: String) -> IngestError? {
+        guard case .failure(let error) = result else {
+            Issue.record("\(what) passed")
+            return nil
+        }
+        return error
+    }
+
     @Test(arguments: codings)
     func headerIsRead(_ coding: String) throws {
         let expected: [String: ContentCoding] = ["gzip": .gzip, "br": .br, "zstd": .zstd]
@@ -76,15 +85,12 @@ import Testing
     func truncatedIs400(_ coding: String, chunk: Int) throws {
         let body = try Self.encode(Self.plain, coding)
         for cut in [1, body.count / 2, body.count - 1] {
-            let result = Self.read(Array(body.prefix(cut)), coding: coding, chunk: chunk)
-            #expect(throws: IngestError.self) { try result.get() }
-            if case .failure(let error) = result {
-                #expect(error.status == 400)
-                #expect(error.message.hasPrefix("body is not JSON: "))
-            }
+            let error = Self.refusal(Self.read(Array(body.prefix(cut)), coding: coding, chunk: chunk), "truncated body")
+            #expect(error?.status == 400)
+            #expect(error?.message.hasPrefix("body is not JSON: ") == true)
         }
         let empty = Self.read([], coding: coding, chunk: chunk)
-        if case .failure(let error) = empty { #expect(error.status == 400) } else { Issue.record("empty body passed") }
+        #expect(Self.refusal(empty, "empty body")?.status == 400)
     }
 
     @Test(arguments: codings)
@@ -93,20 +99,13 @@ import Testing
         for index in stride(from: 0, to: body.count, by: 3) { body[index] ^= 0x5A }
         let garbage = Self.read(Array("{\"reports\":[]}".utf8), coding: coding, chunk: 1 << 20)
         for result in [Self.read(body, coding: coding, chunk: 1), garbage] {
-            guard case .failure(let error) = result else {
-                Issue.record("corrupt body decoded")
-                continue
-            }
+            guard let error = Self.refusal(result, "corrupt body") else { continue }
             #expect(error.status == 400)
             #expect(error.message.hasPrefix("body is not JSON: "))
         }
         // Bytes after a complete stream are refused, not ignored.
         let trailing = Self.read(try Self.encode(Self.plain, coding) + [0x00, 0x01], coding: coding, chunk: 1 << 20)
-        guard case .failure(let error) = trailing else {
-            Issue.record("trailing garbage passed")
-            return
-        }
-        #expect(error.status == 400)
+        #expect(Self.refusal(trailing, "trailing garbage")?.status == 400)
     }
 
     /// A bomb: 64 MiB of one byte, a few KiB compressed, read with a 1 MiB cap. The reader
@@ -128,22 +127,14 @@ import Testing
         let exact = try Self.encode([UInt8](repeating: 0x20, count: limit), coding)
         #expect(try Self.read(exact, coding: coding, chunk: 1 << 20, maxDecoded: limit).get().count == limit)
         let over = Self.read(try Self.encode([UInt8](repeating: 0x20, count: limit + 1), coding), coding: coding, chunk: 1, maxDecoded: limit)
-        guard case .failure(let overError) = over else {
-            Issue.record("over the cap passed")
-            return
-        }
-        #expect(overError.status == 413)
+        #expect(Self.refusal(over, "over the cap")?.status == 413)
     }
 
     @Test(arguments: codings)
     func compressedCapApplies(_ coding: String) throws {
         let body = try Self.encode(Self.plain, coding)
         let result = Self.read(body, coding: coding, chunk: 1 << 20, maxBody: body.count - 1)
-        guard case .failure(let error) = result else {
-            Issue.record("over the body cap passed")
-            return
-        }
-        #expect(error.status == 413)
+        #expect(Self.refusal(result, "over the body cap")?.status == 413)
         #expect(try Self.read(body, coding: coding, chunk: 1 << 20, maxBody: body.count).get() == Self.plain)
     }
 }
