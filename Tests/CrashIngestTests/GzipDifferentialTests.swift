@@ -23,21 +23,11 @@ import Testing
 
     /// The ingest reader's verdict with `Content-Encoding: gzip`; every refusal must be a 400.
     static func ingest(_ body: [UInt8], chunk: Int) -> [UInt8]? {
-        do {
-            var reader = try CappedBodyReader(coding: .gzip, maxBodyBytes: 1 << 24, maxDecompressedBytes: 1 << 24)
-            var decoded: [UInt8] = []
-            for start in stride(from: 0, to: body.count, by: chunk) {
-                try body[start..<min(start + chunk, body.count)].withUnsafeBytes {
-                    try reader.feed($0) { decoded.append(contentsOf: $0) }
-                }
-            }
-            try reader.finish()
+        switch ContentCodingTests.read(body, coding: "gzip", chunk: chunk, maxBody: 1 << 24, maxDecoded: 1 << 24) {
+        case .success(let decoded):
             return decoded
-        } catch let error as IngestError {
+        case .failure(let error):
             #expect(error.status == 400, "\(error)")
-            return nil
-        } catch {
-            Issue.record("unexpected error \(error)")
             return nil
         }
     }
