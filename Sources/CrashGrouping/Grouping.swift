@@ -114,22 +114,22 @@ public enum Grouping {
     }
 
     /// ``signatureFrames(_:)`` without an array: what the signature reads.
-    static func selectFrames(_ stack: [String]) -> SelectedFrames {
+    static func selectFrames<Stack: FrameSource>(_ stack: Stack) -> SelectedFrames {
         let memo = ImageMemo.forThisThread()
         return selectFrames(stack, FrameClassifier.tables, memo)
     }
 
-    private static func selectFrames(_ stack: [String], _ tables: FrameClassifier.Tables, _ memo: ImageMemo) -> SelectedFrames {
+    private static func selectFrames<Stack: FrameSource>(
+        _ stack: Stack, _ tables: FrameClassifier.Tables, _ memo: ImageMemo
+    ) -> SelectedFrames {
         var app = SelectedFrames()
         var fallback = SelectedFrames()
-        for index in stack.indices {
+        for index in 0..<stack.count {
             // A system frame's machinery lookup matters only while the fallback is not full.
             let needed = !fallback.isFull && app.count == 0
-            // In place (no copy, no retain) for a native string; through a copy otherwise.
-            let classified = stack[index].utf8.withContiguousStorageIfAvailable {
+            let (role, length) = stack.withFrame(index) {
                 FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: memo)
             }
-            guard let (role, length) = classified ?? foreignFrame(stack[index], needed, tables, memo) else { continue }
             switch role {
             case .app:
                 app.append(index, length)
@@ -141,16 +141,6 @@ public enum Grouping {
             }
         }
         return app.count == 0 ? fallback : app
-    }
-
-    @inline(never)
-    private static func foreignFrame(
-        _ frame: String, _ needed: Bool, _ tables: FrameClassifier.Tables, _ memo: ImageMemo
-    )
-        -> (role: FrameRole, length: Int)?
-    {
-        var frame = frame
-        return frame.withUTF8 { FrameClassifier.classify(bytes: $0, machineryInSystem: needed, tables: tables, memo: memo) }
     }
 
     /// The signature of a report's grouping fields under `version`.
@@ -167,12 +157,29 @@ public enum Grouping {
     public static func signature(
         kind: ReportKind, reason: String, stack: [String]?, fingerprint: [String]?, version: GroupingVersion
     ) -> Signature {
+        let usesFingerprint = fingerprint.map { !$0.isEmpty } ?? false
+        if version == .v2, !usesFingerprint, let stack { prefetchFrames(stack) }
+        return sign(kind: kind, reason: reason, stack: stack, fingerprint: fingerprint, version: version)
+    }
+
+    /// ``signature(kind:reason:stack:fingerprint:version:)`` of a stack whose frames are
+    /// UTF-8 text in the caller's memory (an ingest body's bytes): the same signature as of
+    /// the same frames as `String`s, without making one per frame.
+    public static func signature(
+        kind: ReportKind, reason: String, frames: UnsafeBufferPointer<UnsafeBufferPointer<UInt8>>?,
+        fingerprint: [String]?, version: GroupingVersion
+    ) -> Signature {
+        sign(kind: kind, reason: reason, stack: frames, fingerprint: fingerprint, version: version)
+    }
+
+    private static func sign<Stack: FrameSource>(
+        kind: ReportKind, reason: String, stack: Stack?, fingerprint: [String]?, version: GroupingVersion
+    ) -> Signature {
         let rules = version.normalizerRules
         let usesFingerprint = fingerprint.map { !$0.isEmpty } ?? false
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { scratch in
             var message = SignatureMessage(buffer: OutputBuffer(borrowing: scratch), version: version)
             defer { message.buffer.release() }
-            if version == .v2, !usesFingerprint, let stack { prefetchFrames(stack) }
             message.add(version.rawValue)
             message.add(kind.rawValue)
             var normalized = ""
@@ -190,14 +197,18 @@ public enum Grouping {
             if usesFingerprint, let fingerprint {
                 message.add("fingerprint")
                 for part in fingerprint { message.add(part) }
-            } else if let stack, !stack.isEmpty {
+            } else if let stack, stack.count > 0 {
                 switch version {
                 case .v1:
                     if kind == .signal || kind == .exception {
-                        for frame in stack.prefix(signatureFrameCount) { message.add(frame: frame, length: .max) }
+                        for index in 0..<min(stack.count, signatureFrameCount) {
+                            stack.withFrame(index) { message.add(frame: $0, length: .max) }
+                        }
                     }
                 case .v2:
-                    selectFrames(stack).forEach { index, length in message.add(frame: stack[index], length: length) }
+                    selectFrames(stack).forEach { index, length in
+                        stack.withFrame(index) { message.add(frame: $0, length: length) }
+                    }
                 }
             }
             var hasher = SHA256()
@@ -233,12 +244,10 @@ public enum Grouping {
         mutating func add(_ text: String) { Bytes.withUTF8(text) { add(bytes: $0) } }
 
         /// A frame's normalized text (its first `length` bytes: without its mark).
-        mutating func add(frame: String, length: Int) {
-            Bytes.withUTF8(frame) { all in
-                let src = UnsafeBufferPointer(rebasing: all[..<min(length, all.count)])
-                if version == .v2, addAppleFrame(src) { return }
-                Normalizer.withNormalizedBytes(src, frameMode: true, rules: version.normalizerRules) { add(bytes: $0) }
-            }
+        mutating func add(frame all: UnsafeBufferPointer<UInt8>, length: Int) {
+            let src = UnsafeBufferPointer(rebasing: all[..<min(length, all.count)])
+            if version == .v2, addAppleFrame(src) { return }
+            Normalizer.withNormalizedBytes(src, frameMode: true, rules: version.normalizerRules) { add(bytes: $0) }
         }
 
         /// An Apple frame whose image and symbol make a fixed point: that text is its
@@ -305,5 +314,24 @@ public enum Grouping {
             }
             return i
         }
+    }
+}
+
+/// A stack's frames as the signature reads them: by index, each as its UTF-8 bytes.
+protocol FrameSource {
+    var count: Int { get }
+    func withFrame<R>(_ index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R
+}
+
+extension Array: FrameSource where Element == String {
+    /// In place (no copy, no retain) for a native string; through a copy otherwise.
+    @inline(__always) func withFrame<R>(_ index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        Bytes.withUTF8(self[index], body)
+    }
+}
+
+extension UnsafeBufferPointer: FrameSource where Element == UnsafeBufferPointer<UInt8> {
+    @inline(__always) func withFrame<R>(_ index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        body(self[index])
     }
 }

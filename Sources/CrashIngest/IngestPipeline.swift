@@ -8,11 +8,13 @@ public struct IngestBatch: Sendable {
     /// A valid report with its index in `reports` and its group signature.
     public struct Accepted: Sendable {
         public var index: Int
+        /// The report without its stack (`stack` is nil): the frames are in ``stackJSON``.
         public var report: Report
         public var signature: Signature
         /// The report's `stack` array as the body sent it (JSON text without the white space
-        /// between tokens): the same value as `report.stack`, for whoever stores it as JSON
-        /// without writing it again. Nil when `stack` is absent or null.
+        /// between tokens), for whoever stores it as JSON without writing it again. Nil when
+        /// `stack` is absent or null. The reader signs the frames where they lie in the body
+        /// and makes no `String` of them: `report.stack` is nil.
         public var stackJSON: [UInt8]?
     }
 
@@ -99,7 +101,7 @@ public final class IngestBodyReader {
         try scanner.finish()
         let slots: [ReportReader.Slot]
         do {
-            slots = try bytes.withUnsafeBufferPointer { try ReportReader.read($0, now: now) }
+            slots = try bytes.withUnsafeBufferPointer { try ReportReader.read($0, now: now, version: version) }
         } catch {
             throw error as! IngestError  // read throws nothing else
         }
@@ -111,12 +113,8 @@ public final class IngestBodyReader {
             case .failure(let rejection):
                 rejected.append(.init(index: index, error: rejection.message))
             case .success(let read):
-                let report = read.report
-                let signature = Grouping.signature(
-                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
-                    version: version)
                 let stackJSON = read.stackText.map { Array(bytes[$0]) }
-                accepted.append(.init(index: index, report: report, signature: signature, stackJSON: stackJSON))
+                accepted.append(.init(index: index, report: read.report, signature: read.signature, stackJSON: stackJSON))
             }
         }
         bytes = []

@@ -101,6 +101,13 @@ public enum JSONText {
         guard span.escaped else { return String(decoding: raw, as: UTF8.self) }
         var out: [UInt8] = []
         out.reserveCapacity(span.rawCount)
+        guard unescape(bytes, span, appendingTo: &out) else { return nil }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the string's UTF-8 text to `out`; false (and `out` partly written) when it
+    /// holds a lone surrogate.
+    static func unescape(_ bytes: UnsafeBufferPointer<UInt8>, _ span: Span, appendingTo out: inout [UInt8]) -> Bool {
         var i = span.start
         while i < span.end {
             let b = bytes[i]
@@ -121,19 +128,19 @@ public enum JSONText {
                 var scalar = hex4(bytes, i)
                 i += 4
                 if (0xD800..<0xDC00).contains(scalar) {
-                    guard i + 6 <= span.end, bytes[i] == 0x5C, bytes[i + 1] == 0x75 else { return nil }
+                    guard i + 6 <= span.end, bytes[i] == 0x5C, bytes[i + 1] == 0x75 else { return false }
                     let low = hex4(bytes, i + 2)
-                    guard (0xDC00..<0xE000).contains(low) else { return nil }
+                    guard (0xDC00..<0xE000).contains(low) else { return false }
                     scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                     i += 6
                 } else if (0xDC00..<0xE000).contains(scalar) {
-                    return nil
+                    return false
                 }
                 appendUTF8(scalar, to: &out)
             default: out.append(e)  // " \ /
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        return true
     }
 
     /// Whether the raw (possibly escaped) string contents `raw` unescape to `text`.

@@ -1,23 +1,38 @@
+import CrashGrouping
 import CrashWire
 import Foundation
 
 /// The second pass over an ingest body that ``JSONBodyScanner`` passed: reads the
 /// `reports` array element by element into validated `Report` values or rejections that
 /// name the field, with the decisions and messages of the wire format's `Decodable` types
-/// (fields in declaration order, the first failure wins), then `Report.validationError`.
+/// (fields in declaration order, the first failure wins), then `Report.validationError`,
+/// and signs each valid report with `Grouping`.
 ///
 /// A string longer than its field allows is measured, not copied: its report is rejected
 /// with the real length in the message. Arrays and objects past their limits are counted,
 /// not kept. So a report costs at most its limits in memory, whatever the body holds.
+///
+/// The stack's frames are checked and signed where they lie in the body, never copied into
+/// a `String` each: a frame string per frame was about half of the server's allocations
+/// (docs/performance.md, session 16). The report's `stack` stays nil; its text is `stackText`.
 struct ReportReader {
     /// One element of `reports`: a valid report, or the message that rejects it.
     typealias Slot = Result<Read, Rejection>
 
-    /// A valid report, and where its `stack` array's JSON text is in the body's bytes (nil
-    /// when absent or null).
+    /// A valid report (its `stack` nil), where its `stack` array's JSON text is in the body's
+    /// bytes (nil when absent or null), and its signature.
     struct Read {
         var report: Report
         var stackText: Range<Int>?
+        var signature: Signature
+    }
+
+    /// Where a frame of the report being read is: in the body (no escape in it) or, unescaped,
+    /// in ``unescaped``.
+    private struct FrameRef {
+        var start: Int
+        var count: Int
+        var inUnescaped: Bool
     }
 
     struct Rejection: Error {
@@ -27,17 +42,24 @@ struct ReportReader {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private let now: Date
+    private let version: GroupingVersion
     private var i = 0
+    /// The frames of the report being read, and the text of those that hold an escape:
+    /// reused from report to report.
+    private var frames: [FrameRef] = []
+    private var unescaped: [UInt8] = []
+    private var framePointers: [UnsafeBufferPointer<UInt8>] = []
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>, now: Date) {
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, now: Date, version: GroupingVersion) {
         self.bytes = bytes
         self.now = now
+        self.version = version
     }
 
-    /// Reads and validates every element of the body's `reports` array. A valid report's
-    /// `stackText` is a range of `bytes`.
-    static func read(_ bytes: UnsafeBufferPointer<UInt8>, now: Date) throws(IngestError) -> [Slot] {
-        var reader = ReportReader(bytes, now: now)
+    /// Reads, validates and signs (with grouping `version`) every element of the body's
+    /// `reports` array. A valid report's `stackText` is a range of `bytes`.
+    static func read(_ bytes: UnsafeBufferPointer<UInt8>, now: Date, version: GroupingVersion) throws(IngestError) -> [Slot] {
+        var reader = ReportReader(bytes, now: now, version: version)
         return try reader.readBody()
     }
 
@@ -112,16 +134,37 @@ struct ReportReader {
         defer { i = end }
         var oversize = Oversize()
         let report: Report
+        let stack: Stack
         do {
-            report = try decodeReport(at, &oversize)
+            (report, stack) = try decodeReport(at, &oversize)
         } catch {
             return .failure(error)
         }
-        if let problem = report.validationError(now: now) {
+        if let problem = report.validationError(now: now, stackError: stack.problem) {
             return .failure(Rejection(oversize.restore(problem)))
         }
         let stackText = at[Field.stack.rawValue].flatMap { bytes[$0] == 0x5B ? $0..<stackEnd : nil }
-        return .success(Read(report: report, stackText: stackText))
+        return .success(Read(report: report, stackText: stackText, signature: sign(report, hasStack: stack.isPresent)))
+    }
+
+    /// The signature of `report` with the frames just read (none when `hasStack` is false).
+    private mutating func sign(_ report: Report, hasStack: Bool) -> Signature {
+        guard hasStack else {
+            return Grouping.signature(
+                kind: report.kind, reason: report.reason, frames: nil, fingerprint: report.fingerprint, version: version)
+        }
+        framePointers.removeAll(keepingCapacity: true)
+        unescaped.withUnsafeBufferPointer { unescaped in
+            for frame in frames {
+                let base = frame.inUnescaped ? unescaped : bytes
+                framePointers.append(UnsafeBufferPointer(rebasing: base[frame.start..<frame.start + frame.count]))
+            }
+        }
+        // The pointers into `unescaped` stay valid: nothing writes to it until the next report.
+        return framePointers.withUnsafeBufferPointer {
+            Grouping.signature(
+                kind: report.kind, reason: report.reason, frames: $0, fingerprint: report.fingerprint, version: version)
+        }
     }
 
     private func field(_ key: JSONText.Span) -> Field? {
@@ -130,7 +173,14 @@ struct ReportReader {
         return nil
     }
 
-    private mutating func decodeReport(_ at: [Int?], _ oversize: inout Oversize) throws(Rejection) -> Report {
+    /// A report's `stack` as read: whether it is there (not absent, not null), and what
+    /// `Report.validationError` is to say of it.
+    private struct Stack {
+        var isPresent: Bool
+        var problem: String?
+    }
+
+    private mutating func decodeReport(_ at: [Int?], _ oversize: inout Oversize) throws(Rejection) -> (Report, Stack) {
         let idText = try requiredString(at[Field.id.rawValue], "id", limit: 64)
         guard case .value(let idString) = idText, let id = UUIDText.parse(idString) else {
             throw Rejection("id: not a UUID")
@@ -146,9 +196,7 @@ struct ReportReader {
         let reason = try string(
             requiredString(at[Field.reason.rawValue], "reason", limit: ReportLimits.reasonBytes.upperBound), "reason",
             ReportLimits.reasonBytes.upperBound, &oversize)
-        let stack = try stringArray(
-            at[Field.stack.rawValue], "stack", limit: ReportLimits.frameBytes, keep: ReportLimits.maxFrames + 1,
-            unit: "frames", &oversize)
+        let stack = try readStack(at[Field.stack.rawValue])
         let fatal = try optionalBool(at[Field.fatal.rawValue], "fatal")
         let app = try decodeApp(at[Field.app.rawValue], &oversize)
         let device = try decodeDevice(at[Field.device.rawValue], &oversize)
@@ -156,9 +204,50 @@ struct ReportReader {
             at[Field.fingerprint.rawValue], "fingerprint", limit: ReportLimits.fingerprintPartBytes,
             keep: ReportLimits.fingerprintParts.upperBound + 1, unit: "parts", &oversize)
         let context = try decodeContext(at[Field.context.rawValue], &oversize)
-        return Report(
-            id: id, timestamp: timestamp, kind: kind, reason: reason, stack: stack, fatal: fatal, app: app,
+        let report = Report(
+            id: id, timestamp: timestamp, kind: kind, reason: reason, stack: nil, fatal: fatal, app: app,
             device: device, fingerprint: fingerprint, context: context)
+        return (report, stack)
+    }
+
+    /// The report's `stack`, with the decisions of a `[String]` decoded and validated (type
+    /// errors thrown in element order; the count, then each frame's length and NUL, left
+    /// for validation), read where it lies: each frame is measured and kept in ``frames``.
+    private mutating func readStack(_ at: Int?) throws(Rejection) -> Stack {
+        frames.removeAll(keepingCapacity: true)
+        unescaped.removeAll(keepingCapacity: true)
+        guard let at, bytes[at] != 0x6E else { return Stack(isPresent: false) }
+        guard bytes[at] == 0x5B else { throw Rejection("stack: expected an array") }
+        var count = 0
+        var frameProblem: String?
+        var failure: Rejection?
+        i = at
+        forEachElement { reader, index in
+            guard failure == nil else { return reader.skipValue() }
+            do throws(Rejection) {
+                let (span, length, hasNUL) = try reader.measured(
+                    reader.present(reader.i, "stack[\(index)]"), "stack[\(index)]")
+                // Frames past the limit, or past a bad one, only need to be strings.
+                if frameProblem == nil, index < ReportLimits.maxFrames {
+                    frameProblem = Report.frameError(index: index, bytes: length, hasNUL: hasNUL)
+                    if frameProblem == nil { reader.keepFrame(span, length) }
+                }
+                count += 1
+            } catch {
+                failure = error
+            }
+            reader.skipValue()
+        }
+        if let failure { throw failure }
+        return Stack(isPresent: true, problem: Report.stackError(frameCount: count) ?? frameProblem)
+    }
+
+    private mutating func keepFrame(_ span: JSONText.Span, _ length: Int) {
+        guard span.escaped else { return frames.append(FrameRef(start: span.start, count: length, inUnescaped: false)) }
+        let start = unescaped.count
+        // Measured already: no lone surrogate, `length` bytes.
+        _ = JSONText.unescape(bytes, span, appendingTo: &unescaped)
+        frames.append(FrameRef(start: start, count: unescaped.count - start, inUnescaped: true))
     }
 
     private mutating func decodeApp(_ at: Int?, _ oversize: inout Oversize) throws(Rejection) -> AppInfo {
@@ -283,21 +372,24 @@ struct ReportReader {
     }
 
     private func text(_ at: Int, _ name: @autoclosure () -> String, limit: Int) throws(Rejection) -> Text {
-        let (span, count) = try measured(at, name())
+        let (span, count, _) = try measured(at, name())
         if count > limit { return .tooLong(count) }
         guard let value = JSONText.decode(bytes, span) else { throw Rejection("\(name()): invalid value") }
         return .value(value)
     }
 
     /// The string at `at`, checked as ``text(_:_:limit:)`` checks it (a string, no lone
-    /// surrogate), and its length in UTF-8 bytes; nothing is copied.
-    private func measured(_ at: Int, _ name: @autoclosure () -> String) throws(Rejection) -> (JSONText.Span, Int) {
+    /// surrogate), its length in UTF-8 bytes and whether it holds U+0000; nothing is copied.
+    private func measured(
+        _ at: Int, _ name: @autoclosure () -> String
+    ) throws(Rejection) -> (span: JSONText.Span, count: Int, hasNUL: Bool) {
         guard bytes[at] == 0x22 else { throw Rejection("\(name()): expected a string") }
-        var probe = self
-        probe.i = at
-        let span = probe.scanString()
-        guard case .text(let count, _) = JSONText.measure(bytes, span) else { throw Rejection("\(name()): invalid value") }
-        return (span, count)
+        var end = at
+        let span = Self.scanString(bytes, at: &end)
+        guard case .text(let count, let hasNUL) = JSONText.measure(bytes, span) else {
+            throw Rejection("\(name()): invalid value")
+        }
+        return (span, count, hasNUL)
     }
 
     private func string(_ text: Text, _ name: @autoclosure () -> String, _ limit: Int, _ oversize: inout Oversize) -> String {
@@ -339,6 +431,11 @@ struct ReportReader {
 
     /// At an opening quote: moves past the closing one and returns the contents' span.
     private mutating func scanString() -> JSONText.Span {
+        Self.scanString(bytes, at: &i)
+    }
+
+    /// ``scanString()`` at `i` of `bytes`.
+    private static func scanString(_ bytes: UnsafeBufferPointer<UInt8>, at i: inout Int) -> JSONText.Span {
         i += 1
         let start = i
         var escaped = false

@@ -6,18 +6,18 @@ extension Report {
     /// - Returns: `nil` when valid, otherwise a message that starts with the offending
     ///   field's path (`app.version: ...`), as the server puts it in `rejected[].error`.
     public func validationError(now: Date = Date()) -> String? {
+        validationError(now: now, stackError: stack.flatMap(Self.stackError))
+    }
+
+    /// ``validationError(now:)`` for a report whose reader checked the stack's frames where
+    /// they lie (``stackError(frameCount:)``, ``frameError(index:bytes:hasNUL:)``) instead of keeping them in `stack`:
+    /// `stackError` takes the stack's place in the order of the checks.
+    public func validationError(now: Date, stackError: @autoclosure () -> String?) -> String? {
         let age = now.timeIntervalSince(timestamp)
         if age > ReportLimits.maxAge { return "timestamp: older than 30 days" }
         if -age > ReportLimits.maxSkew { return "timestamp: more than 1 day in the future" }
         if let e = Self.check(reason, "reason", ReportLimits.reasonBytes) { return e }
-        if let stack {
-            if stack.count > ReportLimits.maxFrames {
-                return "stack: \(stack.count) frames, at most \(ReportLimits.maxFrames) allowed"
-            }
-            for (i, frame) in stack.enumerated() {
-                if let e = Self.check(frame, "stack[\(i)]", 0...ReportLimits.frameBytes) { return e }
-            }
-        }
+        if let e = stackError() { return e }
         if let e = Self.check(app.id, "app.id", ReportLimits.appFieldBytes) { return e }
         if let e = Self.check(app.version, "app.version", ReportLimits.appFieldBytes) { return e }
         if let build = app.build, let e = Self.check(build, "app.build", ReportLimits.appFieldBytes) { return e }
@@ -55,17 +55,45 @@ extension Report {
         return nil
     }
 
+    private static func stackError(_ stack: [String]) -> String? {
+        if let e = stackError(frameCount: stack.count) { return e }
+        for (i, frame) in stack.enumerated() {
+            if let e = check(frame, "stack[\(i)]", 0...ReportLimits.frameBytes) { return e }
+        }
+        return nil
+    }
+
+    /// What is wrong with a stack of `frameCount` frames as a whole; nil when nothing. Checked
+    /// before its frames (``frameError(index:bytes:hasNUL:)``): the first failure wins.
+    public static func stackError(frameCount: Int) -> String? {
+        guard frameCount > ReportLimits.maxFrames else { return nil }
+        return "stack: \(frameCount) frames, at most \(ReportLimits.maxFrames) allowed"
+    }
+
+    /// What is wrong with frame `index` of a stack, measured where it lies: its length in
+    /// UTF-8 bytes, and whether it holds U+0000. Nil when nothing.
+    public static func frameError(index: Int, bytes: Int, hasNUL: Bool) -> String? {
+        check(bytes: bytes, hasNUL: hasNUL, "stack[\(index)]", 0...ReportLimits.frameBytes)
+    }
+
     /// Length in UTF-8 bytes within `range`, and no NUL (PostgreSQL text cannot hold one).
     /// The field's name is only built for an error: every frame of every report is checked.
     private static func check(_ value: String, _ field: @autoclosure () -> String, _ range: ClosedRange<Int>) -> String? {
         let count = value.utf8.count
+        guard range.contains(count) else { return check(bytes: count, hasNUL: false, field(), range) }
+        return check(bytes: count, hasNUL: containsNUL(value), field(), range)
+    }
+
+    private static func check(
+        bytes count: Int, hasNUL: Bool, _ field: @autoclosure () -> String, _ range: ClosedRange<Int>
+    ) -> String? {
         if count < range.lowerBound {
             return "\(field()): must not be empty"
         }
         if count > range.upperBound {
             return "\(field()): \(count) bytes, at most \(range.upperBound) allowed"
         }
-        if containsNUL(value) {
+        if hasNUL {
             return "\(field()): must not contain NUL characters"
         }
         return nil

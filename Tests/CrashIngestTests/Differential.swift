@@ -65,10 +65,20 @@ enum Verdict: Equatable, CustomStringConvertible {
             let batch = try reader.finish(now: now, version: .newProjectDefault)
             var slots = [Slot](repeating: Slot(), count: batch.count)
             for item in batch.accepted {
-                // The stack's JSON text handed to the server is the same value as the frames.
-                let decoded = item.stackJSON.flatMap { try? JSONDecoder().decode([String].self, from: Data($0)) }
-                let sameStack = (item.stackJSON == nil) == (item.report.stack == nil) && decoded == item.report.stack
-                slots[item.index] = sameStack ? Slot(report: item.report) : Slot(error: "stackJSON is not the stack")
+                // The reader keeps the frames only as the stack's JSON text, and signs them where
+                // they lie in the body: the signature must be the one of the frames as strings.
+                var report = item.report
+                let wasNil = report.stack == nil
+                report.stack = item.stackJSON.flatMap { try? JSONDecoder().decode([String].self, from: Data($0)) }
+                let signature = Grouping.signature(
+                    kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
+                    version: .newProjectDefault)
+                slots[item.index] =
+                    !wasNil || (item.stackJSON == nil) != (report.stack == nil)
+                    ? Slot(error: "stackJSON is not the stack")
+                    : signature != item.signature
+                        ? Slot(error: "signed otherwise than the frames as strings")
+                        : Slot(report: report)
             }
             for rejection in batch.rejected { slots[rejection.index] = Slot(error: rejection.error) }
             return .batch(slots)
@@ -210,12 +220,27 @@ struct BodyGenerator {
         }
     }
 
+    /// Frames as SDKs write them (app and system, marked or not, with addresses), which
+    /// the v2 signature selects among, sometimes with random text after them.
+    private mutating func frame() -> String {
+        let frames = [
+            "0   MyApp   0x0000000100a1b2c3 -[Foo bar:] + 12", "1   UIKitCore   0x00000001a2b3c4d5 -[UIApplication sendEvent:] + 44",
+            "main (app) [app]", "objc_exception_throw (libobjc.A.dylib) [system]", "__pthread_kill + 8",
+            "CrashGuard.Guard.run (CrashGuard)", "x (é€😀) [app]", "Demo.parse(_:) (Demo) [app]",
+        ]
+        return frames.randomElement(using: &rng)! + (chance(4) ? text(maxLength: 4) : "")
+    }
+
     mutating func stringList(maxCount: Int, limit: Int) -> JSON {
         var count = Int.random(in: 0...4, using: &rng)
+        if chance(3) { count = Int.random(in: 5...30, using: &rng) }
         if chance(10) { count = [maxCount, maxCount + 1, maxCount + 5].randomElement(using: &rng)! }
-        var elements: [JSON] = (0..<count).map { _ in .string(text()) }
+        var elements: [JSON] = (0..<count).map { _ in .string(chance(2) ? frame() : text()) }
         if !elements.isEmpty, chance(6) {
             elements[Int.random(in: 0..<elements.count, using: &rng)] = .string(sized(limit))
+        }
+        if !elements.isEmpty, chance(15) {
+            elements[Int.random(in: 0..<elements.count, using: &rng)] = .string(text(maxLength: 3) + "\u{0}")
         }
         if !elements.isEmpty, chance(12) {
             elements[Int.random(in: 0..<elements.count, using: &rng)] = chance(2) ? .null : .number("5")
