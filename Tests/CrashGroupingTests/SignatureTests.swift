@@ -83,3 +83,57 @@ struct SignatureTests {
                 != Grouping.signature(kind: .signal, reason: "ab", stack: nil, fingerprint: nil, version: .v1).hash)
     }
 }
+
+@Suite("Signature of frames as bytes")
+struct FrameBytesSignatureTests {
+    /// Every stack of both corpora, each report in both versions and as every kind that reads
+    /// frames differently (v1 reads them only for `signal` and `exception`).
+    static let inputs: [GroupingInput] =
+        (Corpus.groups.same + Corpus.groupsV2.same).flatMap(\.variants)
+        + (Corpus.groups.distinct + Corpus.groupsV2.distinct).flatMap { [$0.a, $0.b] }
+
+    @Test("frames as UTF-8 buffers sign as the same frames as strings")
+    func sameAsStrings() {
+        #expect(Self.inputs.filter { ($0.stack?.count ?? 0) > 3 }.count >= 10)
+        for input in Self.inputs {
+            for version in GroupingVersion.allCases {
+                for kind in [ReportKind.signal, .custom] {
+                    let strings = Grouping.signature(
+                        kind: kind, reason: input.reason, stack: input.stack, fingerprint: input.fingerprint, version: version)
+                    #expect(Self.bytesSignature(kind, input, version) == strings, "\(input.reason) \(version)")
+                }
+            }
+        }
+    }
+
+    @Test("an empty stack, no stack and a fingerprint sign as with strings")
+    func edges() {
+        for version in GroupingVersion.allCases {
+            for (stack, fingerprint) in [([String]?.none, [String]?.none), ([], nil), (["main (app) [app]"], ["a", "b"])] {
+                let input = GroupingInput(kind: .exception, reason: "boom 0x1f", stack: stack, fingerprint: fingerprint)
+                let strings = Grouping.signature(
+                    kind: .exception, reason: input.reason, stack: stack, fingerprint: fingerprint, version: version)
+                #expect(Self.bytesSignature(.exception, input, version) == strings)
+            }
+        }
+    }
+
+    /// The frames copied into one buffer, as a body holds them, and passed as pointers into it.
+    static func bytesSignature(_ kind: ReportKind, _ input: GroupingInput, _ version: GroupingVersion) -> Signature {
+        guard let stack = input.stack else {
+            return Grouping.signature(
+                kind: kind, reason: input.reason, frames: nil, fingerprint: input.fingerprint, version: version)
+        }
+        let text = stack.flatMap(\.utf8)
+        return text.withUnsafeBufferPointer { all in
+            var start = 0
+            let frames = stack.map { frame in
+                defer { start += frame.utf8.count }
+                return UnsafeBufferPointer(rebasing: all[start..<start + frame.utf8.count])
+            }
+            return frames.withUnsafeBufferPointer {
+                Grouping.signature(kind: kind, reason: input.reason, frames: $0, fingerprint: input.fingerprint, version: version)
+            }
+        }
+    }
+}
