@@ -18,28 +18,32 @@ extension CrashDatabase {
     func writeReportsAndRollups(
         _ stored: [IngestItem], _ groupIDs: [Int64], regressed: Set<Int64>, _ connection: PostgresConnection
     ) async throws {
+        let text = BatchText(stored)
         var counts: [HourlyKey: (n: Int64, fatal: Int64)] = [:]
-        for (item, group) in zip(stored, groupIDs) {
+        for ((item, group), ranks) in zip(zip(stored, groupIDs), text.reports) {
             let hour = TimeWindow.floor(item.report.timestamp, TimeWindow.hour)
             let key = HourlyKey(
-                project: item.projectID, hour: hour, group: group,
-                app: item.report.app.id, version: item.report.app.version, os: item.report.device?.os ?? "")
-            var c = counts[key, default: (0, 0)]
-            c.n += 1
-            if item.report.fatal == true { c.fatal += 1 }
-            counts[key] = c
+                project: item.projectID, hour: hour, group: group, app: ranks.app, version: ranks.version, os: ranks.os)
+            Self.count(&counts[key, default: (0, 0)], fatal: item.report.fatal == true)
         }
         let keys = counts.keys.sorted()
-        let (hourly, daily) = try await versionRollupRows(stored, groupIDs, connection)
+        let (hourly, daily) = try await versionRollupRows(stored, groupIDs, text, connection)
         let input = WriteBatch.Input(
-            stored: stored, groupIDs: groupIDs, hourly: keys.map { ($0, counts[$0]!.n, counts[$0]!.fatal) },
-            rollups: queryRollupRows(stored, groupIDs), versionHourly: hourly, versionDaily: daily,
+            stored: stored, groupIDs: groupIDs, text: text, hourly: keys.map { ($0, counts[$0]!.n, counts[$0]!.fatal) },
+            rollups: queryRollupRows(stored, groupIDs, text), versionHourly: hourly, versionDaily: daily,
             alerts: alertEventRows(groupIDs, regressed: regressed))
         _ = try await connection.run(WriteBatch.self, input, logger: logger)
     }
 
+    /// One hash per report: the entry is made (or found) and changed in place.
+    private static func count(_ c: inout (n: Int64, fatal: Int64), fatal: Bool) {
+        c.n += 1
+        if fatal { c.fatal += 1 }
+    }
+
+    /// `app`, `version` and `os` are ``BatchText`` ranks.
     struct HourlyKey: Hashable, Comparable {
-        var project: Int64, hour: Date, group: Int64, app: String, version: String, os: String
+        var project: Int64, hour: Date, group: Int64, app: Int32, version: Int32, os: Int32
         static func < (a: HourlyKey, b: HourlyKey) -> Bool {
             (a.project, a.hour, a.group, a.app, a.version, a.os) < (b.project, b.hour, b.group, b.app, b.version, b.os)
         }
@@ -50,6 +54,8 @@ extension CrashDatabase {
             var stored: [IngestItem] = []
             /// The group of each of `stored`.
             var groupIDs: [Int64] = []
+            /// What the keys' ranks stand for.
+            var text = BatchText([])
             var hourly: [(key: HourlyKey, n: Int64, fatal: Int64)] = []
             var rollups = QueryRollupRows.empty
             var versionHourly: [VersionRollupRow] = []
@@ -61,7 +67,7 @@ extension CrashDatabase {
 
         static func query(_ input: Input) -> PostgresQuery {
             let reports = input.stored.map(\.report)
-            let h = input.hourly
+            let (h, text) = (input.hourly, input.text)
             let (d, f, m, p) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
             let (vh, vd, alerts) = (input.versionHourly, input.versionDaily, input.alerts)
             // Nullable report columns keep NULL apart from `""` (``NullableArray``); `stack`,
@@ -81,37 +87,39 @@ extension CrashDatabase {
                 ), hourly AS (
                     INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, count, fatal_count)
                     SELECT * FROM unnest(\(h.map(\.key.project)), \(h.map(\.key.group)), \(h.map(\.key.hour)),
-                                         \(h.map(\.key.app)), \(h.map(\.key.version)), \(h.map(\.key.os)), \(h.map(\.n)), \(h.map(\.fatal)))
+                                         \(h.map { text[$0.key.app] }), \(h.map { text[$0.key.version] }), \(h.map { text[$0.key.os] }),
+                                         \(h.map(\.n)), \(h.map(\.fatal)))
                     ON CONFLICT (project_id, hour, group_id, app_id, app_version, os) DO UPDATE SET
                         count = t.count + EXCLUDED.count, fatal_count = t.fatal_count + EXCLUDED.fatal_count
                 ), daily AS (
                     INSERT INTO group_daily AS t (project_id, group_id, day, app_id, app_version, os, count)
-                    SELECT * FROM unnest(\(d.map(\.key.p)), \(d.map(\.key.g)), \(d.map(\.key.d)), \(d.map(\.key.a)), \(d.map(\.key.v)),
-                                         \(d.map(\.key.o)), \(d.map(\.value)))
+                    SELECT * FROM unnest(\(d.map(\.key.p)), \(d.map(\.key.g)), \(d.map(\.key.d)), \(d.map { text[$0.key.a] }),
+                                         \(d.map { text[$0.key.v] }), \(d.map { text[$0.key.o] }), \(d.map(\.value)))
                     ON CONFLICT (project_id, day, group_id, app_id, app_version, os) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), facets AS (
                     INSERT INTO group_facets AS t (project_id, group_id, facet, value, count, first_seen, last_seen)
-                    SELECT * FROM unnest(\(f.map(\.key.p)), \(f.map(\.key.g)), \(f.map(\.key.f)), \(f.map(\.key.v)), \(f.map(\.value.n)),
-                                         \(f.map(\.value.first)), \(f.map(\.value.last)))
+                    SELECT * FROM unnest(\(f.map(\.key.p)), \(f.map(\.key.g)), \(f.map { text[$0.key.f] }), \(f.map { text[$0.key.v] }),
+                                         \(f.map(\.value.n)), \(f.map(\.value.first)), \(f.map(\.value.last)))
                     ON CONFLICT (group_id, facet, value) DO UPDATE SET count = t.count + EXCLUDED.count,
                         first_seen = LEAST(t.first_seen, EXCLUDED.first_seen), last_seen = GREATEST(t.last_seen, EXCLUDED.last_seen)
                 ), models AS (
                     INSERT INTO group_model_hourly AS t (group_id, hour, model, count)
-                    SELECT * FROM unnest(\(m.map(\.key.g)), \(m.map(\.key.h)), \(m.map(\.key.m)), \(m.map(\.value)))
+                    SELECT * FROM unnest(\(m.map(\.key.g)), \(m.map(\.key.h)), \(m.map { text[$0.key.m] }), \(m.map(\.value)))
                     ON CONFLICT (group_id, hour, model) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), projects AS (
                     INSERT INTO project_hourly AS t (project_id, hour, kind, app_version, count)
-                    SELECT * FROM unnest(\(p.map(\.key.p)), \(p.map(\.key.h)), \(p.map(\.key.k)), \(p.map(\.key.v)), \(p.map(\.value)))
+                    SELECT * FROM unnest(\(p.map(\.key.p)), \(p.map(\.key.h)), \(p.map { text[$0.key.k] }), \(p.map { text[$0.key.v] }),
+                                         \(p.map(\.value)))
                     ON CONFLICT (project_id, hour, kind, app_version) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), version_hourly AS (
                     INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
-                    SELECT * FROM unnest(\(vh.map(\.key.group)), \(vh.map(\.key.version)), \(vh.map(\.key.bucket)),
+                    SELECT * FROM unnest(\(vh.map(\.key.group)), \(vh.map { text[$0.key.version] }), \(vh.map(\.key.bucket)),
                                          \(vh.map(\.n)), \(vh.map(\.sketch)))
                     ON CONFLICT (group_id, app_version, hour) DO UPDATE SET count = t.count + EXCLUDED.count,
                         sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
                 ), version_daily AS (
                     INSERT INTO group_version_daily AS t (group_id, app_version, day, count, sketch)
-                    SELECT * FROM unnest(\(vd.map(\.key.group)), \(vd.map(\.key.version)), \(vd.map(\.key.bucket)),
+                    SELECT * FROM unnest(\(vd.map(\.key.group)), \(vd.map { text[$0.key.version] }), \(vd.map(\.key.bucket)),
                                          \(vd.map(\.n)), \(vd.map(\.sketch)))
                     ON CONFLICT (group_id, app_version, day) DO UPDATE SET count = t.count + EXCLUDED.count,
                         sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
