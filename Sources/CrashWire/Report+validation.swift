@@ -79,13 +79,12 @@ extension Report {
     /// Length in UTF-8 bytes within `range`, and no NUL (PostgreSQL text cannot hold one).
     /// The field's name is only built for an error: every frame of every report is checked.
     private static func check(_ value: String, _ field: @autoclosure () -> String, _ range: ClosedRange<Int>) -> String? {
-        let count = value.utf8.count
-        guard range.contains(count) else { return check(bytes: count, hasNUL: false, field(), range) }
-        return check(bytes: count, hasNUL: containsNUL(value), field(), range)
+        check(bytes: value.utf8.count, hasNUL: containsNUL(value), field(), range)
     }
 
+    /// `hasNUL` is asked only of a value whose length passed.
     private static func check(
-        bytes count: Int, hasNUL: Bool, _ field: @autoclosure () -> String, _ range: ClosedRange<Int>
+        bytes count: Int, hasNUL: @autoclosure () -> Bool, _ field: @autoclosure () -> String, _ range: ClosedRange<Int>
     ) -> String? {
         if count < range.lowerBound {
             return "\(field()): must not be empty"
@@ -93,7 +92,7 @@ extension Report {
         if count > range.upperBound {
             return "\(field()): \(count) bytes, at most \(range.upperBound) allowed"
         }
-        if hasNUL {
+        if hasNUL() {
             return "\(field()): must not contain NUL characters"
         }
         return nil

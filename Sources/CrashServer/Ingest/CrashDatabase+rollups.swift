@@ -26,10 +26,9 @@ extension CrashDatabase {
                 project: item.projectID, hour: hour, group: group, app: ranks.app, version: ranks.version, os: ranks.os)
             Self.count(&counts[key, default: (0, 0)], fatal: item.report.fatal == true)
         }
-        let keys = counts.keys.sorted()
         let (hourly, daily) = try await versionRollupRows(stored, groupIDs, text, connection)
         let input = WriteBatch.Input(
-            stored: stored, groupIDs: groupIDs, text: text, hourly: keys.map { ($0, counts[$0]!.n, counts[$0]!.fatal) },
+            stored: stored, groupIDs: groupIDs, text: text, hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
             rollups: queryRollupRows(stored, groupIDs, text), versionHourly: hourly, versionDaily: daily,
             alerts: alertEventRows(groupIDs, regressed: regressed))
         _ = try await connection.run(WriteBatch.self, input, logger: logger)
