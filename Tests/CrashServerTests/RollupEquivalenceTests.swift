@@ -164,6 +164,53 @@ import Testing
         try await Self.expectRollupsMatch(slug: b.project)
     }
 
+    /// A transaction whose reports pass the batch bytes (the largest bodies: one request over
+    /// the bound is still one transaction) writes its reports in several statements, the
+    /// rollups with the last: every report is stored once and every rollup is what its
+    /// definition derives, as when the same reports are written in one statement.
+    @Test func aTransactionOverTheBatchBytesWritesItsReportsInSeveralStatements() async throws {
+        var config = TestEnvironment.configuration()
+        config.maxBatchBytes = 4_000
+        let p = try await makeProject(config)
+        let reports = try Self.decoded(Self.reports(seed: 6))
+        try await withTestDatabase(config) { db in
+            let project = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
+            let items = reports.map { IngestItem(project: project, report: $0) }
+            let parts = CrashDatabase.statementParts(items, maxBytes: db.maxStatementBytes)
+            #expect(parts.count > 10, "\(parts.count) statements: the test must split the reports")
+            #expect(try await db.store(items, gate: CommitGate()) == Set(items.map(\.key)))
+            #expect(Set(try await db.storedReportIDs(slug: p.project)) == Set(reports.map(\.id)))
+            #expect(try await db.rollupTotal(slug: p.project) == Int64(items.count))
+        }
+        try await Self.expectRollupsMatch(slug: p.project)
+    }
+
+    /// The cut: in order, every item once, each run within the bytes unless one item alone is
+    /// over them, and one run when everything fits.
+    @Test func statementPartsCoverTheItemsInOrderWithinTheBytes() throws {
+        let project = ProjectRef(id: 1, slug: "p", groupingVersion: .v2)
+        let items = try Self.decoded(Self.reports(seed: 7)).enumerated().map { i, report in
+            var report = report
+            if i % 17 == 0 { report.reason += String(repeating: "x", count: 3_000) }  // alone over the bound
+            return IngestItem(project: project, report: report)
+        }
+        let sizes = items.map(\.estimatedBytes)
+        for bound in [1, 700, 2_000, 10_000] {
+            let parts = CrashDatabase.statementParts(items, maxBytes: bound)
+            #expect(parts.flatMap { Array($0) } == Array(items.indices), "bound \(bound)")
+            for part in parts {
+                #expect(!part.isEmpty)
+                #expect(part.count == 1 || sizes[part].reduce(0, +) <= bound, "bound \(bound): \(part)")
+            }
+            // Runs are as long as the bound lets them be: the next item did not fit.
+            for (part, next) in zip(parts, parts.dropFirst()) {
+                #expect(sizes[part].reduce(0, +) + sizes[next.lowerBound] > bound, "bound \(bound): \(part)")
+            }
+        }
+        #expect(CrashDatabase.statementParts(items, maxBytes: sizes.reduce(0, +)) == [items.indices])
+        #expect(CrashDatabase.statementParts([], maxBytes: 1) == [0..<0])
+    }
+
     /// A group that another transaction creates while this one runs (another replica storing
     /// the same new crash): this transaction's insert waits for it, then finds it committed
     /// after its own snapshot, so the statement that creates and counts groups passes it by

@@ -15,6 +15,10 @@ public struct CrashDatabase: Sendable {
     /// see `withReadSnapshot` and docs/scaling.md.
     let reader: ReadReplica?
     let logger: Logger
+    /// Most estimated bytes of reports one ingest statement binds (`maxBatchBytes`): a request
+    /// over it is still one transaction, its reports written in several statements
+    /// (``writeReportsAndRollups(_:_:regressed:_:)``).
+    let maxStatementBytes: Int
     /// Set by the server once the schema is applied and the partitions exist
     /// (`prepareDatabase`): services that poll tables wait for it, so a first start on an
     /// empty database does not log errors about tables that do not exist yet.
@@ -45,6 +49,7 @@ public struct CrashDatabase: Sendable {
                 maxLag: .milliseconds(Int64(configuration.readMaxLag * 1000)), logger: logger)
         }
         self.logger = logger
+        maxStatementBytes = configuration.maxBatchBytes
     }
 
     /// The pools and the standby's monitor, to run as services (the primary's first).

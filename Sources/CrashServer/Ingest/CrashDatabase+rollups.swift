@@ -27,11 +27,38 @@ extension CrashDatabase {
             Self.count(&counts[key, default: (0, 0)], fatal: item.report.fatal == true)
         }
         let (hourly, daily) = try await versionRollupRows(stored, groupIDs, text, connection)
+        // A request larger than a statement's share (the largest bodies) has its first reports
+        // written alone, by the same statement with no rollups: no bind, and no message
+        // PostgresNIO copies it into and keeps the capacity of, outgrows the batch bytes.
+        let parts = Self.statementParts(stored, maxBytes: maxStatementBytes)
+        for part in parts.dropLast() {
+            let reports = WriteBatch.Input(stored: Array(stored[part]), groupIDs: Array(groupIDs[part]))
+            _ = try await connection.run(WriteBatch.self, reports, logger: logger)
+        }
+        let last = parts.last!
         let input = WriteBatch.Input(
-            stored: stored, groupIDs: groupIDs, text: text, hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
+            stored: parts.count == 1 ? stored : Array(stored[last]), groupIDs: parts.count == 1 ? groupIDs : Array(groupIDs[last]),
+            text: text, hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
             rollups: queryRollupRows(stored, groupIDs, text), versionHourly: hourly, versionDaily: daily,
             alerts: alertEventRows(groupIDs, regressed: regressed))
         _ = try await connection.run(WriteBatch.self, input, logger: logger)
+    }
+
+    /// `items` cut, in order, into runs of at most `maxBytes` estimated bytes
+    /// (``IngestItem/estimatedBytes``) each, a larger item alone; one run when they fit.
+    static func statementParts(_ items: [IngestItem], maxBytes: Int) -> [Range<Int>] {
+        var parts: [Range<Int>] = []
+        var (start, bytes) = (0, 0)
+        for (index, item) in items.enumerated() {
+            let size = item.estimatedBytes
+            if index > start && bytes + size > maxBytes {
+                parts.append(start..<index)
+                (start, bytes) = (index, 0)
+            }
+            bytes += size
+        }
+        parts.append(start..<items.count)
+        return parts
     }
 
     /// One hash per report: the entry is made (or found) and changed in place.
