@@ -151,10 +151,11 @@ extension CrashDatabase {
         static func query(_ b: Input) -> PostgresQuery {
             """
             WITH input AS (
-                SELECT * FROM unnest(\(b.projects), \(b.ids), \(b.times), \(b.groupIndexes), \(b.fatal)) AS r(p, id, ts, g, fatal)
+                SELECT unnest(\(b.projects)) AS p, unnest(\(b.ids)) AS id, unnest(\(b.times)) AS ts, unnest(\(b.groupIndexes)) AS g,
+                       unnest(\(b.fatal)) AS fatal
             ), groups AS (
-                SELECT * FROM unnest(\(b.groupProjects), \(b.signatures), \(b.versions), \(b.kinds), \(b.titles), \(b.reasons))
-                    WITH ORDINALITY AS x(p, s, v, k, t, reason, g)
+                SELECT unnest(\(b.groupProjects)) AS p, unnest(\(b.signatures)) AS s, unnest(\(b.versions)) AS v, unnest(\(b.kinds)) AS k,
+                       unnest(\(b.titles)) AS t, unnest(\(b.reasons)) AS reason, unnest(\(b.signatures.indices.map { Int64($0 + 1) })) AS g
             ), claimed AS (
                 INSERT INTO report_ids (project_id, id, ts)
                 SELECT p, id, ts FROM input ORDER BY p, id

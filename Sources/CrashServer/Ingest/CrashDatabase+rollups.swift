@@ -102,51 +102,51 @@ extension CrashDatabase {
                 WITH new_reports AS (
                     INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
                                          app_build, os, os_version, model, device_id, fingerprint, context)
-                    SELECT * FROM unnest(
-                        \(input.stored.map(\.projectID)), \(reports.map(\.id)), \(input.groupIDs), \(reports.map(\.timestamp)),
-                        \(reports.map(\.kind.rawValue)), \(reports.map(\.reason)), \(NullableArray(input.stored.map { $0.stack.map(JSONColumn.written) })),
-                        \(NullableArray(reports.map(\.fatal))), \(reports.map(\.app.id)), \(reports.map(\.app.version)),
-                        \(NullableArray(reports.map(\.app.build))), \(NullableArray(reports.map { $0.device?.os })),
-                        \(NullableArray(reports.map { $0.device?.osVersion })), \(NullableArray(reports.map { $0.device?.model })),
-                        \(NullableArray(reports.map { $0.device?.id })), \(NullableArray(reports.map { $0.fingerprint.map(JSONColumn.strings) })),
-                        \(NullableArray(reports.map { $0.context.map(JSONColumn.object) })))
+                    SELECT
+                        unnest(\(input.stored.map(\.projectID))), unnest(\(reports.map(\.id))), unnest(\(input.groupIDs)), unnest(\(reports.map(\.timestamp))),
+                        unnest(\(reports.map(\.kind.rawValue))), unnest(\(reports.map(\.reason))), unnest(\(NullableArray(input.stored.map { $0.stack.map(JSONColumn.written) }))),
+                        unnest(\(NullableArray(reports.map(\.fatal)))), unnest(\(reports.map(\.app.id))), unnest(\(reports.map(\.app.version))),
+                        unnest(\(NullableArray(reports.map(\.app.build)))), unnest(\(NullableArray(reports.map { $0.device?.os }))),
+                        unnest(\(NullableArray(reports.map { $0.device?.osVersion }))), unnest(\(NullableArray(reports.map { $0.device?.model }))),
+                        unnest(\(NullableArray(reports.map { $0.device?.id }))), unnest(\(NullableArray(reports.map { $0.fingerprint.map(JSONColumn.strings) }))),
+                        unnest(\(NullableArray(reports.map { $0.context.map(JSONColumn.object) })))
                 ), hourly AS (
                     INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, count, fatal_count)
-                    SELECT * FROM unnest(\(h.map(\.key.project)), \(h.map(\.key.group)), \(h.map(\.key.hour)),
-                                         \(h.map { text[$0.key.app] }), \(h.map { text[$0.key.version] }), \(h.map { text[$0.key.os] }),
-                                         \(h.map(\.n)), \(h.map(\.fatal)))
+                    SELECT unnest(\(h.map(\.key.project))), unnest(\(h.map(\.key.group))), unnest(\(h.map(\.key.hour))),
+                           unnest(\(h.map { text[$0.key.app] })), unnest(\(h.map { text[$0.key.version] })), unnest(\(h.map { text[$0.key.os] })),
+                           unnest(\(h.map(\.n))), unnest(\(h.map(\.fatal)))
                     ON CONFLICT (project_id, hour, group_id, app_id, app_version, os) DO UPDATE SET
                         count = t.count + EXCLUDED.count, fatal_count = t.fatal_count + EXCLUDED.fatal_count
                 ), daily AS (
                     INSERT INTO group_daily AS t (project_id, group_id, day, app_id, app_version, os, count)
-                    SELECT * FROM unnest(\(d.map(\.key.p)), \(d.map(\.key.g)), \(d.map(\.key.d)), \(d.map { text[$0.key.a] }),
-                                         \(d.map { text[$0.key.v] }), \(d.map { text[$0.key.o] }), \(d.map(\.value)))
+                    SELECT unnest(\(d.map(\.key.p))), unnest(\(d.map(\.key.g))), unnest(\(d.map(\.key.d))), unnest(\(d.map { text[$0.key.a] })),
+                           unnest(\(d.map { text[$0.key.v] })), unnest(\(d.map { text[$0.key.o] })), unnest(\(d.map(\.value)))
                     ON CONFLICT (project_id, day, group_id, app_id, app_version, os) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), facets AS (
                     INSERT INTO group_facets AS t (project_id, group_id, facet, value, count, first_seen, last_seen)
-                    SELECT * FROM unnest(\(f.map(\.key.p)), \(f.map(\.key.g)), \(f.map { text[$0.key.f] }), \(f.map { text[$0.key.v] }),
-                                         \(f.map(\.value.n)), \(f.map(\.value.first)), \(f.map(\.value.last)))
+                    SELECT unnest(\(f.map(\.key.p))), unnest(\(f.map(\.key.g))), unnest(\(f.map { text[$0.key.f] })), unnest(\(f.map { text[$0.key.v] })),
+                           unnest(\(f.map(\.value.n))), unnest(\(f.map(\.value.first))), unnest(\(f.map(\.value.last)))
                     ON CONFLICT (group_id, facet, value) DO UPDATE SET count = t.count + EXCLUDED.count,
                         first_seen = LEAST(t.first_seen, EXCLUDED.first_seen), last_seen = GREATEST(t.last_seen, EXCLUDED.last_seen)
                 ), models AS (
                     INSERT INTO group_model_hourly AS t (group_id, hour, model, count)
-                    SELECT * FROM unnest(\(m.map(\.key.g)), \(m.map(\.key.h)), \(m.map { text[$0.key.m] }), \(m.map(\.value)))
+                    SELECT unnest(\(m.map(\.key.g))), unnest(\(m.map(\.key.h))), unnest(\(m.map { text[$0.key.m] })), unnest(\(m.map(\.value)))
                     ON CONFLICT (group_id, hour, model) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), projects AS (
                     INSERT INTO project_hourly AS t (project_id, hour, kind, app_version, count)
-                    SELECT * FROM unnest(\(p.map(\.key.p)), \(p.map(\.key.h)), \(p.map { text[$0.key.k] }), \(p.map { text[$0.key.v] }),
-                                         \(p.map(\.value)))
+                    SELECT unnest(\(p.map(\.key.p))), unnest(\(p.map(\.key.h))), unnest(\(p.map { text[$0.key.k] })), unnest(\(p.map { text[$0.key.v] })),
+                           unnest(\(p.map(\.value)))
                     ON CONFLICT (project_id, hour, kind, app_version) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), version_hourly AS (
                     INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
-                    SELECT * FROM unnest(\(vh.map(\.key.group)), \(vh.map { text[$0.key.version] }), \(vh.map(\.key.bucket)),
-                                         \(vh.map(\.n)), \(vh.map(\.sketch)))
+                    SELECT unnest(\(vh.map(\.key.group))), unnest(\(vh.map { text[$0.key.version] })), unnest(\(vh.map(\.key.bucket))),
+                           unnest(\(vh.map(\.n))), unnest(\(vh.map(\.sketch)))
                     ON CONFLICT (group_id, app_version, hour) DO UPDATE SET count = t.count + EXCLUDED.count,
                         sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
                 ), version_daily AS (
                     INSERT INTO group_version_daily AS t (group_id, app_version, day, count, sketch)
-                    SELECT * FROM unnest(\(vd.map(\.key.group)), \(vd.map { text[$0.key.version] }), \(vd.map(\.key.bucket)),
-                                         \(vd.map(\.n)), \(vd.map(\.sketch)))
+                    SELECT unnest(\(vd.map(\.key.group))), unnest(\(vd.map { text[$0.key.version] })), unnest(\(vd.map(\.key.bucket))),
+                           unnest(\(vd.map(\.n))), unnest(\(vd.map(\.sketch)))
                     ON CONFLICT (group_id, app_version, day) DO UPDATE SET count = t.count + EXCLUDED.count,
                         sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
                 )
