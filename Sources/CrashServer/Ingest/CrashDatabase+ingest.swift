@@ -50,7 +50,8 @@ extension CrashDatabase {
     /// groups (created with their counts, or locked in id order and counted) in one statement,
     /// then one statement with everything else. Four round trips with `BEGIN` and `COMMIT`
     /// (five when the batch has device ids, whose sketches are read after the lock; one more
-    /// when a resolved group regresses).
+    /// when a resolved group regresses, and one per part of a batch over the batch bytes
+    /// beyond the first: ``writeReportsAndRollups(_:_:regressed:_:)``).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
         let claim = try await claimAndCount(items, connection)
         let stored = items.filter { claim.fresh.contains($0.key) }

@@ -4,17 +4,26 @@ import PostgresNIO
 
 extension CrashDatabase {
     /// Everything a batch writes once its groups are locked and counted, in one statement (one
-    /// round trip whatever the batch): the reports themselves, the hourly rollups that window
-    /// queries read instead of raw reports, the query rollups (``queryRollupRows(_:_:)``), the
-    /// version rollups and their sketches (``versionRollupRows(_:_:_:)``, which reads the stored
-    /// sketches first) and the webhook outbox (``alertEventRows(_:regressed:)``). Runs inside
-    /// the ingest transaction, so rollups and reports never disagree.
+    /// round trip whatever the batch's count of reports; its bytes: below): the reports
+    /// themselves, the hourly rollups that window queries read instead of raw reports, the
+    /// query rollups (``queryRollupRows(_:_:)``), the version rollups and their sketches
+    /// (``versionRollupRows(_:_:_:)``, which reads the stored sketches first) and the webhook
+    /// outbox (``alertEventRows(_:regressed:)``). Runs inside the ingest transaction, so
+    /// rollups and reports never disagree.
     ///
     /// Every part is keyed by a group this transaction holds (inserted, or locked `FOR UPDATE`:
     /// ``ClaimAndCount``), except
     /// `project_hourly`, whose keys are sorted; so the parts' order within the statement, which
     /// PostgreSQL does not define, cannot make two batches wait on each other in a cycle that the
     /// group locks did not already prevent.
+    ///
+    /// A batch over ``maxStatementBytes`` (one request larger than the batch bytes: the batcher
+    /// takes a batch's first request whatever its size) runs the same statement once per part
+    /// of at most that many bytes (``statementParts(_:maxBytes:)``), the parts before the last
+    /// with its reports alone and the last with the rollups of the whole batch: a statement's
+    /// binds are held twice while it is sent (the parameters, then the protocol message
+    /// PostgresNIO copies them into), and PostgresNIO keeps the capacity of the largest message
+    /// a connection has sent (docs/server.md, "Batch bytes").
     func writeReportsAndRollups(
         _ stored: [IngestItem], _ groupIDs: [Int64], regressed: Set<Int64>, _ connection: PostgresConnection
     ) async throws {
@@ -27,18 +36,15 @@ extension CrashDatabase {
             Self.count(&counts[key, default: (0, 0)], fatal: item.report.fatal == true)
         }
         let (hourly, daily) = try await versionRollupRows(stored, groupIDs, text, connection)
-        // A request larger than a statement's share (the largest bodies) has its first reports
-        // written alone, by the same statement with no rollups: no bind, and no message
-        // PostgresNIO copies it into and keeps the capacity of, outgrows the batch bytes.
         let parts = Self.statementParts(stored, maxBytes: maxStatementBytes)
         for part in parts.dropLast() {
             let reports = WriteBatch.Input(stored: Array(stored[part]), groupIDs: Array(groupIDs[part]))
             _ = try await connection.run(WriteBatch.self, reports, logger: logger)
         }
-        let last = parts.last!
+        let last = parts[parts.count - 1]
         let input = WriteBatch.Input(
-            stored: parts.count == 1 ? stored : Array(stored[last]), groupIDs: parts.count == 1 ? groupIDs : Array(groupIDs[last]),
-            text: text, hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
+            stored: Array(stored[last]), groupIDs: Array(groupIDs[last]), text: text,
+            hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
             rollups: queryRollupRows(stored, groupIDs, text), versionHourly: hourly, versionDaily: daily,
             alerts: alertEventRows(groupIDs, regressed: regressed))
         _ = try await connection.run(WriteBatch.self, input, logger: logger)
