@@ -42,6 +42,7 @@ final class IngestItem: Sendable {
         self.projectID = projectID
         self.report = report
         self.signature = signature
+        estimatedBytes = Self.estimatedBytes(report, signature, stack)
     }
 
     var key: ReportKey { ReportKey(project: projectID, id: report.id) }
@@ -51,9 +52,11 @@ final class IngestItem: Sendable {
     /// the UTF-8 bytes of its text fields plus a fixed share for ids, numbers and field names.
     /// Counted, not encoded (`utf8.count` of a native string is O(1)); escaping can make the
     /// encoded text up to 6 times larger (a control character becomes `\u00XX`), which the
-    /// default bound allows for (docs/server.md).
-    var estimatedBytes: Int {
-        let r = report
+    /// default bound allows for (docs/server.md). Counted once, when the item is made: the
+    /// batcher bounds a batch by it, and the commit cuts its statements by it.
+    let estimatedBytes: Int
+
+    private static func estimatedBytes(_ r: Report, _ signature: Signature, _ stack: [UInt8]?) -> Int {
         var bytes = 256 + r.reason.utf8.count + signature.title.utf8.count + signature.normalizedReason.utf8.count
         bytes += r.app.id.utf8.count + r.app.version.utf8.count + (r.app.build?.utf8.count ?? 0)
         if let device = r.device {
