@@ -21,6 +21,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         metrics: metrics,
         logger: logger,
         store: { try await database.store($0, gate: $1) },
+        lanes: configuration.ingestLanes,
         probe: { try await database.ping() }
     )
     metrics.observeQueue(of: batcher)

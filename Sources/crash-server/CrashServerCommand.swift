@@ -61,6 +61,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
     @Option(help: "Most reports in one group-commit transaction (env CRASHGUARD_MAX_BATCH_REPORTS).") var maxBatchReports: Int?
     @Option(help: "Most estimated report bytes in one group-commit transaction (env CRASHGUARD_MAX_BATCH_BYTES).") var maxBatchBytes: Int?
+    @Option(help: "Group-commit transactions in flight at once, for single-group requests (env CRASHGUARD_INGEST_LANES).") var ingestLanes: Int?
     @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
     @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
     @Option(help: "Client connections served at once; more get 503 (env CRASHGUARD_MAX_CONNECTIONS).") var maxConnections: Int?
@@ -79,6 +80,7 @@ struct Serve: AsyncParsableCommand {
         if let maxQueuedReports { config.maxQueuedReports = maxQueuedReports }
         if let maxBatchReports { config.maxBatchReports = maxBatchReports }
         if let maxBatchBytes { config.maxBatchBytes = maxBatchBytes }
+        if let ingestLanes { config.ingestLanes = ingestLanes }
         if let maxInflightBodyBytes { config.maxInflightBodyBytes = maxInflightBodyBytes }
         if let retentionDays { config.retentionDays = retentionDays }
         if let dbPoolSize { config.databasePoolSize = dbPoolSize }

@@ -75,6 +75,17 @@ import Testing
         #expect(ServerConfiguration().maxBatchBytes == 4 << 20)
     }
 
+    @Test func ingestLanesIsAFlagAndAnEnvironmentVariable() throws {
+        for bad in ["0", "17"] {
+            let (status, output) = try crashServer(["serve", "--ingest-lanes", bad])
+            #expect(status != 0, "\(output)")
+            #expect(output.contains("ingest lanes: 1...16"), "\(output)")
+        }
+        let config = try ServerConfiguration(environment: ["CRASHGUARD_INGEST_LANES": "3"])
+        #expect(config.ingestLanes == 3)
+        #expect(ServerConfiguration().ingestLanes == 2)
+    }
+
     @Test func ingestShareIsAFlagAndAnEnvironmentVariable() throws {
         for bad in ["0", "1", "1.5"] {
             let (status, output) = try crashServer(["serve", "--ingest-share", bad])

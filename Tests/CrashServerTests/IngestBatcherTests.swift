@@ -1,6 +1,7 @@
 import CrashGrouping
 import CrashWire
 import Foundation
+import ServiceLifecycle
 import Synchronization
 import Testing
 
@@ -23,11 +24,77 @@ import Testing
         }
     }
 
-    func item(_ id: UUID = UUID(), stack: [String]? = nil) -> IngestItem {
-        var report = Report(id: id, kind: .custom, reason: "r", app: AppInfo(id: "a", version: "1"))
+    func item(_ id: UUID = UUID(), stack: [String]? = nil, reason: String = "r") -> IngestItem {
+        var report = Report(id: id, kind: .custom, reason: reason, app: AppInfo(id: "a", version: "1"))
         report.stack = stack
         return IngestItem(
-            projectID: 1, report: report, signature: Grouping.signature(kind: .custom, reason: "r", stack: nil, fingerprint: nil, version: .v1))
+            projectID: 1, report: report,
+            signature: Grouping.signature(kind: .custom, reason: reason, stack: nil, fingerprint: nil, version: .v1))
+    }
+
+    /// Reasons of two groups in different lanes of two.
+    func reasonsInTwoLanes() throws -> (String, String) {
+        let lane = { (reason: String) in IngestBatcher.lane(of: [self.item(reason: reason)], lanes: 2) }
+        let first = "Bug0 crashed"
+        let other = try #require((1..<64).map { "Bug\($0) crashed" }.first { lane($0) != lane(first) })
+        return (first, other)
+    }
+
+    @Test func aRequestOfOneGroupGoesToItsGroupsLaneAnyOtherToTheFirst() throws {
+        let (a, b) = try reasonsInTwoLanes()
+        let laneA = IngestBatcher.lane(of: [item(reason: a)], lanes: 2)
+        // Every request of one group, whatever its size, goes to the same lane.
+        #expect(IngestBatcher.lane(of: [item(reason: a), item(reason: a)], lanes: 2) == laneA)
+        #expect(IngestBatcher.lane(of: [item(reason: b)], lanes: 2) == 1 - laneA)
+        // Two groups: the first lane, wherever each group's own lane is.
+        #expect(IngestBatcher.lane(of: [item(reason: a), item(reason: b)], lanes: 2) == 0)
+        #expect(IngestBatcher.lane(of: [item(reason: b), item(reason: a)], lanes: 2) == 0)
+        // One lane: always it.
+        #expect(IngestBatcher.lane(of: [item(reason: b)], lanes: 1) == 0)
+        // Groups spread over every lane.
+        #expect(Set((0..<100).map { IngestBatcher.lane(of: [item(reason: "Bug\($0) crashed")], lanes: 3) }) == [0, 1, 2])
+    }
+
+    /// Two lanes hold two transactions in flight: while one lane's commit is blocked, a request
+    /// of a group of the other lane is committed; a request of two groups waits for the first
+    /// lane; shutdown commits both lanes' queues.
+    @Test func twoLanesCommitAtOnceAndShutdownDrainsBoth() async throws {
+        let (a, b) = try reasonsInTwoLanes()
+        // Blocks every commit until opened (several at once: one AsyncStream cannot wait in two).
+        let batches = Mutex<[[IngestItem]]>([])
+        let opened = Atomic(false)
+        let batcher = IngestBatcher(
+            maxQueuedReports: 100, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(30),
+            metrics: ServerMetrics(), logger: TestEnvironment.logger,
+            store: { items, _ in
+                batches.withLock { $0.append(items) }
+                while !opened.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(2)) }
+                return Set(items.map(\.key))
+            },
+            lanes: 2, probe: {})
+        let services = ServiceGroup(configuration: .init(services: [batcher], logger: TestEnvironment.logger))
+        let run = Task { try await services.run() }
+        let inA = Task { try await batcher.submit([self.item(reason: a)]) }
+        let inB = Task { try await batcher.submit([self.item(reason: b)]) }
+        // Both are in the store at once: neither waits for the other's commit.
+        var waited = 0
+        while batches.withLock({ $0.count }) < 2 {
+            waited += 1
+            try #require(waited < 1000, "the second lane's request waited for the first lane's commit")
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        // A request of both groups goes to the first lane and waits behind its commit.
+        let mixed = Task { try await batcher.submit([self.item(reason: a), self.item(reason: b)]) }
+        while batcher.queuedReports < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(batches.withLock { $0.count } == 2)
+        // Graceful shutdown: the queued request is still committed.
+        await services.triggerGracefulShutdown()
+        opened.store(true, ordering: .releasing)
+        #expect(try await inA.value == [true])
+        #expect(try await inB.value == [true])
+        #expect(try await mixed.value == [true, true])
+        try await run.value
+        #expect(batches.withLock { $0.map(\.count).sorted() } == [1, 1, 2])
     }
 
     /// A running batcher (queue bound `maxQueuedReports`) whose first request, of one report,

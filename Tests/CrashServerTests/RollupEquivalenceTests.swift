@@ -1,6 +1,7 @@
 import CrashGrouping
 import CrashWire
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
@@ -242,6 +243,47 @@ import Testing
             }
             #expect(try await store.value == Set(items.map(\.key)))
             #expect(try await db.rollupTotal(slug: p.project) == Int64(items.count))
+        }
+        try await Self.expectRollupsMatch(slug: p.project)
+    }
+
+    /// Single reports of many groups, each sent once or twice at once, with one id sent again
+    /// with another reason (another group) at the same time, through two lanes: the lanes
+    /// commit at once and store each id once; every rollup is its definition.
+    @Test func singleReportsInTwoLanesAtOnceAreStoredAndCountedOnce() async throws {
+        var config = TestEnvironment.configuration()
+        config.ingestLanes = 2
+        let p = try await makeProject(config)
+        let reports = Self.reports(seed: 6)
+        // The test means something only if the reports' groups fall in both lanes.
+        let decoded = try Self.decoded(reports)
+        let lanes = try await withTestDatabase { db in
+            let project = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
+            return Set(decoded.map { IngestBatcher.lane(of: [IngestItem(project: project, report: $0)], lanes: 2) })
+        }
+        #expect(lanes == [0, 1])
+        var reused = reports[0].object
+        reused["reason"] = "another group, the same id"
+        let requests = reports.map(\.object) + reports.prefix(60).map(\.object) + [reused]
+        let bodies = requests.map { batchBody([$0]) }
+        try await withApp(config) { client in
+            let answers = try await withThrowingTaskGroup(of: IngestResponse.self) { group in
+                for body in bodies {
+                    group.addTask {
+                        let response = try await client.ingest(key: p.ingestKey, body: body)
+                        #expect(response.status == .accepted)
+                        return try response.decode(IngestResponse.self)
+                    }
+                }
+                return try await group.reduce(into: [IngestResponse]()) { $0.append($1) }
+            }
+            #expect(answers.count == bodies.count)
+            #expect(answers.reduce(0) { $0 + $1.accepted } == reports.count)
+            #expect(answers.reduce(0) { $0 + $1.duplicates } == 61)
+        }
+        try await withTestDatabase { (db: CrashDatabase) async throws in
+            #expect(try await db.storedReportIDs(slug: p.project).count == reports.count)
+            #expect(try await db.rollupTotal(slug: p.project) == Int64(reports.count))
         }
         try await Self.expectRollupsMatch(slug: p.project)
     }

@@ -49,6 +49,11 @@ public struct ServerConfiguration: Sendable {
     /// quick enough for the statement timeout, and small enough that a batch's binds do not
     /// dominate the server's memory (docs/server.md, "Batch bytes").
     public var maxBatchBytes = 4 << 20
+    /// Group-commit transactions in flight at once (`CRASHGUARD_INGEST_LANES`): a request whose
+    /// reports are all of one group (a single report, a Sentry event) is committed in its
+    /// group's lane, any other request in the first lane, so that two transactions in flight
+    /// never create or lock the same group (docs/server.md, "Lanes").
+    public var ingestLanes = 2
     /// Days of raw reports kept (`CRASHGUARD_RETENTION_DAYS`), at least 31; groups and rollups stay.
     public var retentionDays = 90
     /// Database connections (`CRASHGUARD_DB_POOL_SIZE`).
@@ -106,6 +111,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_MAX_QUEUED_REPORTS", Int.init) { maxQueuedReports = v }
         if let v = try value("CRASHGUARD_MAX_BATCH_REPORTS", Int.init) { maxBatchReports = v }
         if let v = try value("CRASHGUARD_MAX_BATCH_BYTES", Int.init) { maxBatchBytes = v }
+        if let v = try value("CRASHGUARD_INGEST_LANES", Int.init) { ingestLanes = v }
         if let v = try value("CRASHGUARD_RETENTION_DAYS", Int.init) { retentionDays = v }
         if let v = try value("CRASHGUARD_DB_POOL_SIZE", Int.init) { databasePoolSize = v }
         if let v = try value("CRASHGUARD_DB_TIMEOUT", Double.init) { databaseTimeout = v }
@@ -137,6 +143,7 @@ public struct ServerConfiguration: Sendable {
         }
         guard maxBatchReports >= 1 else { throw ConfigurationError("max batch reports: at least 1") }
         guard maxBatchBytes >= 1 else { throw ConfigurationError("max batch bytes: at least 1") }
+        guard (1...16).contains(ingestLanes) else { throw ConfigurationError("ingest lanes: 1...16") }
         guard retentionDays >= 31 else {
             throw ConfigurationError("retention days: at least 31 (reports up to 30 days old are accepted)")
         }

@@ -36,9 +36,10 @@ public struct CrashDatabase: Sendable {
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "db"] = "postgres"
         client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
-        // One committer (IngestBatcher) uses it; the others are for the rare moments when an
-        // abandoned transaction's connection is still closing as the next batch begins.
-        config.options.maximumConnections = 2
+        // One connection per committer (IngestBatcher's lanes); the last one is for the rare
+        // moments when an abandoned transaction's connection is still closing as the next
+        // batch begins.
+        config.options.maximumConnections = configuration.ingestLanes + 1
         config.options.additionalStartupParameters =
             session + [("application_name", IngestTimeouts.applicationName)]
             + IngestTimeouts(deadline: configuration.databaseTimeout).startupParameters

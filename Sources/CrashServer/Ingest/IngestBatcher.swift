@@ -15,6 +15,12 @@ import Synchronization
 /// that its statements stay far below PostgreSQL's 1 GB message limit.
 /// On graceful shutdown every queued request is still committed before `run` returns.
 ///
+/// Lanes: each lane is a queue with its own committer, so that as many transactions are in
+/// flight. A request whose reports are all of one group goes to that group's lane, any other
+/// to the first (``lane(of:lanes:)``), so two lanes never hold one-group requests of the same
+/// group; the queue bound, the database-down mark and the deadline are the batcher's
+/// (docs/server.md, "Lanes").
+///
 /// A 503 means nothing was stored (docs/server.md, "Database timeouts"): a lock wait or a
 /// slow statement is ended and rolled back by PostgreSQL itself before the deadline ("database
 /// busy", this batch only); past the deadline a transaction that has not sent `COMMIT` is
@@ -40,15 +46,16 @@ final class IngestBatcher: Service, Sendable {
     }
 
     private struct State {
-        var queue: Deque<Job> = []
+        /// One queue per lane.
+        var queues: [Deque<Job>]
         var queuedReports = 0
         var draining = false
         var databaseDown = false
     }
 
-    private let state = Mutex(State())
-    private let wakeup: AsyncStream<Void>
-    private let wake: AsyncStream<Void>.Continuation
+    private let state: Mutex<State>
+    /// One wake-up stream per lane.
+    private let wakeups: [(stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)]
     private let store: Store
     private let probe: @Sendable () async throws -> Void
     private let maxQueuedReports: Int
@@ -63,7 +70,10 @@ final class IngestBatcher: Service, Sendable {
     ///     still goes, alone.
     ///   - timeout: the deadline of one transaction (`CRASHGUARD_DB_TIMEOUT`), and the longest
     ///     a request waits in the queue before it is refused.
-    ///   - store: writes one batch in one transaction; see ``Store``.
+    ///   - store: writes one batch in one transaction; see ``Store``. With several lanes it is
+    ///     called for several batches at once.
+    ///   - lanes: transactions in flight at once (`CRASHGUARD_INGEST_LANES`); one lane is a
+    ///     single committer.
     ///   - probe: a cheap query that succeeds once the database is reachable again.
     init(
         maxQueuedReports: Int,
@@ -73,6 +83,7 @@ final class IngestBatcher: Service, Sendable {
         metrics: ServerMetrics,
         logger: Logger,
         store: @escaping Store,
+        lanes: Int = 1,
         probe: @escaping @Sendable () async throws -> Void
     ) {
         self.maxQueuedReports = maxQueuedReports
@@ -83,7 +94,9 @@ final class IngestBatcher: Service, Sendable {
         self.logger = logger
         self.store = store
         self.probe = probe
-        (wakeup, wake) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let lanes = max(1, lanes)
+        state = Mutex(State(queues: Array(repeating: [], count: lanes)))
+        wakeups = (0..<lanes).map { _ in AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1)) }
     }
 
     /// `true` while the last database attempt failed; ingest answers 503 without trying.
@@ -96,6 +109,7 @@ final class IngestBatcher: Service, Sendable {
     func submit(_ items: [IngestItem]) async throws -> Outcome {
         guard !items.isEmpty else { return [] }
         let bytes = items.reduce(0) { $0 + $1.estimatedBytes }
+        let lane = Self.lane(of: items, lanes: wakeups.count)
         return try await withCheckedThrowingContinuation { continuation in
             let refusal: APIError? = state.withLock { state in
                 if state.draining { return .unavailable("server is shutting down", retryAfter: 5) }
@@ -107,14 +121,14 @@ final class IngestBatcher: Service, Sendable {
                 if state.queuedReports >= maxQueuedReports {
                     return .unavailable("ingest queue is full", retryAfter: 1)
                 }
-                state.queue.append(Job(items: items, bytes: bytes, queued: .now, continuation: continuation))
+                state.queues[lane].append(Job(items: items, bytes: bytes, queued: .now, continuation: continuation))
                 state.queuedReports += items.count
                 return nil
             }
             if let refusal {
                 continuation.resume(throwing: refusal)
             } else {
-                wake.yield()
+                wakeups[lane].continuation.yield()
             }
         }
     }
@@ -130,48 +144,62 @@ final class IngestBatcher: Service, Sendable {
                 }
             }
             await withGracefulShutdownHandler {
-                for await _ in self.wakeup {
-                    await self.drain()
+                await withTaskGroup(of: Void.self) { lanes in
+                    for lane in self.wakeups.indices {
+                        lanes.addTask {
+                            for await _ in self.wakeups[lane].stream {
+                                await self.drain(lane)
+                            }
+                            await self.drain(lane)
+                        }
+                    }
                 }
             } onGracefulShutdown: {
                 self.state.withLock { $0.draining = true }
-                self.wake.finish()
+                for wakeup in self.wakeups { wakeup.continuation.finish() }
             }
-            await self.drain()
             group.cancelAll()
         }
         // Nothing can be queued once draining is set; fail anything left defensively.
-        let left = state.withLock { state -> Deque<Job> in
-            defer { state.queue.removeAll() }
-            return state.queue
+        let left = state.withLock { state -> [Job] in
+            defer { for lane in state.queues.indices { state.queues[lane].removeAll() } }
+            return state.queues.flatMap { $0 }
         }
         for job in left { job.continuation.resume(throwing: APIError.unavailable("server is shutting down")) }
     }
 
     /// Commits every queued job, in batches of at most `maxBatchReports` and `maxBatchBytes`.
-    private func drain() async {
-        while let jobs = takeBatch() {
+    private func drain(_ lane: Int) async {
+        while let jobs = takeBatch(lane) {
             await commit(jobs)
         }
     }
 
     /// The next batch: queued jobs in order while both bounds hold; the first job always.
-    private func takeBatch() -> [Job]? {
+    private func takeBatch(_ lane: Int) -> [Job]? {
         state.withLock { state in
-            guard !state.queue.isEmpty else { return nil }
+            guard !state.queues[lane].isEmpty else { return nil }
             var jobs: [Job] = []
             var reports = 0
             var bytes = 0
-            while let next = state.queue.first,
+            while let next = state.queues[lane].first,
                 jobs.isEmpty || (reports + next.items.count <= maxBatchReports && bytes + next.bytes <= maxBatchBytes)
             {
-                jobs.append(state.queue.removeFirst())
+                jobs.append(state.queues[lane].removeFirst())
                 reports += next.items.count
                 bytes += next.bytes
             }
             state.queuedReports -= reports
             return jobs
         }
+    }
+
+    /// The lane of a request: the one of its group when all its reports are of one group
+    /// (a single report, a Sentry event), so that transactions of different lanes do not
+    /// create or lock the same group; lane 0 for any other request.
+    static func lane(of items: [IngestItem], lanes: Int) -> Int {
+        guard lanes > 1, let group = items.first?.groupKey, items.allSatisfy({ $0.groupKey == group }) else { return 0 }
+        return Int(UInt(bitPattern: group.hashValue) % UInt(lanes))
     }
 
     private func commit(_ taken: [Job]) async {
