@@ -51,8 +51,8 @@ public struct ServerConfiguration: Sendable {
     public var maxBatchBytes = 4 << 20
     /// Group-commit transactions in flight at once (`CRASHGUARD_INGEST_LANES`): a request whose
     /// reports are all of one group (a single report, a Sentry event) is committed in its
-    /// group's lane, any other request in the first lane, so that two transactions in flight
-    /// never create or lock the same group (docs/server.md, "Lanes").
+    /// group's lane, any other request in the first lane, so that one-group requests in two
+    /// lanes never create or lock the same group (docs/server.md, "Lanes").
     public var ingestLanes = 2
     /// Days of raw reports kept (`CRASHGUARD_RETENTION_DAYS`), at least 31; groups and rollups stay.
     public var retentionDays = 90

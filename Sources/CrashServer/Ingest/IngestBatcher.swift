@@ -195,8 +195,9 @@ final class IngestBatcher: Service, Sendable {
     }
 
     /// The lane of a request: the one of its group when all its reports are of one group
-    /// (a single report, a Sentry event), so that transactions of different lanes do not
-    /// create or lock the same group; lane 0 for any other request.
+    /// (a single report, a Sentry event), so that two lanes' one-group requests never create
+    /// or lock the same group; lane 0 for any other request (which may still meet a one-group
+    /// request of another lane on a group: docs/server.md, "Lanes").
     static func lane(of items: [IngestItem], lanes: Int) -> Int {
         guard lanes > 1, let group = items.first?.groupKey, items.allSatisfy({ $0.groupKey == group }) else { return 0 }
         return Int(UInt(bitPattern: group.hashValue) % UInt(lanes))
