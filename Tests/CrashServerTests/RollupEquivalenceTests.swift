@@ -213,10 +213,8 @@ import Testing
     }
 
     /// A group that another transaction creates while this one runs (another replica storing
-    /// the same new crash): this transaction's insert waits for it, then finds it committed
-    /// after its own snapshot, so the statement that creates and counts groups passes it by
-    /// (``LateGroup``); the transaction runs again and counts it once, with its reports and
-    /// rollups.
+    /// the same new crash): this transaction's upsert waits for it, then counts the committed
+    /// row once, with its reports and rollups.
     @Test func aGroupCreatedByAnotherTransactionMeanwhileIsCountedOnce() async throws {
         let p = try await makeProject()
         let reports = try Self.decoded(Self.reports(seed: 5))

@@ -95,15 +95,22 @@ struct IngestTimeouts: Sendable {
     /// The ingest pool's `application_name`, as `pg_stat_activity` shows it.
     static let applicationName = "crash-server ingest"
 
-    /// The connection's startup parameters: the timeouts, and `plan_cache_mode =
-    /// force_generic_plan`. The transaction's statements are prepared (``FixedStatement``), and
-    /// PostgreSQL's default would plan them again at every commit, the plan for a few rows
-    /// looking cheaper than the generic one (written for any number of rows, which is what a
-    /// batch of 1 to 5000 reports needs anyway).
+    /// The connection's startup parameters: the timeouts, `plan_cache_mode =
+    /// force_generic_plan` and `enable_seqscan = off`.
+    ///
+    /// The transaction's statements are prepared (``FixedStatement``), and PostgreSQL's default
+    /// would plan them again at every commit, the plan for a few rows looking cheaper than the
+    /// generic one (written for any number of rows, which is what a batch of 1 to 5000 reports
+    /// needs anyway). A generic plan is made once per connection, though, with the statistics of
+    /// that moment, and kept until the next `ANALYZE` of its tables: made on a fresh database,
+    /// it saw empty tables, where a scan of the whole table looks as cheap as an index probe,
+    /// and kept scanning as the tables grew. Ingest reads rows by key only, so these sessions
+    /// rule sequential scans out wherever an index can answer.
     var startupParameters: [(String, String)] {
         [
             ("lock_timeout", "\(statementMilliseconds)ms"), ("statement_timeout", "\(statementMilliseconds)ms"),
             ("idle_in_transaction_session_timeout", "\(idleMilliseconds)ms"), ("plan_cache_mode", "force_generic_plan"),
+            ("enable_seqscan", "off"),
         ]
     }
 }

@@ -31,15 +31,11 @@ extension CrashDatabase {
                     try gate.commit()
                     return fresh
                 }
-            } catch
-                where (["40P01", "40001"].contains(sqlState(error)) || (error as? PostgresTransactionError)?.closureError is LateGroup)
-                && attempt < 5
-            {
+            } catch  where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 attempt += 1
-                // A deadlock or serialization failure names its SQLSTATE; a late group has none.
                 logger.debug(
                     "ingest transaction retried",
-                    metadata: ["ingest.attempt": "\(attempt)", "ingest.retry_reason": "\(sqlState(error) ?? "late group")"])
+                    metadata: ["ingest.attempt": "\(attempt)", "ingest.retry_reason": "\(sqlState(error) ?? "")"])
             } catch let error as PostgresTransactionError where error.commitError.map(isAnsweredCommitFailure) == false {
                 throw CommitOutcomeUnknown(underlying: error)
             }
@@ -47,7 +43,7 @@ extension CrashDatabase {
     }
 
     /// The transaction's statements, in the order that avoids deadlocks: the id ledger, the
-    /// groups (created with their counts, or locked in id order and counted) in one statement,
+    /// groups (created with their counts, or locked and counted, in key order) in one statement,
     /// then one statement with everything else. Four round trips with `BEGIN` and `COMMIT`
     /// (five when the batch has device ids, whose sketches are read after the lock; one more
     /// when a resolved group regresses, and one per part of a batch over the batch bytes
@@ -60,7 +56,9 @@ extension CrashDatabase {
         var groupIDs: [Int64] = []
         groupIDs.reserveCapacity(stored.count)
         for item in stored {
-            guard let id = claim.groups[item.groupKey] else { throw LateGroup() }
+            guard let id = claim.groups[item.groupKey] else {
+                throw IngestStoreError(description: "the group of a stored report was neither created nor counted")
+            }
             groupIDs.append(id)
         }
         let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
@@ -90,21 +88,22 @@ extension CrashDatabase {
     }
 
     /// Records the ids in the idempotency ledger (a duplicate touches nothing else: no group,
-    /// count or rollup), then, for the reports whose ids were new, creates each missing group
-    /// (its attributes from ``Input``, its times and counts from the reports claimed), and
-    /// locks the existing ones in id order and adds their counts. Rows: a claimed `(project, id)`, or
-    /// a group `(project, id, signature, resolved, resolved_in)`.
+    /// count or rollup), then, for the reports whose ids were new, upserts each of their groups:
+    /// created with its attributes from ``Input`` and its times and counts from the reports
+    /// claimed, or, when it exists, locked and counted. Rows: a claimed `(project, id)`, or a
+    /// group `(project, id, signature, resolved, resolved_in)`.
     ///
-    /// The parts run in the order of the final `UNION ALL` (ledger, new groups, locks and
-    /// counts), as the statements did when they were three: each is read in full before the
-    /// next, and the sorts read their input in full before the first row is written. A group
-    /// that another transaction created after this statement's snapshot is in no part (its
-    /// insert conflicts, the lock does not see it): ``LateGroup``.
+    /// The groups are written in `(project, signature)` order, so two transactions that share
+    /// groups lock them in the same order and wait rather than deadlock. A group that another
+    /// transaction is creating at the same moment is waited for and then counted, as any
+    /// existing one (`ON CONFLICT DO UPDATE` sees the committed row).
     ///
-    /// The locked rows carry their counts, and the update joins nothing else: the generic plan
-    /// of the ingest sessions takes every CTE for one row, and an update that joined `counts`
-    /// again scanned it once per locked group, quadratic in a batch's groups (60 of the
-    /// statement's 99 ms at 346 groups; docs/performance.md, session 11).
+    /// Each group is found through the arbiter of its `ON CONFLICT`, the unique index on
+    /// `(project_id, signature)`, which the planner does not choose. A join that found the
+    /// existing groups did: the generic plan of an ingest session made on a fresh database (every
+    /// table empty, so every index looked alike) took `crash_groups_by_first_seen` for the
+    /// project and filtered its signatures, reading every group of the project for each group of
+    /// the batch until autovacuum's first `ANALYZE` (docs/performance.md, session 19).
     enum ClaimAndCount: FixedStatement {
         /// The batch as the statement binds it: each report's key, time, fatal flag and group
         /// (an index into the groups, from 1), and each group's attributes once. A group's
@@ -165,32 +164,21 @@ extension CrashDatabase {
             ), counts AS (
                 SELECT i.g, count(*) AS n, min(i.ts) AS f, max(i.ts) AS l, bool_or(i.fatal) AS fatal
                 FROM input i JOIN claimed c ON c.project_id = i.p AND c.id = i.id GROUP BY i.g
-            ), ins AS (
-                INSERT INTO crash_groups (project_id, signature, grouping_version, kind, title, normalized_reason,
-                                          first_seen, last_seen, report_count, fatal)
+            ), upserted AS (
+                INSERT INTO crash_groups AS g (project_id, signature, grouping_version, kind, title, normalized_reason,
+                                               first_seen, last_seen, report_count, fatal)
                 SELECT x.p, x.s, x.v, x.k, x.t, x.reason, c.f, c.l, c.n, c.fatal FROM counts c JOIN groups x ON x.g = c.g
                 ORDER BY x.p, x.s
-                ON CONFLICT (project_id, signature) DO NOTHING
-                RETURNING id, project_id, signature
-            ), locked AS MATERIALIZED (
-                SELECT g.id, g.status, g.resolved_in, c.n, c.f, c.l, c.fatal
-                FROM crash_groups g JOIN groups x ON g.project_id = x.p AND g.signature = x.s JOIN counts c ON c.g = x.g
-                ORDER BY g.id FOR UPDATE OF g
-            ), updated AS (
-                UPDATE crash_groups g SET
-                    report_count = g.report_count + k.n,
-                    first_seen = LEAST(g.first_seen, k.f),
-                    last_seen = GREATEST(g.last_seen, k.l),
-                    fatal = g.fatal OR k.fatal
-                FROM locked k
-                WHERE g.id = k.id
-                RETURNING g.project_id, g.id, g.signature, k.status = 'resolved', k.resolved_in
+                ON CONFLICT (project_id, signature) DO UPDATE SET
+                    report_count = g.report_count + EXCLUDED.report_count,
+                    first_seen = LEAST(g.first_seen, EXCLUDED.first_seen),
+                    last_seen = GREATEST(g.last_seen, EXCLUDED.last_seen),
+                    fatal = g.fatal OR EXCLUDED.fatal
+                RETURNING g.project_id, g.id, g.signature, g.status = 'resolved', g.resolved_in
             )
             SELECT project_id, id, NULL::bigint, NULL::text, NULL::boolean, NULL::text FROM claimed
             UNION ALL
-            SELECT project_id, NULL, id, signature, false, NULL FROM ins
-            UNION ALL
-            SELECT project_id, NULL, id, signature, resolved, resolved_in FROM updated AS u(project_id, id, signature, resolved, resolved_in)
+            SELECT project_id, NULL, id, signature, resolved, resolved_in FROM upserted AS u(project_id, id, signature, resolved, resolved_in)
             """
         }
         static let sql = query(Input()).sql
@@ -215,11 +203,6 @@ extension CrashDatabase {
         return regressedIDs
     }
 }
-
-/// A group of the batch was created by another transaction after the snapshot of
-/// ``CrashDatabase/ClaimAndCount`` (another replica storing the same new crash): that statement
-/// neither created nor counted it. The transaction is rolled back and run again, and then sees it.
-struct LateGroup: Error {}
 
 /// The ingest transaction found the database in a state it cannot explain.
 struct IngestStoreError: Error, CustomStringConvertible {

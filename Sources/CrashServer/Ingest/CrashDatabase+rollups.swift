@@ -103,7 +103,9 @@ extension CrashDatabase {
             let (d, f, m, p) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
             let (vh, vd, alerts) = (input.versionHourly, input.versionDaily, input.alerts)
             // Nullable report columns keep NULL apart from `""` (``NullableArray``); `stack`,
-            // `fingerprint` and `context` are JSON `text` elements written by ``JSONWriter``.
+            // `fingerprint` and `context` are JSON `text` elements written by ``JSONWriter``. The
+            // groups of the alerts are probed by id (`LATERAL`): as a join, the generic plan made on
+            // a fresh database read the whole of `crash_groups` (docs/performance.md, session 19).
             return """
                 WITH new_reports AS (
                     INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
@@ -161,7 +163,7 @@ extension CrashDatabase {
                 FROM (
                     SELECT g.id AS group_id, g.project_id, 'group.new' AS event
                     FROM unnest(\(alerts.ids)::bigint[], \(alerts.counts)::bigint[]) AS b(id, n)
-                    JOIN crash_groups g ON g.id = b.id AND g.report_count = b.n
+                    CROSS JOIN LATERAL (SELECT id, project_id FROM crash_groups WHERE id = b.id AND report_count = b.n LIMIT 1) g
                     UNION ALL
                     SELECT g.id, g.project_id, 'group.regressed' FROM crash_groups g WHERE g.id = ANY(\(alerts.regressed)::bigint[])
                 ) e
