@@ -31,7 +31,7 @@ extension CrashDatabase {
                     try gate.commit()
                     return fresh
                 }
-            } catch  where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
+            } catch let error where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 attempt += 1
                 logger.debug(
                     "ingest transaction retried",
