@@ -40,7 +40,7 @@ public final class IngestBodyReader {
     private var body: CappedBodyReader
     private var scanner = JSONBodyScanner()
     /// The decoded body as the scanner hands it on: without the white space between tokens.
-    private var bytes: [UInt8] = []
+    private var bytes = GrowingBytes()
     /// Why the body is bad, once proven: the rest is only counted against the caps.
     private var refusal: IngestError?
 
@@ -73,7 +73,7 @@ public final class IngestBodyReader {
                     try self.scanner.scan(decoded, keeping: &self.bytes)
                 } catch let error as IngestError where !JSONBodyScanner.isImmediate(error) {
                     self.refusal = error
-                    self.bytes = []
+                    self.bytes = GrowingBytes()
                 }
             }
         } catch let error as IngestError {
@@ -113,11 +113,11 @@ public final class IngestBodyReader {
             case .failure(let rejection):
                 rejected.append(.init(index: index, error: rejection.message))
             case .success(let read):
-                let stackJSON = read.stackText.map { Array(bytes[$0]) }
+                let stackJSON = read.stackText.map { bytes[$0] }
                 accepted.append(.init(index: index, report: read.report, signature: read.signature, stackJSON: stackJSON))
             }
         }
-        bytes = []
+        bytes = GrowingBytes()
         return IngestBatch(count: slots.count, accepted: accepted, rejected: rejected)
     }
 

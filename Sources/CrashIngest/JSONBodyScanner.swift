@@ -74,7 +74,7 @@ struct JSONBodyScanner {
 
     /// Scans the next bytes of the body and appends them to `kept`, without the white space
     /// between tokens. After a throw, `kept` holds an unspecified prefix.
-    mutating func scan(_ bytes: UnsafeBufferPointer<UInt8>, keeping kept: inout [UInt8]) throws(IngestError) {
+    mutating func scan(_ bytes: UnsafeBufferPointer<UInt8>, keeping kept: inout GrowingBytes) throws(IngestError) {
         var i = 0
         let count = bytes.count
         // Bytes before this are in `kept`, or white space dropped.

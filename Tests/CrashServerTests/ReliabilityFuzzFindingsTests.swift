@@ -64,7 +64,7 @@ import Testing
     @Test func controlCharacterScanFollowsStringsAndEscapes() {
         func scan(_ text: String) -> Int? {
             var scanner = JSONBodyScanner()
-            var kept: [UInt8] = []
+            var kept = GrowingBytes()
             do {
                 try Array(text.utf8).withUnsafeBufferPointer { (buffer) throws(IngestError) in
                     try scanner.scan(buffer, keeping: &kept)
