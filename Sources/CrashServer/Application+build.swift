@@ -30,13 +30,15 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         executable: configuration.llvmSymbolizer, size: configuration.symbolizers, logger: logger)
     let keys = IngestKeyCache()
     let keyListener = try IngestKeyListener(cache: keys, databaseURL: configuration.databaseURL, logger: logger)
+    let budget = BodyByteBudget(limit: configuration.maxInflightBodyBytes)
     let router = try buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
-        keys: keys, symbolizers: symbolizers, logger: logger)
+        keys: keys, budget: budget, symbolizers: symbolizers, logger: logger)
     let webhooks = WebhookSender(
         database: database, settings: configuration.webhooks, publicURL: configuration.publicURL, metrics: metrics,
         logger: logger)
     let spikes = SpikeDetector(database: database, settings: configuration.webhooks, logger: logger)
+    let trimmer = HeapTrimmer(budget: budget, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     // The batch in flight takes at most three database timeouts (IngestBatcher), plus 5 s.
     let shutdownDeadline = ShutdownDeadline(
@@ -51,7 +53,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.
-        services: [shutdownDeadline] + database.services + [keyListener, batcher, partitions, webhooks, spikes, symbolizers],
+        services: [shutdownDeadline] + database.services + [keyListener, batcher, partitions, webhooks, spikes, symbolizers, trimmer],
         logger: logger
     )
     app.beforeServerStarts {
@@ -64,7 +66,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
 func buildRouter(
     database: CrashDatabase, batcher: IngestBatcher, metrics: ServerMetrics,
     configuration: ServerConfiguration, timeout: Duration, keys: IngestKeyCache = IngestKeyCache(),
-    symbolizers: SymbolizerPool? = nil, logger: Logger
+    budget: BodyByteBudget? = nil, symbolizers: SymbolizerPool? = nil, logger: Logger
 ) throws -> Router<CrashRequestContext> {
     // HEAD wherever GET works (RFC 9110 9.1): health checkers and link checkers probe with it.
     let router = Router(context: CrashRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -78,7 +80,7 @@ func buildRouter(
     let authenticator = IngestAuthenticator(
         database: database, keys: keys, batcher: batcher,
         limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), databaseTimeout: timeout)
-    let budget = BodyByteBudget(limit: configuration.maxInflightBodyBytes)
+    let budget = budget ?? BodyByteBudget(limit: configuration.maxInflightBodyBytes)
     metrics.observeBudget(budget)
     let body = IngestBody(
         maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes, budget: budget)

@@ -59,4 +59,17 @@ public enum MallocTuning {
         return []
         #endif
     }
+
+    /// Hands the free pages of every arena back to the system (`malloc_trim(0)`, which
+    /// `HeapTrimmer` calls when ingest goes quiet); true when some were. False without glibc.
+    @Sendable public static func trim() -> Bool {
+        #if canImport(Glibc)
+        // Not in Swift's Glibc module either.
+        guard let symbol = dlsym(nil, "malloc_trim") else { return false }
+        let mallocTrim = unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+        return mallocTrim(0) == 1
+        #else
+        return false
+        #endif
+    }
 }

@@ -38,6 +38,12 @@ final class BodyByteBudget: Sendable {
     /// Bytes held by requests now.
     var inUse: Int { state.withLock { $0.used } }
 
+    /// Reservations opened since the start: a change tells that a request has come.
+    var opened: Int { state.withLock { $0.nextTicket } }
+
+    /// Reservations open now: ingest requests being read or stored.
+    var openNow: Int { state.withLock { $0.held.count } }
+
     /// The reservation allowed past the budget now, if any (for tests).
     var privilegedTicket: Int? { state.withLock { $0.privileged } }
 
