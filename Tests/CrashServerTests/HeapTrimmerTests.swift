@@ -47,8 +47,8 @@ import Glibc
     }
 
     /// `malloc_trim` through ``MallocTuning/trim()`` gives back the pages of blocks freed
-    /// between ones that live on, which `free` leaves resident. In a process of its own (an exit test),
-    /// so that nothing else allocates meanwhile.
+    /// between ones that live on, which `free` leaves resident. In a process of its own (an
+    /// exit test), so that nothing else allocates meanwhile.
     @Test func trimGivesFreedPagesBack() async {
         #if canImport(Glibc)
         await #expect(processExitsWith: .success) {

@@ -6,7 +6,7 @@ import ServiceLifecycle
 /// glibc returns the pages of a freed block only when they are at the top of a heap; the
 /// strings, reports and buffers of a burst are freed in every order, so their pages stay
 /// resident between the blocks that live on (about 40 to 50 MB after a minute of batches of
-/// 100, 1000 or the largest bodies: RSS 92 to 107 MB after the load, where the idle server
+/// 100, 1000 or the largest bodies: RSS 91 to 106 MB after the load, where the idle server
 /// takes 40 MB). `malloc_trim(0)` hands those pages back without moving anything; it walks
 /// every arena under its lock, so it is called when no ingest body is in flight, and only
 /// when one has been since the last call: an idle server never calls it, a busy one at
