@@ -52,11 +52,7 @@ import Glibc
     @Test func trimGivesFreedPagesBack() async {
         #if canImport(Glibc)
         await #expect(processExitsWith: .success) {
-            func anonymousMB() -> Int {
-                let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-                let line = status.split(separator: "\n").first { $0.hasPrefix("RssAnon:") } ?? ""
-                return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) / 1024
-            }
+            func anonymousMB() -> Int { hostileResidentBytes(field: "RssAnon:") >> 20 }
             // 64 MB of 64 KiB blocks, each written, each followed by a small one that lives on
             // (the strings of a burst between the reports that stay queued): freeing the large
             // ones gives nothing back by itself.

@@ -180,10 +180,11 @@ func hostileRequestHead(key: String, contentLength: Int?, encoding: String = "id
     return lines.joined(separator: "\r\n") + "\r\n\r\n"
 }
 
-/// Resident set size of this process in bytes, from /proc (0 where there is none).
-func hostileResidentBytes() -> Int {
+/// Resident set size of this process in bytes, from /proc (0 where there is none); `field`
+/// names another `kB` line of `/proc/self/status`, such as `RssAnon:`.
+func hostileResidentBytes(field: String = "VmRSS:") -> Int {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+    for line in status.split(separator: "\n") where line.hasPrefix(field) {
         let kb = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
         return kb * 1024
     }
