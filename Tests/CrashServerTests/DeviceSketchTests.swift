@@ -56,6 +56,33 @@ import Testing
                 }())
     }
 
+    /// Ingest's merge of a batch's updates into a stored sketch, against the register-wise
+    /// maximum: updates out of order, several for one register (the best one counts, wherever it
+    /// stands), some below, at or above what is stored.
+    @Test func mergingUpdatesKeepsTheHighestRankOfEachRegister() {
+        var stored = DeviceSketch()
+        for i in 0..<300 { stored.insert("stored-\(i)") }
+        // Registers scattered over the whole range, each several times with different ranks.
+        var updates: [(index: Int, rank: UInt8)] = []
+        var encodedUpdates: [UInt8] = []
+        for k in 0..<600 {
+            let index = (k * 389) % 1024
+            let rank = UInt8(1 + (k * 7) % 30)
+            updates.append((index, rank))
+            encodedUpdates += [UInt8(index >> 8), UInt8(index & 0xFF), rank]
+        }
+        var expected = stored
+        expected.merge(encoded: encodedUpdates)
+        let merged = DeviceSketch.merging(stored: stored.encoded, updates: updates)
+        #expect(merged.map { DeviceSketch(encoded: $0) } == expected)
+        // The stored form stays sorted by register, one entry each.
+        #expect(merged == expected.encoded)
+        // Updates no higher than what is stored change nothing.
+        let lower: [(index: Int, rank: UInt8)] = updates.filter { expected.registers[$0.index] > 1 }.map { ($0.index, 1) }
+        #expect(!lower.isEmpty)
+        #expect(DeviceSketch.merging(stored: expected.encoded, updates: lower) == nil)
+    }
+
     @Test func sqlRegisterFunctionMatchesSwift() async throws {
         let ids = (0..<500).map { "device-\($0)-\(UUID().uuidString)" } + ["", "é", "install-1"]
         let fromSQL = try await withTestDatabase { db in

@@ -37,8 +37,9 @@ extension CrashDatabase {
     func versionRollupRows(
         _ stored: [IngestItem], _ groupIDs: [Int64], _ text: BatchText, _ connection: PostgresConnection
     ) async throws -> (hourly: [VersionRollupRow], daily: [VersionRollupRow]) {
-        var counts: [VersionRollupKey: Int64] = [:]
-        var registers: [VersionRollupKey: [(index: Int, rank: UInt8)]] = [:]
+        // One entry per key, made (or found) and changed in place: one hash per key and report.
+        var entries: [VersionRollupKey: (n: Int64, registers: [(index: Int, rank: UInt8)])] = [:]
+        entries.reserveCapacity(stored.count)
         let all = text.all
         for ((item, group), ranks) in zip(zip(stored, groupIDs), text.reports) {
             let register = item.report.device?.id.flatMap { $0.isEmpty ? nil : DeviceSketch.register(for: $0) }
@@ -49,43 +50,57 @@ extension CrashDatabase {
                     VersionRollupKey(group: group, version: version, daily: false, bucket: hour),
                     VersionRollupKey(group: group, version: version, daily: true, bucket: day),
                 ] {
-                    counts[key, default: 0] += 1
-                    if let register { registers[key, default: []].append(register) }
+                    Self.count(&entries[key, default: (0, [])], register)
                 }
             }
         }
-        var current: [VersionRollupKey: ByteBuffer] = [:]
-        if !registers.isEmpty {
-            let keys = registers.keys.sorted()
+        let sorted = entries.sorted { $0.key < $1.key }
+        // The stored sketch of each key with devices, read by its place in the statement's arrays.
+        let withDevices = sorted.indices.filter { !sorted[$0].value.registers.isEmpty }
+        let (hourlyKeys, dailyKeys) = (withDevices.filter { !sorted[$0].key.daily }, withDevices.filter { sorted[$0].key.daily })
+        var current = [ByteBuffer?](repeating: nil, count: sorted.count)
+        if !withDevices.isEmpty {
             let rows = try await connection.run(
-                ReadSketches.self, (keys.filter { !$0.daily }, keys.filter(\.daily), text), logger: logger)
+                ReadSketches.self, (hourlyKeys.map { sorted[$0].key }, dailyKeys.map { sorted[$0].key }, text), logger: logger)
             for try await row in rows {
-                let (group, version, isDaily, bucket, sketch) = try row.decode((Int64, String, Bool, Date, ByteBuffer).self)
-                // Every row read is one of the batch's keys, so its version is one of the batch's.
-                guard let version = text.rank(of: version) else { continue }
-                current[VersionRollupKey(group: group, version: version, daily: isDaily, bucket: bucket)] = sketch
+                let (isDaily, ordinal, sketch) = try row.decode((Bool, Int64, ByteBuffer).self)
+                current[(isDaily ? dailyKeys : hourlyKeys)[Int(ordinal) - 1]] = sketch
             }
         }
         let empty = ByteBuffer()
-        let rows = counts.keys.sorted().map { key -> VersionRollupRow in
-            guard let updates = registers[key] else { return VersionRollupRow(key: key, n: counts[key]!, sketch: empty) }
-            let stored = current[key].map { Array($0.readableBytesView) } ?? []
-            let merged = DeviceSketch.merging(stored: stored, updates: updates).map { ByteBuffer(bytes: $0) } ?? empty
-            return VersionRollupRow(key: key, n: counts[key]!, sketch: merged)
+        var hourly: [VersionRollupRow] = []
+        var daily: [VersionRollupRow] = []
+        for (index, (key, entry)) in sorted.enumerated() {
+            var sketch = empty
+            if !entry.registers.isEmpty {
+                let stored = current[index].map { Array($0.readableBytesView) } ?? []
+                sketch = DeviceSketch.merging(stored: stored, updates: entry.registers).map { ByteBuffer(bytes: $0) } ?? empty
+            }
+            let row = VersionRollupRow(key: key, n: entry.n, sketch: sketch)
+            if key.daily { daily.append(row) } else { hourly.append(row) }
         }
-        return (rows.filter { !$0.key.daily }, rows.filter(\.key.daily))
+        return (hourly, daily)
     }
+
+    private static func count(_ entry: inout (n: Int64, registers: [(index: Int, rank: UInt8)]), _ register: (index: Int, rank: UInt8)?) {
+        entry.n += 1
+        if let register { entry.registers.append(register) }
+    }
+
+    /// The stored sketches of the given keys: rows of (daily, the key's place in its array from
+    /// 1, sketch). Keys are sent as arrays and found by their place, so a row decodes no text or
+    /// time.
     enum ReadSketches: FixedStatement {
         static func query(_ keys: (hourly: [VersionRollupKey], daily: [VersionRollupKey], text: BatchText)) -> PostgresQuery {
             let text = keys.text
             return """
-                SELECT s.group_id, s.app_version, false, s.hour, s.sketch FROM group_version_hourly s
+                SELECT false, k.i, s.sketch FROM group_version_hourly s
                 JOIN unnest(\(keys.hourly.map(\.group)), \(keys.hourly.map { text[$0.version] }), \(keys.hourly.map(\.bucket)))
-                    AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
+                    WITH ORDINALITY AS k(g, v, t, i) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
                 UNION ALL
-                SELECT s.group_id, s.app_version, true, s.day, s.sketch FROM group_version_daily s
+                SELECT true, k.i, s.sketch FROM group_version_daily s
                 JOIN unnest(\(keys.daily.map(\.group)), \(keys.daily.map { text[$0.version] }), \(keys.daily.map(\.bucket)))
-                    AS k(g, v, t) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
+                    WITH ORDINALITY AS k(g, v, t, i) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
                 """
         }
         static let sql = query(([], [], BatchText([]))).sql

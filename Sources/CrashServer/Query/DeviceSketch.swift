@@ -76,14 +76,17 @@ struct DeviceSketch: Equatable, Sendable {
     /// Merges register updates into a sketch in stored form, without decoding it: nil when
     /// no register grows (ingest then leaves the stored sketch as it is).
     static func merging(stored: [UInt8], updates: [(index: Int, rank: UInt8)]) -> [UInt8]? {
-        var best: [Int: UInt8] = [:]
-        for u in updates where best[u.index, default: 0] < u.rank { best[u.index] = u.rank }
+        // By register, the highest rank first within one: the first of each register is its best
+        // (sorted rather than hashed: a batch brings a key a few updates, ingest merges many keys).
+        let best = updates.sorted { $0.index != $1.index ? $0.index < $1.index : $0.rank > $1.rank }
         var out: [UInt8] = []
         out.reserveCapacity(stored.count + best.count * 3)
         var grew = false
         var i = 0
+        var previous = -1
         func storedIndex() -> Int? { i + 2 < stored.count ? Int(stored[i]) << 8 | Int(stored[i + 1]) : nil }
-        for (index, rank) in best.sorted(by: { $0.key < $1.key }) {
+        for (index, rank) in best where index != previous {
+            previous = index
             while let s = storedIndex(), s < index {
                 out.append(contentsOf: stored[i..<i + 3])
                 i += 3
