@@ -50,8 +50,9 @@ extension CrashDatabase {
     /// beyond the first: ``writeReportsAndRollups(_:_:regressed:_:)``).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
         let claim = try await claimAndCount(items, connection)
-        let stored = items.filter { claim.fresh.contains($0.key) }
-        guard !stored.isEmpty else { return claim.fresh }
+        let stored = claim.duplicates.isEmpty ? items : items.filter { !claim.duplicates.contains($0.key) }
+        let fresh = Set(stored.lazy.map(\.key))
+        guard !stored.isEmpty else { return fresh }
         // The group of each stored report, looked up once for every statement below.
         var groupIDs: [Int64] = []
         groupIDs.reserveCapacity(stored.count)
@@ -63,14 +64,14 @@ extension CrashDatabase {
         }
         let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
         try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
-        return claim.fresh
+        return fresh
     }
 
-    /// What ``ClaimAndCount`` found: the keys that were new, the id of every group they belong
-    /// to, and the `resolved_in` of those groups that were resolved (nil: resolved without a
-    /// version).
+    /// What ``ClaimAndCount`` found: the keys already in the ledger (retries; every other key of
+    /// the batch was new), the id of every group the new ones belong to, and the `resolved_in`
+    /// of those groups that were resolved (nil: resolved without a version).
     struct Claim {
-        var fresh = Set<ReportKey>()
+        var duplicates = Set<ReportKey>()
         var groups: [GroupKey: Int64] = [:]
         var resolved: [Int64: String?] = [:]
     }
@@ -80,7 +81,7 @@ extension CrashDatabase {
         var claim = Claim()
         for try await row in result {
             let (project, id, group, signature, resolved, resolvedIn) = try row.decode((Int64, UUID?, Int64?, String?, Bool?, String?).self)
-            if let id { claim.fresh.insert(ReportKey(project: project, id: id)) }
+            if let id { claim.duplicates.insert(ReportKey(project: project, id: id)) }
             if let group, let signature { claim.groups[GroupKey(project: project, signature: signature)] = group }
             if let group, resolved == true { claim.resolved[group] = .some(resolvedIn) }
         }
@@ -90,8 +91,9 @@ extension CrashDatabase {
     /// Records the ids in the idempotency ledger (a duplicate touches nothing else: no group,
     /// count or rollup), then, for the reports whose ids were new, upserts each of their groups:
     /// created with its attributes from ``Input`` and its times and counts from the reports
-    /// claimed, or, when it exists, locked and counted. Rows: a claimed `(project, id)`, or a
-    /// group `(project, id, signature, resolved, resolved_in)`.
+    /// claimed, or, when it exists, locked and counted. Rows: a `(project, id)` that was claimed
+    /// before (a duplicate: most batches have none, so the answer is a row per group, not one per
+    /// report), or a group `(project, id, signature, resolved, resolved_in)`.
     ///
     /// The groups are written in `(project, signature)` order, so two transactions that share
     /// groups lock them in the same order and wait rather than deadlock. A group that another
@@ -176,7 +178,8 @@ extension CrashDatabase {
                     fatal = g.fatal OR EXCLUDED.fatal
                 RETURNING g.project_id, g.id, g.signature, g.status = 'resolved', g.resolved_in
             )
-            SELECT project_id, id, NULL::bigint, NULL::text, NULL::boolean, NULL::text FROM claimed
+            SELECT i.p, i.id, NULL::bigint, NULL::text, NULL::boolean, NULL::text FROM input i
+            WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.project_id = i.p AND c.id = i.id)
             UNION ALL
             SELECT project_id, NULL, id, signature, resolved, resolved_in FROM upserted AS u(project_id, id, signature, resolved, resolved_in)
             """
