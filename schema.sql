@@ -468,3 +468,105 @@ END;
 $$;
 CREATE OR REPLACE TRIGGER projects_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON projects
     FOR EACH STATEMENT EXECUTE FUNCTION crashguard_projects_changed();
+
+-- Release health (release-health.md, docs/release-health.md). A session is counted once as
+-- started and once in its final state. session_states holds each session while an update may
+-- still change it (updates are accepted for sessions started within 30 days; rows are pruned
+-- after 31); `status` is 'ok' while open, else the final state it was counted in.
+-- `did_hash` is the first 64 bits of SHA-256 of the session's `did` (the id itself is not kept).
+CREATE TABLE IF NOT EXISTS session_states (
+    project_id  bigint NOT NULL,
+    sid         uuid NOT NULL,
+    app_id      text NOT NULL,
+    version     text NOT NULL,
+    environment text NOT NULL,
+    did_hash    bigint,
+    started     timestamptz NOT NULL,
+    status      text NOT NULL CHECK (status IN ('ok', 'exited', 'errored', 'crashed', 'abnormal')),
+    seq         bigint NOT NULL,
+    errors      bigint NOT NULL,
+    duration    double precision,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (project_id, sid)
+);
+CREATE INDEX IF NOT EXISTS session_states_project_started ON session_states (project_id, started);
+CREATE INDEX IF NOT EXISTS session_states_started ON session_states (started);
+
+-- Sentry `sessions` aggregates as sent (one row per entry): the sub-hour edges of a window
+-- read them with session_states; pruned with it.
+CREATE TABLE IF NOT EXISTS session_aggregates (
+    project_id  bigint NOT NULL,
+    app_id      text NOT NULL,
+    version     text NOT NULL,
+    environment text NOT NULL,
+    started     timestamptz NOT NULL,
+    did_hash    bigint,
+    sessions    bigint NOT NULL,
+    crashed     bigint NOT NULL,
+    errored     bigint NOT NULL,
+    abnormal    bigint NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS session_aggregates_project_started ON session_aggregates (project_id, started);
+CREATE INDEX IF NOT EXISTS session_aggregates_started ON session_aggregates (started);
+
+-- Hourly rollup by the sessions' `started`: counts, and the distinct user hashes (sorted) while
+-- there are at most 250 of them; past that `users_over` is set and session_user_registers
+-- holds a HyperLogLog sketch of all of them (UserSketch.swift). Kept like the crash rollups.
+CREATE TABLE IF NOT EXISTS session_hourly (
+    project_id         bigint NOT NULL,
+    hour               timestamptz NOT NULL,
+    app_id             text NOT NULL,
+    version            text NOT NULL,
+    environment        text NOT NULL,
+    started            bigint NOT NULL,
+    crashed            bigint NOT NULL,
+    errored            bigint NOT NULL,
+    abnormal           bigint NOT NULL,
+    users              bigint[] NOT NULL,
+    users_over         boolean NOT NULL DEFAULT false,
+    crashed_users      bigint[] NOT NULL,
+    crashed_users_over boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (project_id, hour, app_id, version, environment)
+);
+CREATE INDEX IF NOT EXISTS session_hourly_version ON session_hourly (project_id, version, hour);
+
+-- The sketch registers of session_hourly rows past 250 users (`crashed`: of crashed users).
+CREATE TABLE IF NOT EXISTS session_user_registers (
+    project_id  bigint NOT NULL,
+    hour        timestamptz NOT NULL,
+    app_id      text NOT NULL,
+    version     text NOT NULL,
+    environment text NOT NULL,
+    crashed     boolean NOT NULL,
+    register    integer NOT NULL,
+    rank        integer NOT NULL,
+    PRIMARY KEY (project_id, hour, app_id, version, environment, crashed, register)
+);
+
+-- Earliest and latest `started` of each release over all time (`firstSeen`, `lastSeen`).
+CREATE TABLE IF NOT EXISTS session_releases (
+    project_id  bigint NOT NULL,
+    app_id      text NOT NULL,
+    version     text NOT NULL,
+    environment text NOT NULL,
+    first_seen  timestamptz NOT NULL,
+    last_seen   timestamptz NOT NULL,
+    PRIMARY KEY (project_id, app_id, version, environment)
+);
+
+-- Drops the per-session state and raw aggregates of sessions started before `cutoff`
+-- (no update can change them any more); the rollups are kept.
+CREATE OR REPLACE FUNCTION crashguard_prune_sessions(cutoff timestamptz) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+    m bigint;
+BEGIN
+    DELETE FROM session_states WHERE started < cutoff;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    DELETE FROM session_aggregates WHERE started < cutoff;
+    GET DIAGNOSTICS m = ROW_COUNT;
+    RETURN n + m;
+END;
+$$;

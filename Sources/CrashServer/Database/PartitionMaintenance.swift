@@ -25,6 +25,8 @@ struct PartitionMaintenance: Service {
         }
         // Cursors older than a day walk on over current data (docs/api.md).
         _ = try await database.pruneListSnapshots(before: now.addingTimeInterval(-day))
+        // Sessions started over 31 days ago can no longer change (release-health.md).
+        _ = try await database.pruneSessions(before: now.addingTimeInterval(-31 * day))
     }
 
     func run() async throws {
