@@ -85,13 +85,19 @@ func buildRouter(
     let body = IngestBody(
         maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes, budget: budget)
     IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
-    SentryController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
+    // Release health: sessions through both doors, counted by one store (release-health.md).
+    let sessions = SessionIngest(
+        store: PostgresSessionStore(database: database, deadline: timeout), batcher: batcher, metrics: metrics, deadline: timeout)
+    SentryController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body, sessions: sessions)
+        .addRoutes(to: router)
+    SessionsController(authenticator: authenticator, ingest: sessions, body: body).addRoutes(to: router)
     // Reads, triage, the dashboard and webhooks answer 503 once the database deadline passes,
     // however the database fails (a pool that cannot connect would hold them for a minute).
     let bounded = router.group().add(middleware: DatabaseDeadlineMiddleware(limit: timeout))
     QueryController(
         store: database, symbolicator: symbolizers.map { ReportSymbolicator(database: database, pool: $0, logger: logger) }
     ).addRoutes(to: bounded)
+    ReleasesController(database: database).addRoutes(to: bounded)
     DebugFileController(database: database, maxBytes: configuration.maxDebugFileBytes).addRoutes(to: router)
     try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
     WebhookController(database: database).addRoutes(to: bounded)

@@ -21,6 +21,8 @@ struct SentryController: Sendable {
     let batcher: IngestBatcher
     let metrics: ServerMetrics
     let body: IngestBody
+    /// Counts `session` and `sessions` items (release-health.md); nil: they are ignored.
+    var sessions: SessionIngest? = nil
 
     static let errorHeader = HTTPField.Name("X-Sentry-Error")!
     static let rateLimitsHeader = HTTPField.Name("X-Sentry-Rate-Limits")!
@@ -48,16 +50,20 @@ struct SentryController: Sendable {
         guard let project else { throw Self.missingKey }
         let receivedAt = Date()
         let envelopeID = header.eventID.flatMap { UUIDText.parse($0, compact: true) }
-        let reports = try await IngestBody.reading(bytes.count) {
+        let (reports, sessions) = try await IngestBody.reading(bytes.count) {
             try Self.malformedIs400 {
-                try SentryEnvelope.parseItems(bytes, from: itemsStart).filter { $0.type == "event" }.map {
+                let items = try SentryEnvelope.parseItems(bytes, from: itemsStart)
+                let reports = try items.filter { $0.type == "event" }.map {
                     try SentryEvent.decode($0.payload).report(receivedAt: receivedAt, id: envelopeID)
                 }
+                return (reports, SentryEnvelope.sessions(in: items, now: receivedAt))
             }
         }
         try await commit(reports, project: project, logger: context.logger)
+        try await commit(sessions, project: project, logger: context.logger)
         withExtendedLifetime(share) {}
-        return Self.success(id: reports.first?.id ?? envelopeID)
+        // Sessions without an event: 200 {} once they are committed (release-health.md).
+        return Self.success(id: reports.first?.id ?? (sessions.items > 0 ? nil : envelopeID))
     }
 
     @Sendable func store(request: Request, context: CrashRequestContext) async throws -> Response {
@@ -118,6 +124,15 @@ struct SentryController: Sendable {
         logger.debug(
             "sentry events ingested",
             metadata: ["project.slug": "\(project.slug)", "ingest.accepted": "\(accepted)", "ingest.events": "\(reports.count)"])
+    }
+
+    /// Commits the envelope's session updates and aggregates; returns once they are durable.
+    private func commit(_ found: SentrySessions, project: ProjectRef, logger: Logger) async throws {
+        guard let sessions, found.items > 0 else { return }
+        let outcomes = try await sessions.commit(
+            project: project, updates: found.updates, aggregates: found.aggregates, logger: logger)
+        let accepted = outcomes.filter { $0 == .accepted }.count
+        sessions.metrics.countSessionUpdates(accepted: accepted, duplicates: outcomes.count - accepted, rejected: found.dropped)
     }
 
     private static let missingKey = APIError.unauthorized(

@@ -1,0 +1,239 @@
+import CrashWire
+import Foundation
+import Hummingbird
+import PostgresNIO
+
+/// A release in the list and the detail (release-health.md, "Queries").
+struct ReleaseBody: Codable, Sendable, Equatable {
+    var version: String
+    var sessions: Int64
+    var crashedSessions: Int64
+    var erroredSessions: Int64
+    var abnormalSessions: Int64
+    var users: Int64
+    var crashedUsers: Int64
+    @NullWhenAbsent var crashFreeSessions: Double?
+    @NullWhenAbsent var crashFreeUsers: Double?
+    @NullWhenAbsent var adoption: Double?
+    @NullWhenAbsent var firstSeen: Date?
+    @NullWhenAbsent var lastSeen: Date?
+
+    init(_ t: ReleaseTotals, allSessions: Int64, seen: (first: Date, last: Date)?) {
+        version = t.version
+        sessions = t.sessions
+        crashedSessions = t.crashed
+        erroredSessions = t.errored
+        abnormalSessions = t.abnormal
+        users = t.users
+        crashedUsers = t.crashedUsers
+        crashFreeSessions = t.sessions > 0 ? 1 - Double(t.crashed) / Double(t.sessions) : nil
+        crashFreeUsers = t.users > 0 ? 1 - Double(t.crashedUsers) / Double(t.users) : nil
+        adoption = allSessions > 0 ? Double(t.sessions) / Double(allSessions) : nil
+        firstSeen = seen?.first
+        lastSeen = seen?.last
+    }
+}
+
+struct ReleaseListBody: Codable, Sendable {
+    var releases: [ReleaseBody]
+    @NullWhenAbsent var nextCursor: String?
+}
+
+/// A release's detail: its fields, series, top groups and the groups it introduced.
+struct ReleaseDetailBody: Codable, Sendable {
+    var version: String
+    var sessions: Int64
+    var crashedSessions: Int64
+    var erroredSessions: Int64
+    var abnormalSessions: Int64
+    var users: Int64
+    var crashedUsers: Int64
+    @NullWhenAbsent var crashFreeSessions: Double?
+    @NullWhenAbsent var crashFreeUsers: Double?
+    @NullWhenAbsent var adoption: Double?
+    @NullWhenAbsent var firstSeen: Date?
+    @NullWhenAbsent var lastSeen: Date?
+    var series: [ReleaseSeriesPoint]
+    var topGroups: [GroupBody]
+    var newGroups: [GroupBody]
+
+    init(_ r: ReleaseBody, series: [ReleaseSeriesPoint], topGroups: [GroupBody], newGroups: [GroupBody]) {
+        version = r.version
+        sessions = r.sessions
+        crashedSessions = r.crashedSessions
+        erroredSessions = r.erroredSessions
+        abnormalSessions = r.abnormalSessions
+        users = r.users
+        crashedUsers = r.crashedUsers
+        crashFreeSessions = r.crashFreeSessions
+        crashFreeUsers = r.crashFreeUsers
+        adoption = r.adoption
+        firstSeen = r.firstSeen
+        lastSeen = r.lastSeen
+        self.series = series
+        self.topGroups = topGroups
+        self.newGroups = newGroups
+    }
+}
+
+extension ReleaseListBody: ResponseEncodable {}
+extension ReleaseDetailBody: ResponseEncodable {}
+
+/// The releases list's cursor: the last release listed (its sessions and version) and the
+/// window of the first page. base64url JSON, checked field by field (a forged one is a 400).
+struct ReleaseCursor: Codable, Sendable, Equatable {
+    var sessions: Int64
+    var version: String
+    var from: Int64
+    var to: Int64
+
+    private enum CodingKeys: String, CodingKey { case sessions = "n", version = "v", from = "f", to = "t" }
+
+    func encode() -> String {
+        let data = (try? JSONEncoder().encode(self)) ?? Data()
+        return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ text: String) throws -> ReleaseCursor {
+        let bad = APIError.badRequest("cursor: not a cursor of this list (use nextCursor as returned)")
+        var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.utf8.count % 4 != 0 { b64 += "=" }
+        guard text.utf8.count <= 1024, let data = Data(base64Encoded: b64),
+            let cursor = try? JSONDecoder().decode(ReleaseCursor.self, from: data),
+            cursor.sessions >= 0, !cursor.version.isEmpty, cursor.version.utf8.count <= 256,
+            ListCursor.timeRange.contains(cursor.from), ListCursor.timeRange.contains(cursor.to)
+        else { throw bad }
+        return cursor
+    }
+
+    var window: TimeWindow {
+        get throws { try TimeWindow.checked(from: ListCursor.date(from), to: ListCursor.date(to), name: "cursor") }
+    }
+}
+
+/// `GET /v1/projects/{project}/releases` and `.../releases/{version}` (read token).
+struct ReleasesController: Sendable {
+    let database: CrashDatabase
+
+    func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
+        let project = router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: database))
+        project.get("releases", use: list)
+        project.get("releases/:version", use: detail)
+    }
+
+    @Sendable func list(request: Request, context: CrashRequestContext) async throws -> ReleaseListBody {
+        try await listBody(project: context.requireReadProject(), QueryParameters(request))
+    }
+
+    @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> ReleaseDetailBody {
+        let raw = context.parameters.get("version") ?? ""
+        let version = raw.removingPercentEncoding ?? raw
+        guard !version.isEmpty, version.utf8.count <= 200 else { throw APIError.badRequest("version: must be 1 to 200 bytes") }
+        return try await detailBody(project: context.requireReadProject(), version: version, QueryParameters(request))
+    }
+
+    static func filters(_ q: QueryParameters) throws -> SessionFilters {
+        SessionFilters(environment: try q.string("environment"), app: try q.string("app"))
+    }
+
+    /// One page of the releases list (the REST list and the dashboard's Releases page).
+    func listBody(project: ProjectRef, _ q: QueryParameters) async throws -> ReleaseListBody {
+        let filters = try Self.filters(q)
+        let limit = try q.limit()
+        var window = try q.window()
+        let cursor = try q.string("cursor").map(ReleaseCursor.decode)
+        if let cursor { window = try cursor.window }
+        return try await database.withReadSnapshot { connection in
+            let totals = try await database.releaseTotals(
+                project: project.id, window: window, filters: filters, version: nil, on: connection)
+            let all = totals.reduce(0) { $0 + $1.sessions }
+            var ordered = totals.sorted(by: Self.before)
+            if let cursor {
+                let last = ReleaseTotals(version: cursor.version, sessions: cursor.sessions)
+                ordered = ordered.filter { Self.before(last, $0) }
+            }
+            let page = Array(ordered.prefix(limit))
+            let seen = try await database.releaseSeen(
+                project: project.id, filters: filters, versions: page.map(\.version), on: connection)
+            let next = ordered.count > limit ? page.last : nil
+            return ReleaseListBody(
+                releases: page.map { ReleaseBody($0, allSessions: all, seen: seen[$0.version]) },
+                nextCursor: next.map {
+                    ReleaseCursor(
+                        sessions: $0.sessions, version: $0.version, from: ListCursor.micros(window.from),
+                        to: ListCursor.micros(window.to)
+                    ).encode()
+                })
+        }
+    }
+
+    /// Most sessions first; ties: highest version first (numeric dotted), then by text.
+    static func before(_ a: ReleaseTotals, _ b: ReleaseTotals) -> Bool {
+        if a.sessions != b.sessions { return a.sessions > b.sessions }
+        let order = AppVersion.compare(a.version, b.version)
+        if order != 0 { return order > 0 }
+        return a.version > b.version
+    }
+
+    /// One release's detail over the window.
+    func detailBody(project: ProjectRef, version: String, _ q: QueryParameters) async throws -> ReleaseDetailBody {
+        let filters = try Self.filters(q)
+        let window = try q.window()
+        let interval: StatsInterval =
+            try q.string("interval").map {
+                guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
+                return unit
+            } ?? .hour
+        let (release, series) = try await database.withReadSnapshot { connection in
+            let totals = try await database.releaseTotals(
+                project: project.id, window: window, filters: filters, version: nil, on: connection)
+            let all = totals.reduce(0) { $0 + $1.sessions }
+            let mine = totals.first { $0.version == version } ?? ReleaseTotals(version: version)
+            let seen = try await database.releaseSeen(project: project.id, filters: filters, versions: [version], on: connection)
+            let buckets = window.buckets(interval.seconds)
+            let hours = try await database.releaseSeries(
+                project: project.id, version: version, from: buckets.first ?? window.from, to: window.to, filters: filters,
+                on: connection)
+            var points: [Date: ReleaseSeriesPoint] = [:]
+            for (hour, p) in hours {
+                let t = TimeWindow.floor(hour, interval.seconds)
+                var point = points[t] ?? ReleaseSeriesPoint(t: t, sessions: 0, crashed: 0, errored: 0, abnormal: 0)
+                point.sessions += p.sessions
+                point.crashed += p.crashed
+                point.errored += p.errored
+                point.abnormal += p.abnormal
+                points[t] = point
+            }
+            let series = buckets.map { points[$0] ?? ReleaseSeriesPoint(t: $0, sessions: 0, crashed: 0, errored: 0, abnormal: 0) }
+            return (ReleaseBody(mine, allSessions: all, seen: seen[version]), series)
+        }
+        let (top, introduced) = try await groups(project: project, version: version, app: filters.app, window: window)
+        return ReleaseDetailBody(release, series: series, topGroups: top, newGroups: introduced)
+    }
+
+    /// The release's top crash groups in the window, and those it introduced (10 each, most first).
+    func groups(
+        project: ProjectRef, version: String, app: String?, window: TimeWindow
+    ) async throws
+        -> (top: [GroupBody], introduced: [GroupBody])
+    {
+        var parameters = [
+            "version": version, "limit": "10", "from": RFC3339.format(window.from), "to": RFC3339.format(window.to),
+        ]
+        if let app { parameters["app"] = app }
+        let top = try await QueryController(store: database).listBody(project: project, QueryParameters(parameters)).groups
+        let groupFilters = GroupFilters(app: app, version: version)
+        let introduced = try await database.read { reader in
+            let ids = try await database.groupsIntroduced(
+                project: project.id, version: version, app: app, window: window, on: reader.connection)
+            guard !ids.isEmpty else { return [GroupBody]() }
+            let counts = try await reader.windowCounts(
+                project: project.id, ids: ids, window: window, filters: groupFilters, snapshot: nil)
+            let ranked = counts.filter { $0.value > 0 }.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+            return try await reader.groupBodies(
+                project: project.id, counts: ranked.prefix(10).map { ($0.key, $0.value) }, window: window, filters: groupFilters)
+        }
+        return (top, introduced)
+    }
+}

@@ -1,0 +1,147 @@
+import CrashIngest
+import CrashWire
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Metrics
+
+/// `POST /v1/sessions` (release-health.md, "Doors"): session updates from CrashGuard's SDK,
+/// behind the same key check, rate limit, encodings, size limits and body budget as
+/// `/v1/reports` (``IngestAuthenticationMiddleware``, ``IngestBody``). Answers 202 with
+/// accepted/duplicates/rejected once every valid update is committed.
+struct SessionsController: Sendable {
+    let authenticator: IngestAuthenticator
+    let ingest: SessionIngest
+    let body: IngestBody
+
+    static let path = "/v1/sessions"
+    static let maxUpdates = 1000
+
+    func addRoutes(to router: Router<CrashRequestContext>) {
+        router.group()
+            .add(middleware: IngestAuthenticationMiddleware(authenticator: authenticator, door: .reports))
+            .post(RouterPath(Self.path), use: post)
+    }
+
+    @Sendable func post(request: Request, context: CrashRequestContext) async throws -> Response {
+        let project = try context.requireIngestProject()
+        try IngestController.checkContentType(request.headers.value(.contentType))
+        let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
+        try body.checkDeclaredLength(request.headers)
+        let share = BodyByteBudget.Reservation(body.budget)
+        let bytes = try await body.read(request.body, format: coding, holding: share)
+        let now = Date()
+        let (updates, rejected, count) = try await IngestBody.reading(bytes.count) { try Self.parse(bytes, now: now) }
+        let outcomes = try await ingest.commit(project: project, updates: updates, aggregates: [], logger: context.logger)
+        let accepted = outcomes.filter { $0 == .accepted }.count
+        ingest.metrics.countSessionUpdates(accepted: accepted, duplicates: outcomes.count - accepted, rejected: rejected.count)
+        withExtendedLifetime(share) {}
+        _ = count
+        return IngestController.accepted(
+            IngestResponse(accepted: accepted, duplicates: outcomes.count - accepted, rejected: rejected))
+    }
+
+    /// The body's valid updates in order, and the rejected ones by index; a 400 for a body
+    /// that is not `{"sessions": [...]}` with 1 to 1000 elements.
+    static func parse(_ bytes: [UInt8], now: Date) throws -> ([SessionUpdate], [IngestResponse.Rejection], Int) {
+        guard !bytes.isEmpty else { throw APIError.badRequest("body is empty: send {\"sessions\": [...]}") }
+        guard JSONDepth.within(bytes, limit: JSONDepth.maxDepth) else {
+            throw APIError.badRequest("body is nested deeper than \(JSONDepth.maxDepth) levels")
+        }
+        guard let json = SessionJSON.decode(bytes) else { throw APIError.badRequest("body is not JSON") }
+        guard let object = json.object else { throw APIError.badRequest("body is not a JSON object with a sessions array") }
+        guard case .array(let elements)? = object["sessions"] else {
+            throw APIError.badRequest("sessions: missing or not an array")
+        }
+        guard (1...maxUpdates).contains(elements.count) else {
+            throw APIError.badRequest("sessions: must hold 1 to \(maxUpdates) updates, not \(elements.count)")
+        }
+        var updates: [SessionUpdate] = []
+        var rejected: [IngestResponse.Rejection] = []
+        for (index, element) in elements.enumerated() {
+            switch SessionUpdate.parse(element, now: now, requireSID: true) {
+            case .success(let update): updates.append(update)
+            case .failure(let error): rejected.append(IngestResponse.Rejection(index: index, error: error.message))
+            }
+        }
+        return (updates, rejected, elements.count)
+    }
+}
+
+/// Commits session updates and aggregates for both doors: under the database deadline, with
+/// the ingest doors' 503 answers (nothing stored) when the database is down or busy.
+struct SessionIngest: Sendable {
+    let store: any SessionStore
+    let batcher: IngestBatcher
+    let metrics: ServerMetrics
+    let deadline: Duration
+
+    func commit(
+        project: ProjectRef, updates: [SessionUpdate], aggregates: [SessionAggregate], logger: Logger
+    ) async throws
+        -> [SessionOutcome]
+    {
+        guard !updates.isEmpty || !aggregates.isEmpty else { return [] }
+        if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
+        let store = self.store
+        do {
+            return try await withDeadline(deadline) {
+                try await store.applySessions(project: project.id, updates: updates, aggregates: aggregates)
+            }
+        } catch let error where isTimeoutError(error) || ["40P01", "40001"].contains(sqlState(error)) {
+            throw APIError.unavailable("database busy; retry later", retryAfter: 1)
+        } catch let error where isConnectionError(error) {
+            if !(error is DeadlineExceeded) { batcher.markDown(error) }
+            logger.warning("sessions not stored", metadata: ["error.message": "\(error)"])
+            throw APIError.unavailable("database unreachable", retryAfter: 5)
+        }
+    }
+}
+
+extension ServerMetrics {
+    /// Counts session updates by outcome (`crashguard_session_updates_total`).
+    func countSessionUpdates(accepted: Int, duplicates: Int, rejected: Int) {
+        for (outcome, n) in [("accepted", accepted), ("duplicate", duplicates), ("rejected", rejected)] {
+            Metrics.Counter(label: "crashguard_session_updates_total", dimensions: [("outcome", outcome)], factory: factory)
+                .increment(by: n)
+        }
+    }
+
+    /// Counts sessions added by Sentry aggregates (`crashguard_session_aggregates_total`).
+    func countSessionAggregates(sessions: Int64) {
+        Metrics.Counter(label: "crashguard_session_aggregate_sessions_total", factory: factory).increment(by: Int(sessions))
+    }
+}
+
+/// How deep a JSON text nests, found without decoding it (strings skipped).
+enum JSONDepth {
+    static let maxDepth = 32
+
+    static func within(_ bytes: some Collection<UInt8>, limit: Int) -> Bool {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for byte in bytes {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                if depth > limit { return false }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            default: break
+            }
+        }
+        return true
+    }
+}
