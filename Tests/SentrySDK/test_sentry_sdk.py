@@ -8,7 +8,9 @@ exceptions from two users, messages, and (from a child process) an uncaught exce
 Then it checks through the query API (GET /v1/projects/{p}/crashes and the group's reports)
 that each landed as the contract's "Ingest from Sentry SDKs" section maps it: one group per
 bug, devices from set_user, app id, version and build from the release, fatal only for the
-uncaught one. Run by scripts/test.d/20-sentry-sdk.
+uncaught one. Then two app runs report release health in application mode, one exiting
+cleanly and one crashing, and both show up in GET /v1/projects/{p}/releases.
+Run by scripts/test.d/20-sentry-sdk.
 """
 import json
 import os
@@ -90,6 +92,56 @@ explode()
 """
 
 
+# Release health in application mode (release-health.md): one run that exits cleanly and
+# one that dies of an uncaught exception, each in its own process, as apps report them.
+SESSION_EXITED = """
+import sys, sentry_sdk
+sentry_sdk.init(dsn=sys.argv[1], release=sys.argv[2], environment="production")
+sentry_sdk.set_user({"id": "session-user-1"})
+scope = sentry_sdk.get_isolation_scope()
+scope.start_session(session_mode="application")
+scope.end_session()
+sentry_sdk.flush(timeout=15)
+"""
+
+SESSION_CRASHED = """
+import sys, sentry_sdk
+sentry_sdk.init(dsn=sys.argv[1], release=sys.argv[2], environment="production")
+sentry_sdk.set_user({"id": "session-user-2"})
+sentry_sdk.get_isolation_scope().start_session(session_mode="application")
+def explode():
+    raise RuntimeError("session ends in a crash")
+explode()
+"""
+
+SESSION_RELEASE = "com.example.shop@4.0.0+7"
+
+
+def send_sessions(dsn):
+    for script in [SESSION_EXITED, SESSION_CRASHED]:
+        subprocess.run([sys.executable, "-c", script, dsn, SESSION_RELEASE], capture_output=True, timeout=60)
+
+
+def check_sessions(base, project):
+    slug, token = project["project"], project["readToken"]
+    release = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        releases = get(base, f"/v1/projects/{slug}/releases?app=com.example.shop", token)["releases"]
+        release = next((r for r in releases if r["version"] == "4.0.0"), None)
+        if release and release["sessions"] >= 2 and release["crashedSessions"] >= 1:
+            break
+        time.sleep(0.3)
+    log("release", json.dumps(release))
+    assert release, "no release 4.0.0 in GET .../releases"
+    assert (release["sessions"], release["crashedSessions"], release["erroredSessions"]) == (2, 1, 0), release
+    assert (release["users"], release["crashedUsers"]) == (2, 1), release
+    assert release["crashFreeSessions"] == 0.5 and release["crashFreeUsers"] == 0.5, release
+    detail = get(base, f"/v1/projects/{slug}/releases/4.0.0?app=com.example.shop&environment=production", token)
+    assert detail["sessions"] == 2 and sum(p["crashed"] for p in detail["series"]) == 1, detail
+    assert [g["title"] for g in detail["newGroups"]] == ["RuntimeError: session ends in a crash"], detail["newGroups"]
+
+
 def main():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -110,6 +162,8 @@ def main():
         # An uncaught exception: the SDK's excepthook reports it (handled: false) before exit.
         subprocess.run([sys.executable, "-c", UNCAUGHT, dsn, RELEASE], capture_output=True, timeout=60)
         check(base, project)
+        send_sessions(dsn)
+        check_sessions(base, project)
         log(f"ok in {time.monotonic() - started:.1f} s")
     finally:
         server.terminate()
