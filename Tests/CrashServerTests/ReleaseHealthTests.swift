@@ -541,6 +541,43 @@ import Testing
     }
 }
 
+extension ReleaseHealthTests {
+    /// The dashboard's Releases pages: server-rendered, values of the API, links to the groups.
+    @Test func dashboardReleasesPages() async throws {
+        let project = try await makeProject()
+        let crash = batchBody([reportJSON(timestamp: Date().addingTimeInterval(-1800), reason: "checkout <crash>", version: "2.4.0")])
+        try await withApp { client in
+            let now = Date().addingTimeInterval(-1800)
+            let sessions: [Any] = [
+                Self.session(Self.sid(1), status: "crashed", did: "a", release: "com.example.demo@2.4.0", started: now),
+                Self.session(Self.sid(2), status: "exited", did: "b", release: "com.example.demo@2.4.0", started: now),
+                Self.session(Self.sid(3), did: "c", release: "com.example.demo@2.3.0", environment: "staging", started: now),
+            ]
+            _ = try await client.postSessions(key: project.ingestKey, Self.body(sessions))
+            _ = try await client.ingest(key: project.ingestKey, body: crash)
+            let session = try await client.signIn(token: project.readToken, expecting: project.project)
+            let list = try await client.page("/projects/\(project.project)/releases", session)
+            #expect(list.status == .ok)
+            let html = String(buffer: list.body)
+            #expect(html.matches(of: /class="release-row"/).count == 2)
+            #expect(html.contains(#"href="/projects/\#(project.project)/releases/2.4.0""#))
+            #expect(html.contains("50.00 %"))
+            #expect(html.contains(#"aria-current="page">Releases"#))
+            let staging = try await client.page("/projects/\(project.project)/releases?environment=staging", session)
+            #expect(String(buffer: staging.body).matches(of: /class="release-row"/).count == 1)
+            let page = try await client.page("/projects/\(project.project)/releases/2.4.0", session)
+            #expect(page.status == .ok)
+            let detail = String(buffer: page.body)
+            #expect(detail.contains(#"<h1 id="release-version">2.4.0</h1>"#))
+            #expect(detail.contains(#"id="release-sessions">2<"#))
+            #expect(detail.contains("checkout &lt;crash&gt;"))
+            #expect(detail.matches(of: /href="\/projects\/[a-z0-9-]+\/crashes\/[0-9]+" class="crash-link"/).count == 2)
+            let signedOut = try await client.page("/projects/\(project.project)/releases", nil)
+            #expect(signedOut.status == .seeOther)
+        }
+    }
+}
+
 extension TestClientProtocol {
     /// `POST /v1/sessions`.
     func postSessions(

@@ -4,7 +4,7 @@
 Seeds a project through POST /v1/reports, then drives Chromium over the DevTools
 protocol (--remote-debugging-pipe: no port, no extra Python package): signs in through the
 form, loads the overview, the top crashes and a crash page, resolves a group through the
-triage form, signs out; asserts on the DOM at each step, fails on any console error or
+triage form, visits the Releases pages (sessions seeded through POST /v1/sessions), signs out; asserts on the DOM at each step, fails on any console error or
 Content-Security-Policy violation, and saves a screenshot of each page.
 
 Usage: test_browser.py BASE_URL INGEST_KEY READ_TOKEN PROJECT SCREENSHOT_DIR
@@ -129,8 +129,30 @@ def seed():
     }])
     timer = next(g for t, g in by_title.items() if t.startswith("Timer fired"))
     api(f"/v1/projects/{PROJECT}/crashes/{timer['id']}", "PATCH", {"status": "resolved", "resolvedIn": "2.4.1"})
+    seed_sessions(now)
     # Reports in the 7-day window: all but the 5 older ones, plus the regression.
     return len(reports) - 5 + 1
+
+
+def seed_sessions(now):
+    """Release health: 2.4.0 with 8 sessions (2 crashed), 2.3.1 with 4 (none crashed), and one
+    staging session of 2.3.0."""
+    sessions = []
+    for i in range(8):
+        sessions.append({"sid": str(uuid.uuid4()), "did": f"user-{i % 5}", "started": rfc3339(now - timedelta(hours=i + 1)),
+                         "status": "crashed" if i < 2 else "exited", "attrs": {"release": "com.example.shop@2.4.0+4821"}})
+    for i in range(4):
+        sessions.append({"sid": str(uuid.uuid4()), "did": f"user-{i}", "started": rfc3339(now - timedelta(hours=30 + i)),
+                         "status": "exited", "attrs": {"release": "com.example.shop@2.3.1"}})
+    sessions.append({"sid": str(uuid.uuid4()), "started": rfc3339(now - timedelta(hours=2)), "status": "ok",
+                     "attrs": {"release": "com.example.shop@2.3.0", "environment": "staging"}})
+    request = urllib.request.Request(
+        BASE + "/v1/sessions", data=json.dumps({"sessions": sessions}).encode(), method="POST",
+        headers={"Content-Type": "application/json", "X-Crash-Key": INGEST_KEY})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.load(response)
+    if answer.get("accepted") != len(sessions):
+        fail(f"seed sessions: {answer}")
 
 
 # ---------------------------------------------------------------- the browser
@@ -351,6 +373,28 @@ def main():
         browser.load(lambda: browser.js("document.querySelector('#ignore-form').submit()"))
         expect(browser.js("document.title").startswith("Forbidden"), "a forged CSRF token was accepted")
         expect(api(f"/v1/projects/{PROJECT}/crashes/{group_id}")["status"] == "open", "forged form changed the group")
+
+        # Releases: per version the sessions, crash-free rates and adoption; a release's page
+        # with its series and top crash groups, each linking to the group's page.
+        browser.goto(f"{BASE}/projects/{PROJECT}/releases?environment=production")
+        releases = browser.js("[...document.querySelectorAll('#release-table tr.release-row')].map(r => ["
+                              "r.querySelector('.release-link').textContent, r.querySelector('td.sessions').textContent,"
+                              "r.querySelector('td.crash-free-sessions').textContent, r.querySelector('td.adoption').textContent])")
+        expect([r[0] for r in releases] == ["2.4.0", "2.3.1"], f"releases: {releases}")
+        expect(releases[0][1:] == ["8", "75.00 %", "66.66 %"], f"release 2.4.0 row: {releases[0]}")
+        browser.screenshot(os.path.join(SHOTS, "dashboard-releases.png"))
+        browser.goto(f"{BASE}/projects/{PROJECT}/releases?environment=staging")
+        expect(browser.js("document.querySelectorAll('tr.release-row').length") == 1, "releases: environment filter")
+        browser.goto(f"{BASE}/projects/{PROJECT}/releases?environment=production")
+        browser.goto(browser.js("document.querySelector('.release-link').href"))
+        expect(browser.js("document.querySelector('#release-version').textContent") == "2.4.0", "release page: version")
+        expect(browser.js("document.querySelector('#release-sessions').textContent") == "8", "release page: sessions")
+        expect(browser.js("document.querySelectorAll('#sessions-chart rect.bar').length") > 100, "release page: no series")
+        expect(browser.js("document.querySelectorAll('#series-table tbody tr').length") == 8, "release page: series rows")
+        expect(browser.js("document.querySelectorAll('#top-groups .crash-link').length") >= 1, "release page: no top groups")
+        browser.screenshot(os.path.join(SHOTS, "dashboard-release.png"))
+        browser.goto(browser.js("document.querySelector('#top-groups .crash-link').href"))
+        expect(browser.js("!!document.querySelector('#crash-title')"), "a top group's link does not open its page")
 
         # Sign out.
         browser.goto(f"{BASE}/projects/{PROJECT}")

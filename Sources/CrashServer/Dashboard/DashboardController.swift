@@ -26,6 +26,8 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         group.get("/projects/:project/crashes", use: crashes)
         group.get("/projects/:project/crashes/:id", use: crash)
         group.post("/projects/:project/crashes/:id", use: triage)
+        group.get("/projects/:project/releases", use: releases)
+        group.get("/projects/:project/releases/:version", use: release)
     }
 
     // MARK: - Sign-in and sign-out
@@ -245,15 +247,18 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         return response
     }
 
-    private func nav(
-        _ project: ProjectRef, _ session: DashboardSessions.Session, overview: Bool = false, crashes: Bool = false
+    func nav(
+        _ project: ProjectRef, _ session: DashboardSessions.Session, overview: Bool = false, crashes: Bool = false,
+        releases: Bool = false
     )
         -> NavView
     {
-        NavView(project: project.slug, csrf: sessions.csrfToken(for: session), overview: overview, crashes: crashes)
+        NavView(
+            project: project.slug, csrf: sessions.csrfToken(for: session), overview: overview, crashes: crashes,
+            releases: releases)
     }
 
-    private func windowTabs(_ q: DashboardQuery, base: String) -> [TabView] {
+    func windowTabs(_ q: DashboardQuery, base: String) -> [TabView] {
         DashboardWindow.allCases.map { w in
             var values = q.values.filter { $0.key != "cursor" && $0.key != "triaged" }
             values["window"] = w == .week ? nil : w.rawValue
@@ -376,7 +381,9 @@ struct DashboardQuery: Sendable {
     init(_ request: Request) {
         for (key, value) in request.uri.queryParameters where !value.isEmpty {
             let name = String(key)
-            guard ["window", "version", "os", "kind", "status", "cursor", "triaged"].contains(name) else { continue }
+            guard ["window", "version", "os", "kind", "status", "cursor", "triaged", "environment", "app"].contains(name) else {
+                continue
+            }
             values[name] = String(value)
         }
     }

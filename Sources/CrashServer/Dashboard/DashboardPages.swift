@@ -14,6 +14,7 @@ struct DashboardPages: Sendable {
             ("overview", PackageResources.overview_mustache), ("crashes", PackageResources.crashes_mustache),
             ("crash", PackageResources.crash_mustache), ("grouptable_new", PackageResources.grouptable_new_mustache),
             ("grouptable_regressed", PackageResources.grouptable_regressed_mustache),
+            ("releases", PackageResources.releases_mustache), ("release", PackageResources.release_mustache),
         ]
         var library = MustacheLibrary()
         for (name, bytes) in templates { try library.register(String(decoding: bytes, as: UTF8.self), named: name) }

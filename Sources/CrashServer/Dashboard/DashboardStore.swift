@@ -21,6 +21,10 @@ protocol DashboardStore: Sendable {
     func stats(_ project: ProjectRef, _ parameters: [String: String]) async throws -> StatsBody
     /// Sets a group's status; false when the project has no such group.
     func triage(_ project: ProjectRef, id: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool
+    /// One page of the releases list: `GET /v1/projects/{p}/releases` with these parameters.
+    func releases(_ project: ProjectRef, _ parameters: [String: String]) async throws -> ReleaseListBody
+    /// A release's detail: `GET /v1/projects/{p}/releases/{version}` with these parameters.
+    func release(_ project: ProjectRef, version: String, _ parameters: [String: String]) async throws -> ReleaseDetailBody
 }
 
 /// The dashboard on the server's PostgreSQL, through the query API's functions.

@@ -11,6 +11,7 @@ struct NavView: Sendable {
     var csrf: String
     var overview: Bool
     var crashes: Bool
+    var releases: Bool = false
 }
 
 struct TabView: Sendable {

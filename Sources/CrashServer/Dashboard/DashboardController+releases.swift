@@ -1,0 +1,163 @@
+import Foundation
+import Hummingbird
+
+/// The Releases pages (release-health.md, "Dashboard"): the releases list with window,
+/// environment and app filters, and a release's page with its series, top crash groups and
+/// the groups it introduced. Read from the same functions as `GET /v1/projects/{p}/releases`.
+extension DashboardController {
+    @Sendable func releases(request: Request, context: CrashRequestContext) async throws -> Response {
+        let (session, project) = try await signedIn(request, context)
+        let q = DashboardQuery(request)
+        let window = q.window
+        var parameters = window.range().parameters(["limit": "\(Self.pageSize)"])
+        for name in ["environment", "app", "cursor"] { parameters[name] = q.values[name] }
+        let list = try await store.releases(project, parameters)
+        let now = Date()
+        let base = "/projects/\(project.slug)/releases"
+        let kept = q.values.filter { ["window", "environment", "app"].contains($0.key) }
+        let detailQuery = DashboardQuery.string(kept)
+        let view = ReleasesView(
+            pageTitle: "Releases · \(project.slug)", nav: nav(project, session, releases: true), project: project.slug,
+            window: window.rawValue, windowLabel: window.label, windows: windowTabs(q, base: base),
+            environment: q.values["environment"] ?? "", environmentValue: q.values["environment"], app: q.values["app"] ?? "",
+            hasRows: !list.releases.isEmpty,
+            rows: list.releases.map { ReleaseRowView($0, href: base + "/" + DashboardQuery.encode($0.version) + detailQuery, now: now) },
+            pager: PagerView(
+                shown: "\(list.releases.count) release\(list.releases.count == 1 ? "" : "s") on this page",
+                firstHref: q.values["cursor"] == nil ? nil : base + DashboardQuery.string(kept),
+                nextHref: list.nextCursor.map { cursor in
+                    var values = kept
+                    values["cursor"] = cursor
+                    return base + DashboardQuery.string(values)
+                }),
+            renderedAt: DashboardFormat.exact(now))
+        return try html(view, "releases")
+    }
+
+    @Sendable func release(request: Request, context: CrashRequestContext) async throws -> Response {
+        let (session, project) = try await signedIn(request, context)
+        let raw = context.parameters.get("version") ?? ""
+        let version = raw.removingPercentEncoding ?? raw
+        let q = DashboardQuery(request)
+        let window = q.window
+        var parameters = window.range().parameters(["interval": window.hourly ? "hour" : "day"])
+        for name in ["environment", "app"] { parameters[name] = q.values[name] }
+        let detail = try await store.release(project, version: version, parameters)
+        let now = Date()
+        let kept = q.values.filter { ["window", "environment", "app"].contains($0.key) }
+        let view = ReleaseView(
+            pageTitle: "\(version) · \(project.slug)", nav: nav(project, session, releases: true), project: project.slug,
+            version: version, listHref: "/projects/\(project.slug)/releases" + DashboardQuery.string(kept),
+            windowLabel: window.label,
+            windows: windowTabs(q, base: "/projects/\(project.slug)/releases/" + DashboardQuery.encode(version)),
+            environmentValue: q.values["environment"],
+            sessions: DashboardFormat.number(detail.sessions), crashFreeSessions: ReleaseRowView.percent(detail.crashFreeSessions),
+            crashFreeUsers: ReleaseRowView.percent(detail.crashFreeUsers), crashed: DashboardFormat.number(detail.crashedSessions),
+            errored: DashboardFormat.number(detail.erroredSessions), abnormal: DashboardFormat.number(detail.abnormalSessions),
+            adoption: ReleaseRowView.percent(detail.adoption),
+            chart: ChartView(points: detail.series.map { (t: $0.t, total: $0.sessions, fatal: $0.crashed) }, hourly: window.hourly),
+            hasSeries: detail.series.contains { $0.sessions > 0 },
+            series: detail.series.filter { $0.sessions > 0 }.map {
+                SeriesRowView(
+                    label: DashboardFormat.bucket($0.t, hourly: window.hourly), sessions: DashboardFormat.number($0.sessions),
+                    crashed: DashboardFormat.number($0.crashed), errored: DashboardFormat.number($0.errored),
+                    abnormal: DashboardFormat.number($0.abnormal))
+            },
+            hasTop: !detail.topGroups.isEmpty, topGroups: detail.topGroups.map { GroupView($0, project: project, now: now) },
+            hasIntroduced: !detail.newGroups.isEmpty,
+            introducedGroups: detail.newGroups.map { GroupView($0, project: project, now: now) },
+            renderedAt: DashboardFormat.exact(now))
+        return try html(view, "release")
+    }
+}
+
+extension PostgresDashboardStore {
+    func releases(_ project: ProjectRef, _ parameters: [String: String]) async throws -> ReleaseListBody {
+        try await ReleasesController(database: database).listBody(project: project, QueryParameters(parameters))
+    }
+
+    func release(_ project: ProjectRef, version: String, _ parameters: [String: String]) async throws -> ReleaseDetailBody {
+        try await ReleasesController(database: database).detailBody(project: project, version: version, QueryParameters(parameters))
+    }
+}
+
+struct ReleasesView: Sendable {
+    var pageTitle: String
+    var nav: NavView
+    var project: String
+    var window: String
+    var windowLabel: String
+    var windows: [TabView]
+    var environment: String
+    var environmentValue: String?
+    var app: String
+    var hasRows: Bool
+    var rows: [ReleaseRowView]
+    var pager: PagerView
+    var renderedAt: String
+}
+
+struct ReleaseRowView: Sendable {
+    var version: String
+    var href: String
+    var sessions: String
+    var crashFreeSessions: String
+    var crashFreeUsers: String
+    var users: String
+    var adoption: String
+    var firstSeen: String
+    var firstSeenExact: String
+
+    init(_ release: ReleaseBody, href: String, now: Date) {
+        version = release.version
+        self.href = href
+        sessions = DashboardFormat.number(release.sessions)
+        crashFreeSessions = Self.percent(release.crashFreeSessions)
+        crashFreeUsers = Self.percent(release.crashFreeUsers)
+        users = DashboardFormat.number(release.users)
+        adoption = Self.percent(release.adoption)
+        firstSeen = release.firstSeen.map { DashboardFormat.relative($0, now: now) } ?? "—"
+        firstSeenExact = release.firstSeen.map(DashboardFormat.exact) ?? ""
+    }
+
+    /// A rate as a percentage with two decimals, never rounded up to 100 % ("—" for none).
+    static func percent(_ rate: Double?) -> String {
+        guard let rate else { return "—" }
+        let hundredths = (rate * 10_000).rounded(.down) / 100
+        return String(format: "%.2f %%", hundredths)
+    }
+}
+
+struct SeriesRowView: Sendable {
+    var label: String
+    var sessions: String
+    var crashed: String
+    var errored: String
+    var abnormal: String
+}
+
+struct ReleaseView: Sendable {
+    var pageTitle: String
+    var nav: NavView
+    var project: String
+    var version: String
+    var listHref: String
+    var windowLabel: String
+    var windows: [TabView]
+    var environmentValue: String?
+    var sessions: String
+    var crashFreeSessions: String
+    var crashFreeUsers: String
+    var crashed: String
+    var errored: String
+    var abnormal: String
+    var adoption: String
+    var chart: ChartView
+    var hasSeries: Bool
+    var series: [SeriesRowView]
+    var hasTop: Bool
+    var topGroups: [GroupView]
+    var hasIntroduced: Bool
+    var introducedGroups: [GroupView]
+    var renderedAt: String
+}
