@@ -578,6 +578,45 @@ extension ReleaseHealthTests {
     }
 }
 
+extension ReleaseHealthTests {
+    /// The answers match docs/openapi.json's schemas.
+    @Test func answersMatchTheOpenAPIDocument() async throws {
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(OpenAPIDocument.json.utf8)) as? [String: Any])
+        let validator = SchemaValidator(document: doc)
+        let project = try await makeProject()
+        try await withApp { client in
+            let posted = try await client.postSessions(key: project.ingestKey, Self.body([Self.session(Self.sid(1)), 1]))
+            try validator.check(posted, path: "/v1/sessions", method: "post", status: "202")
+            try await Self.seed(client, project)
+            let list = try await client.get(project, "releases?limit=1&" + Self.window)
+            try validator.check(list, path: "/v1/projects/{project}/releases", method: "get", status: "200")
+            let detail = try await client.get(project, "releases/2.4.0?" + Self.window)
+            try validator.check(detail, path: "/v1/projects/{project}/releases/{version}", method: "get", status: "200")
+            let bad = try await client.get(project, "releases?limit=0")
+            try validator.check(bad, path: "/v1/projects/{project}/releases", method: "get", status: "400")
+        }
+    }
+
+    /// A cursor after a version of 195 bytes (its release near the 200-byte limit) is accepted back.
+    @Test func aCursorAfterALongVersionIsAcceptedBack() async throws {
+        let project = try await makeProject()
+        let long = String(repeating: "9.", count: 97) + "0"
+        try await withApp { client in
+            let sessions: [Any] = [
+                Self.session(Self.sid(1), release: "app@" + long), Self.session(Self.sid(2), release: "app@" + long),
+                Self.session(Self.sid(3), release: "app@1.0"),
+            ]
+            _ = try await client.postSessions(key: project.ingestKey, Self.body(sessions))
+            let first = try await client.get(project, "releases?limit=1&" + Self.window)
+            let cursor = try #require(try first.json()["nextCursor"] as? String)
+            #expect(cursor.utf8.count > 256)
+            let second = try await client.get(project, "releases?limit=1&" + Self.window + "&cursor=" + cursor)
+            #expect(second.status == .ok)
+            #expect(((try second.json()["releases"] as? [[String: Any]]) ?? []).map { $0["version"] as? String } == ["1.0"])
+        }
+    }
+}
+
 extension TestClientProtocol {
     /// `POST /v1/sessions`.
     func postSessions(

@@ -142,7 +142,8 @@ struct ReleasesController: Sendable {
         let filters = try Self.filters(q)
         let limit = try q.limit()
         var window = try q.window()
-        let cursor = try q.string("cursor").map(ReleaseCursor.decode)
+        // Not through `string`'s 256 bytes: a cursor holds a version of up to 200 bytes.
+        let cursor = try q.values["cursor"].map(ReleaseCursor.decode)
         if let cursor { window = try cursor.window }
         return try await database.withReadSnapshot { connection in
             let totals = try await database.releaseTotals(
