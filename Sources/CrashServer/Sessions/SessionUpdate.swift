@@ -4,6 +4,11 @@ import Foundation
 
 /// A JSON value as decoded, keeping integers apart from other numbers, so that each field of a
 /// session update can be checked and its error can name it.
+///
+/// Only what an update or an aggregate can hold is decoded: the known fields of an object
+/// (``knownKeys``), scalars, and the `sessions` and `aggregates` arrays. Anything else is
+/// ``other``, skipped unread: a body of many values in fields nobody reads costs the scan of
+/// its bytes, not a value per element.
 enum SessionJSON: Decodable, Sendable {
     case null
     case bool(Bool)
@@ -12,8 +17,54 @@ enum SessionJSON: Decodable, Sendable {
     case string(String)
     case array([SessionJSON])
     case object([String: SessionJSON])
+    /// A value of a kind no field takes (an array or object where a scalar belongs), not decoded.
+    case other
+
+    /// The names read anywhere in an update, its `attrs`, a `sessions` item or an aggregate.
+    static let knownKeys: Set<String> = [
+        "sid", "did", "seq", "init", "started", "timestamp", "duration", "status", "errors", "attrs", "release",
+        "environment", "aggregates", "exited", "errored", "abnormal", "crashed", "sessions",
+    ]
+    /// The keys whose arrays are read element by element.
+    static let listKeys: Set<String> = ["sessions", "aggregates"]
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// Most elements of a list decoded: one more than a batch may hold, so that a longer one
+    /// is refused without decoding the rest.
+    static let maxListElements = 1001
+
+    /// A list's elements, at most ``maxListElements`` of them.
+    private struct Elements: Decodable {
+        var values: [SessionJSON]
+
+        init(from decoder: any Decoder) throws {
+            var container = try decoder.unkeyedContainer()
+            values = []
+            while !container.isAtEnd, values.count < SessionJSON.maxListElements {
+                values.append(try container.decode(SessionJSON.self))
+            }
+        }
+    }
 
     init(from decoder: any Decoder) throws {
+        if let object = try? decoder.container(keyedBy: Key.self) {
+            var fields: [String: SessionJSON] = [:]
+            for key in object.allKeys where Self.knownKeys.contains(key.stringValue) {
+                if Self.listKeys.contains(key.stringValue), let list = try? object.decode(Elements.self, forKey: key) {
+                    fields[key.stringValue] = .array(list.values)
+                } else {
+                    fields[key.stringValue] = try object.decode(SessionJSON.self, forKey: key)
+                }
+            }
+            self = .object(fields)
+            return
+        }
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -25,10 +76,8 @@ enum SessionJSON: Decodable, Sendable {
             self = .number(value)
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
-        } else if let value = try? container.decode([SessionJSON].self) {
-            self = .array(value)
         } else {
-            self = .object(try container.decode([String: SessionJSON].self))
+            self = .other
         }
     }
 

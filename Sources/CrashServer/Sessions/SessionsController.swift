@@ -32,19 +32,18 @@ struct SessionsController: Sendable {
         let share = BodyByteBudget.Reservation(body.budget)
         let bytes = try await body.read(request.body, format: coding, holding: share)
         let now = Date()
-        let (updates, rejected, count) = try await IngestBody.reading(bytes.count) { try Self.parse(bytes, now: now) }
+        let (updates, rejected) = try await IngestBody.reading(bytes.count) { try Self.parse(bytes, now: now) }
         let outcomes = try await ingest.commit(project: project, updates: updates, aggregates: [], logger: context.logger)
         let accepted = outcomes.filter { $0 == .accepted }.count
         ingest.metrics.countSessionUpdates(accepted: accepted, duplicates: outcomes.count - accepted, rejected: rejected.count)
         withExtendedLifetime(share) {}
-        _ = count
         return IngestController.accepted(
             IngestResponse(accepted: accepted, duplicates: outcomes.count - accepted, rejected: rejected))
     }
 
     /// The body's valid updates in order, and the rejected ones by index; a 400 for a body
     /// that is not `{"sessions": [...]}` with 1 to 1000 elements.
-    static func parse(_ bytes: [UInt8], now: Date) throws -> ([SessionUpdate], [IngestResponse.Rejection], Int) {
+    static func parse(_ bytes: [UInt8], now: Date) throws -> ([SessionUpdate], [IngestResponse.Rejection]) {
         guard !bytes.isEmpty else { throw APIError.badRequest("body is empty: send {\"sessions\": [...]}") }
         guard JSONDepth.within(bytes, limit: JSONDepth.maxDepth) else {
             throw APIError.badRequest("body is nested deeper than \(JSONDepth.maxDepth) levels")
@@ -55,7 +54,7 @@ struct SessionsController: Sendable {
             throw APIError.badRequest("sessions: missing or not an array")
         }
         guard (1...maxUpdates).contains(elements.count) else {
-            throw APIError.badRequest("sessions: must hold 1 to \(maxUpdates) updates, not \(elements.count)")
+            throw APIError.badRequest("sessions: must hold 1 to \(maxUpdates) updates")
         }
         var updates: [SessionUpdate] = []
         var rejected: [IngestResponse.Rejection] = []
@@ -65,7 +64,7 @@ struct SessionsController: Sendable {
             case .failure(let error): rejected.append(IngestResponse.Rejection(index: index, error: error.message))
             }
         }
-        return (updates, rejected, elements.count)
+        return (updates, rejected)
     }
 }
 
