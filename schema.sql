@@ -510,24 +510,30 @@ CREATE TABLE IF NOT EXISTS session_aggregates (
 CREATE INDEX IF NOT EXISTS session_aggregates_project_started ON session_aggregates (project_id, started);
 CREATE INDEX IF NOT EXISTS session_aggregates_started ON session_aggregates (started);
 
--- Hourly rollup by the sessions' `started`: counts, and the distinct user hashes (sorted) while
--- there are at most 250 of them; past that `users_over` is set and session_user_registers
--- holds a HyperLogLog sketch of all of them (UserSketch.swift). Kept like the crash rollups.
+-- Hourly rollup by the sessions' `started`: counts, the earliest and latest `started` of the
+-- sessions that started in the row (`firstSeen`, `lastSeen`), and the distinct user hashes
+-- (sorted) while there are at most 250; past that `users_over` is set and
+-- session_user_registers holds a HyperLogLog sketch of all of them (UserSketch.swift). Each
+-- transaction adds to one of 8 `shard` rows, chosen at random, so concurrent requests of one
+-- release do not all wait for one row lock; queries sum the shards. Kept like the crash rollups.
 CREATE TABLE IF NOT EXISTS session_hourly (
     project_id         bigint NOT NULL,
     hour               timestamptz NOT NULL,
     app_id             text NOT NULL,
     version            text NOT NULL,
     environment        text NOT NULL,
+    shard              smallint NOT NULL,
     started            bigint NOT NULL,
     crashed            bigint NOT NULL,
     errored            bigint NOT NULL,
     abnormal           bigint NOT NULL,
+    first_started      timestamptz,
+    last_started       timestamptz,
     users              bigint[] NOT NULL,
     users_over         boolean NOT NULL DEFAULT false,
     crashed_users      bigint[] NOT NULL,
     crashed_users_over boolean NOT NULL DEFAULT false,
-    PRIMARY KEY (project_id, hour, app_id, version, environment)
+    PRIMARY KEY (project_id, hour, app_id, version, environment, shard)
 );
 CREATE INDEX IF NOT EXISTS session_hourly_version ON session_hourly (project_id, version, hour);
 
@@ -538,21 +544,11 @@ CREATE TABLE IF NOT EXISTS session_user_registers (
     app_id      text NOT NULL,
     version     text NOT NULL,
     environment text NOT NULL,
+    shard       smallint NOT NULL,
     crashed     boolean NOT NULL,
     register    integer NOT NULL,
     rank        integer NOT NULL,
-    PRIMARY KEY (project_id, hour, app_id, version, environment, crashed, register)
-);
-
--- Earliest and latest `started` of each release over all time (`firstSeen`, `lastSeen`).
-CREATE TABLE IF NOT EXISTS session_releases (
-    project_id  bigint NOT NULL,
-    app_id      text NOT NULL,
-    version     text NOT NULL,
-    environment text NOT NULL,
-    first_seen  timestamptz NOT NULL,
-    last_seen   timestamptz NOT NULL,
-    PRIMARY KEY (project_id, app_id, version, environment)
+    PRIMARY KEY (project_id, hour, app_id, version, environment, shard, crashed, register)
 );
 
 -- Drops the per-session state and raw aggregates of sessions started before `cutoff`

@@ -155,12 +155,22 @@ extension CrashDatabase {
         project: Int64, filters f: SessionFilters, versions: [String], on connection: PostgresConnection
     ) async throws -> [String: (first: Date, last: Date)] {
         guard !versions.isEmpty else { return [:] }
+        // The first and the last hour of each version: two index probes, whatever its age.
         let rows = try await connection.query(
             """
-            SELECT version, min(first_seen), max(last_seen) FROM session_releases
-            WHERE project_id = \(project) AND version = ANY(\(versions)::text[])
-              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
-            GROUP BY version
+            SELECT v.version, f.first, l.last FROM unnest(\(versions)::text[]) AS v(version)
+            CROSS JOIN LATERAL (
+                SELECT first_started AS first FROM session_hourly
+                WHERE project_id = \(project) AND version = v.version AND first_started IS NOT NULL
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                ORDER BY hour, first_started LIMIT 1
+            ) f
+            CROSS JOIN LATERAL (
+                SELECT last_started AS last FROM session_hourly
+                WHERE project_id = \(project) AND version = v.version AND last_started IS NOT NULL
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                ORDER BY hour DESC, last_started DESC LIMIT 1
+            ) l
             """, logger: logger)
         var seen: [String: (Date, Date)] = [:]
         for try await (version, first, last) in rows.decode((String, Date, Date).self) { seen[version] = (first, last) }

@@ -137,10 +137,12 @@ extension CrashDatabase {
             }
         }
 
-        // What to add to the rollups, by release and hour of `started`.
+        // What to add to the rollups, by release and hour of `started`, in this transaction's shard.
+        let shard = Int16.random(in: 0..<SessionRollupKey.shards)
         var deltas: [SessionRollupKey: SessionRollupDelta] = [:]
         for (state, effect) in counted {
-            let key = SessionRollupKey(release: state.release, hour: TimeWindow.floor(state.started, TimeWindow.hour))
+            let key = SessionRollupKey(
+                release: state.release, hour: TimeWindow.floor(state.started, TimeWindow.hour), shard: shard)
             var delta = deltas[key] ?? SessionRollupDelta()
             if effect.started {
                 delta.started += 1
@@ -159,7 +161,8 @@ extension CrashDatabase {
             deltas[key] = delta
         }
         for aggregate in aggregates where aggregate.sessions > 0 {
-            let key = SessionRollupKey(release: aggregate.release, hour: TimeWindow.floor(aggregate.started, TimeWindow.hour))
+            let key = SessionRollupKey(
+                release: aggregate.release, hour: TimeWindow.floor(aggregate.started, TimeWindow.hour), shard: shard)
             var delta = deltas[key] ?? SessionRollupDelta()
             delta.started += aggregate.sessions
             delta.crashed += aggregate.crashed
@@ -191,8 +194,8 @@ extension CrashDatabase {
         return outcomes
     }
 
-    /// Adds `deltas` to `session_hourly` (row locks taken in key order by the upsert) and
-    /// `session_releases`; rows past 250 distinct users get their sketch registers.
+    /// Adds `deltas` to `session_hourly` (row locks taken in key order by the upsert); rows past
+    /// 250 distinct users get their sketch registers.
     private func addToRollups(
         project: Int64, deltas: [SessionRollupKey: SessionRollupDelta], _ connection: PostgresConnection
     ) async throws {
@@ -220,25 +223,30 @@ extension CrashDatabase {
                 SELECT * FROM unnest(\(keys.map(\.release.appID))::text[], \(keys.map(\.release.version))::text[],
                                      \(keys.map(\.release.environment))::text[], \(keys.map(\.hour))::timestamptz[],
                                      \(values.map(\.started))::bigint[], \(values.map(\.crashed))::bigint[],
-                                     \(values.map(\.errored))::bigint[], \(values.map(\.abnormal))::bigint[])
-                    WITH ORDINALITY AS x(a, v, e, hr, s, c, er, ab, i)
+                                     \(values.map(\.errored))::bigint[], \(values.map(\.abnormal))::bigint[],
+                                     \(values.map { $0.firstSeen ?? .distantPast })::timestamptz[],
+                                     \(values.map { $0.lastSeen ?? .distantPast })::timestamptz[], \(keys.map(\.shard))::int2[])
+                    WITH ORDINALITY AS x(a, v, e, hr, s, c, er, ab, f, l, sh, i)
             ), u AS (
                 SELECT * FROM unnest(\(userRows)::int[], \(userHashes)::bigint[], \(userCrashed)::boolean[]) AS u(i, h, k)
             )
-            INSERT INTO session_hourly AS t (project_id, hour, app_id, version, environment, started, crashed, errored, abnormal,
-                                             users, crashed_users)
-            SELECT \(project), d.hr, d.a, d.v, d.e, d.s, d.c, d.er, d.ab,
+            INSERT INTO session_hourly AS t (project_id, hour, app_id, version, environment, shard, started, crashed, errored,
+                                             abnormal, first_started, last_started, users, crashed_users)
+            SELECT \(project), d.hr, d.a, d.v, d.e, d.sh, d.s, d.c, d.er, d.ab, CASE WHEN d.s > 0 THEN d.f END,
+                   CASE WHEN d.s > 0 THEN d.l END,
                    ARRAY(SELECT DISTINCT u.h FROM u WHERE u.i = d.i AND NOT u.k ORDER BY u.h),
                    ARRAY(SELECT DISTINCT u.h FROM u WHERE u.i = d.i AND u.k ORDER BY u.h)
-            FROM d ORDER BY d.hr, d.a, d.v, d.e
-            ON CONFLICT (project_id, hour, app_id, version, environment) DO UPDATE SET
+            FROM d ORDER BY d.hr, d.a, d.v, d.e, d.sh
+            ON CONFLICT (project_id, hour, app_id, version, environment, shard) DO UPDATE SET
                 started = t.started + excluded.started, crashed = t.crashed + excluded.crashed,
                 errored = t.errored + excluded.errored, abnormal = t.abnormal + excluded.abnormal,
+                first_started = LEAST(t.first_started, excluded.first_started),
+                last_started = GREATEST(t.last_started, excluded.last_started),
                 users = CASE WHEN t.users_over OR cardinality(excluded.users) = 0 THEN t.users
                              ELSE ARRAY(SELECT DISTINCT x FROM unnest(t.users || excluded.users) x ORDER BY x) END,
                 crashed_users = CASE WHEN t.crashed_users_over OR cardinality(excluded.crashed_users) = 0 THEN t.crashed_users
                              ELSE ARRAY(SELECT DISTINCT x FROM unnest(t.crashed_users || excluded.crashed_users) x ORDER BY x) END
-            RETURNING app_id, version, environment, hour, users_over, crashed_users_over,
+            RETURNING app_id, version, environment, hour, shard, users_over, crashed_users_over,
                       CASE WHEN NOT users_over AND cardinality(users) > \(limit) THEN users END,
                       CASE WHEN NOT crashed_users_over AND cardinality(crashed_users) > \(limit) THEN crashed_users END
             """, logger: logger)
@@ -252,10 +260,11 @@ extension CrashDatabase {
                 registers[register] = max(registers[register] ?? 0, Int32(rank))
             }
         }
-        for try await (app, version, environment, hour, usersOver, crashedOver, passed, crashedPassed) in rows.decode(
-            (String, String, String, Date, Bool, Bool, [Int64]?, [Int64]?).self)
+        for try await (app, version, environment, hour, shard, usersOver, crashedOver, passed, crashedPassed) in rows.decode(
+            (String, String, String, Date, Int16, Bool, Bool, [Int64]?, [Int64]?).self)
         {
-            let key = SessionRollupKey(release: SessionRelease(appID: app, version: version, environment: environment), hour: hour)
+            let key = SessionRollupKey(
+                release: SessionRelease(appID: app, version: version, environment: environment), hour: hour, shard: shard)
             let delta = deltas[key] ?? SessionRollupDelta()
             if usersOver { add(key, crashed: false, delta.users) }
             if crashedOver { add(key, crashed: true, delta.crashedUsers) }
@@ -272,13 +281,14 @@ extension CrashDatabase {
             let entries = registers.sorted { $0.key < $1.key }
             try await connection.query(
                 """
-                INSERT INTO session_user_registers AS r (project_id, hour, app_id, version, environment, crashed, register, rank)
-                SELECT \(project), hr, a, v, e, k, g, n
+                INSERT INTO session_user_registers AS r (project_id, hour, app_id, version, environment, shard, crashed, register, rank)
+                SELECT \(project), hr, a, v, e, sh, k, g, n
                 FROM unnest(\(entries.map(\.key.row.hour))::timestamptz[], \(entries.map(\.key.row.release.appID))::text[],
                             \(entries.map(\.key.row.release.version))::text[], \(entries.map(\.key.row.release.environment))::text[],
-                            \(entries.map(\.key.crashed))::boolean[], \(entries.map(\.key.register))::int[], \(entries.map(\.value))::int[])
-                     AS u(hr, a, v, e, k, g, n)
-                ON CONFLICT (project_id, hour, app_id, version, environment, crashed, register)
+                            \(entries.map(\.key.row.shard))::int2[], \(entries.map(\.key.crashed))::boolean[],
+                            \(entries.map(\.key.register))::int[], \(entries.map(\.value))::int[])
+                     AS u(hr, a, v, e, sh, k, g, n)
+                ON CONFLICT (project_id, hour, app_id, version, environment, shard, crashed, register)
                 DO UPDATE SET rank = excluded.rank WHERE r.rank < excluded.rank
                 """, logger: logger)
         }
@@ -288,28 +298,9 @@ extension CrashDatabase {
                 UPDATE session_hourly t SET users_over = t.users_over OR NOT u.k, crashed_users_over = t.crashed_users_over OR u.k
                 FROM unnest(\(overflowed.map(\.0.hour))::timestamptz[], \(overflowed.map(\.0.release.appID))::text[],
                             \(overflowed.map(\.0.release.version))::text[], \(overflowed.map(\.0.release.environment))::text[],
-                            \(overflowed.map(\.1))::boolean[]) AS u(hr, a, v, e, k)
+                            \(overflowed.map(\.0.shard))::int2[], \(overflowed.map(\.1))::boolean[]) AS u(hr, a, v, e, sh, k)
                 WHERE t.project_id = \(project) AND t.hour = u.hr AND t.app_id = u.a AND t.version = u.v AND t.environment = u.e
-                """, logger: logger)
-        }
-        var releases: [SessionRelease: (Date, Date)] = [:]
-        for (key, delta) in zip(keys, values) {
-            guard let first = delta.firstSeen, let last = delta.lastSeen else { continue }
-            let seen = releases[key.release]
-            releases[key.release] = (min(seen?.0 ?? first, first), max(seen?.1 ?? last, last))
-        }
-        if !releases.isEmpty {
-            let entries = releases.sorted { ($0.key.appID, $0.key.version, $0.key.environment) < ($1.key.appID, $1.key.version, $1.key.environment) }
-            try await connection.query(
-                """
-                INSERT INTO session_releases AS r (project_id, app_id, version, environment, first_seen, last_seen)
-                SELECT \(project), a, v, e, f, l
-                FROM unnest(\(entries.map(\.key.appID))::text[], \(entries.map(\.key.version))::text[],
-                            \(entries.map(\.key.environment))::text[], \(entries.map(\.value.0))::timestamptz[],
-                            \(entries.map(\.value.1))::timestamptz[]) AS u(a, v, e, f, l)
-                ON CONFLICT (project_id, app_id, version, environment) DO UPDATE
-                SET first_seen = LEAST(r.first_seen, excluded.first_seen), last_seen = GREATEST(r.last_seen, excluded.last_seen)
-                WHERE excluded.first_seen < r.first_seen OR excluded.last_seen > r.last_seen
+                  AND t.shard = u.sh
                 """, logger: logger)
         }
     }
@@ -324,12 +315,16 @@ extension CrashDatabase {
 
 /// A `session_hourly` row's key.
 struct SessionRollupKey: Hashable, Comparable, Sendable {
+    /// Rows per release and hour: a transaction adds to one of them.
+    static let shards: Int16 = 8
+
     var release: SessionRelease
     var hour: Date
+    var shard: Int16
 
     static func < (a: Self, b: Self) -> Bool {
-        (a.hour, a.release.appID, a.release.version, a.release.environment)
-            < (b.hour, b.release.appID, b.release.version, b.release.environment)
+        (a.hour, a.release.appID, a.release.version, a.release.environment, a.shard)
+            < (b.hour, b.release.appID, b.release.version, b.release.environment, b.shard)
     }
 }
 
