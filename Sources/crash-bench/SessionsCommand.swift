@@ -169,13 +169,19 @@ struct SessionsCommand: AsyncParsableCommand {
             failures.append("\(count) answers \(status)")
         }
         for failure in failures { print("VERIFY FAILED: \(failure)") }
-        print(
-            "ROW|"
-                + [
-                    label ?? "sessions b\(batch) c\(connections)", String(batch), String(connections),
-                    String(format: "%.0f", Double(result.answered) / elapsed), String(format: "%.0f", Double(acknowledged) / elapsed),
-                    String(format: "%.1f", latency.p50), String(format: "%.1f", latency.p99), String(format: "%.1f", latency.max),
-                ].joined(separator: "|"))
+        let others = result.statuses.filter { $0.key != 202 }.map { "\($0.key == 0 ? "none" : String($0.key)):\($0.value)" }.sorted()
+        let perUpdate = Double(max(1, acknowledged))
+        func f0(_ value: Double?) -> String { value.map { String(format: "%.0f", $0) } ?? "-" }
+        func f1(_ value: Double?) -> String { value.map { String(format: "%.1f", $0) } ?? "-" }
+        let cells: [String] = [
+            label ?? "sessions b\(batch) c\(connections)", String(batch), String(connections), f0(Double(result.answered) / elapsed),
+            f0(Double(acknowledged) / elapsed), f1(latency.p50), f1(latency.p99), f1(latency.max),
+            others.isEmpty ? "-" : others.joined(separator: " "), f0(usage.map { Double($0.peakRSS) / 1_048_576 }),
+            f0(usage?.cpuPercent), f1(usage.map { $0.cpuPercent / 100 * elapsed / perUpdate * 1e6 }),
+            f0(postgresCPU.map { $0 / elapsed * 100 }), f1(postgresCPU.map { $0 / perUpdate * 1e6 }), f0(usage?.machineBusy),
+            failures.isEmpty ? (databaseURL == nil ? "skipped" : "db") : "FAILED",
+        ]
+        print("ROW|" + cells.joined(separator: "|"))
         if !failures.isEmpty { throw ExitCode(1) }
     }
 

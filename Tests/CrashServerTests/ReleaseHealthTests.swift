@@ -6,6 +6,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import PostgresNIO
 import Testing
 
 @testable import CrashServer
@@ -236,6 +237,38 @@ import Testing
                 // Generous for a loaded 2-core machine (the contract: well under a second).
                 #expect(elapsed < .seconds(3), "\(elapsed)")
             }
+        }
+    }
+
+    /// A lock held past PostgreSQL's lock timeout (half the database deadline) is a 503 with
+    /// `Retry-After` that stored nothing; the retry then counts.
+    @Test func aLockWaitIs503AndStoresNothing() async throws {
+        let project = try await makeProject()
+        let config = TestEnvironment.configuration { $0.databaseTimeout = 2 }
+        try await withApp(config) { client in
+            let started = try await client.postSessions(key: project.ingestKey, Self.body([Self.session(Self.sid(1))]))
+            #expect(started.status == .accepted)
+            let crash = Self.body([Self.session(Self.sid(1), status: "crashed", seq: 2), Self.session(Self.sid(2))])
+            try await withTestDatabase { db in
+                try await db.client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: TestEnvironment.logger)
+                    try await connection.query(
+                        "SELECT 1 FROM session_states WHERE sid = \(UUID(uuidString: Self.sid(1))!) FOR UPDATE",
+                        logger: TestEnvironment.logger)
+                    let refused = try await client.postSessions(key: project.ingestKey, crash)
+                    #expect(refused.status == .serviceUnavailable)
+                    #expect(refused.headers[.retryAfter] != nil)
+                    try await connection.query("ROLLBACK", logger: TestEnvironment.logger)
+                }
+            }
+            let release = try await client.release(project, "2.4.0", Self.window)
+            #expect(release["sessions"] as? Int64 == 1)
+            #expect(release["crashedSessions"] as? Int64 == 0)
+            let retried = try await client.postSessions(key: project.ingestKey, crash)
+            #expect(try retried.json()["accepted"] as? Int == 2)
+            let after = try await client.release(project, "2.4.0", Self.window)
+            #expect(after["sessions"] as? Int64 == 2)
+            #expect(after["crashedSessions"] as? Int64 == 1)
         }
     }
 
