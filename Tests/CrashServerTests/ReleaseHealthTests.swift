@@ -220,20 +220,20 @@ import Testing
         }
     }
 
-    /// Bodies of many values within the limits are answered at once: values in fields no update
-    /// has are skipped unread, and a list past 1000 elements is refused without the rest.
+    /// Bodies of millions of values within the size limits are refused at once, by a count of
+    /// their values before any decoding.
     @Test func hostileBodiesAreAnsweredQuickly() async throws {
         let project = try await makeProject()
         let zeros = String(repeating: "0,", count: 4_000_000) + "0"
         let junk = Array("{\"sessions\":[{\"junk\":[\(zeros)],\"sid\":\"\(Self.sid(1))\"}]}".utf8)
         let long = Array("{\"sessions\":[\(zeros)]}".utf8)
         try await withApp { client in
-            for (body, status) in [(junk, HTTPResponse.Status.accepted), (long, .badRequest)] {
+            for body in [junk, long] {
                 let clock = ContinuousClock()
                 let start = clock.now
                 let response = try await client.postSessions(key: project.ingestKey, body, encoding: "gzip")
                 let elapsed = clock.now - start
-                #expect(response.status == status)
+                #expect(response.status == .badRequest)
                 // Generous for a loaded 2-core machine (the contract: well under a second).
                 #expect(elapsed < .seconds(3), "\(elapsed)")
             }

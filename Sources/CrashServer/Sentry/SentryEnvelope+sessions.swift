@@ -17,7 +17,9 @@ extension SentryEnvelope {
         var out = SentrySessions()
         for item in items where item.type == "session" || item.type == "sessions" {
             out.items += 1
-            guard JSONDepth.within(item.payload, limit: JSONDepth.maxDepth), let json = SessionJSON.decode(item.payload) else {
+            guard JSONDepth.within(item.payload, limit: JSONDepth.maxDepth, maxValues: JSONDepth.maxItemValues),
+                let json = SessionJSON.decode(item.payload)
+            else {
                 out.dropped += 1
                 continue
             }

@@ -25,6 +25,9 @@ enum SessionJSON: Decodable, Sendable {
         "sid", "did", "seq", "init", "started", "timestamp", "duration", "status", "errors", "attrs", "release",
         "environment", "aggregates", "exited", "errored", "abnormal", "crashed", "sessions",
     ]
+    /// The keys that hold a string, and an integer, in a valid update or aggregate.
+    static let stringKeys: Set<String> = ["sid", "did", "started", "timestamp", "status", "release", "environment"]
+    static let integerKeys: Set<String> = ["seq", "errors", "exited", "errored", "abnormal", "crashed"]
     /// The keys whose arrays are read element by element.
     static let listKeys: Set<String> = ["sessions", "aggregates"]
 
@@ -56,7 +59,12 @@ enum SessionJSON: Decodable, Sendable {
         if let object = try? decoder.container(keyedBy: Key.self) {
             var fields: [String: SessionJSON] = [:]
             for key in object.allKeys where Self.knownKeys.contains(key.stringValue) {
-                if Self.listKeys.contains(key.stringValue), let list = try? object.decode(Elements.self, forKey: key) {
+                // The type a field holds when valid, tried first: no failed attempt on a valid update.
+                if Self.stringKeys.contains(key.stringValue), let text = try? object.decode(String.self, forKey: key) {
+                    fields[key.stringValue] = .string(text)
+                } else if Self.integerKeys.contains(key.stringValue), let n = try? object.decode(Int64.self, forKey: key) {
+                    fields[key.stringValue] = .integer(n)
+                } else if Self.listKeys.contains(key.stringValue), let list = try? object.decode(Elements.self, forKey: key) {
                     fields[key.stringValue] = .array(list.values)
                 } else {
                     fields[key.stringValue] = try object.decode(SessionJSON.self, forKey: key)

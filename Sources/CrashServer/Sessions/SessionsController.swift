@@ -48,6 +48,9 @@ struct SessionsController: Sendable {
         guard JSONDepth.within(bytes, limit: JSONDepth.maxDepth) else {
             throw APIError.badRequest("body is nested deeper than \(JSONDepth.maxDepth) levels")
         }
+        guard JSONDepth.within(bytes, limit: .max, maxValues: JSONDepth.maxBodyValues) else {
+            throw APIError.badRequest("body holds more than \(JSONDepth.maxBodyValues) JSON values: at most 1000 updates")
+        }
         guard let json = SessionJSON.decode(bytes) else { throw APIError.badRequest("body is not JSON") }
         guard let object = json.object else { throw APIError.badRequest("body is not a JSON object with a sessions array") }
         guard case .array(let elements)? = object["sessions"] else {
@@ -113,12 +116,20 @@ extension ServerMetrics {
     }
 }
 
-/// How deep a JSON text nests, found without decoding it (strings skipped).
+/// The shape of a JSON text, found in one pass over its bytes without decoding it (strings
+/// skipped): how deep it nests and how many values its arrays and objects hold, so that a body
+/// of millions of tiny values is refused before a decoder maps each of them.
 enum JSONDepth {
     static let maxDepth = 32
+    /// Values (commas outside strings) in a `/v1/sessions` body: 1000 updates of a few dozen
+    /// fields each stay far below it.
+    static let maxBodyValues = 200_000
+    /// Values in one Sentry `session` or `sessions` item.
+    static let maxItemValues = 20_000
 
-    static func within(_ bytes: some Collection<UInt8>, limit: Int) -> Bool {
+    static func within(_ bytes: some Collection<UInt8>, limit: Int, maxValues: Int = .max) -> Bool {
         var depth = 0
+        var values = 0
         var inString = false
         var escaped = false
         for byte in bytes {
@@ -134,6 +145,9 @@ enum JSONDepth {
             }
             switch byte {
             case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: ","):
+                values += 1
+                if values > maxValues { return false }
             case UInt8(ascii: "["), UInt8(ascii: "{"):
                 depth += 1
                 if depth > limit { return false }
