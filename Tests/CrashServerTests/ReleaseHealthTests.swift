@@ -272,6 +272,33 @@ import Testing
         }
     }
 
+    /// The hourly maintenance drops the state of sessions that can no longer change and keeps
+    /// their counts (a private database: pruning is server-wide).
+    @Test func pruningDropsSessionStateAndKeepsTheCounts() async throws {
+        try await withPrivateDatabase("rh_prune") { config in
+            let project = try await makeProject(config)
+            try await withApp(config) { client in
+                let sessions: [Any] = [
+                    Self.session(Self.sid(1), status: "crashed"), Self.session(Self.sid(2), started: Date().addingTimeInterval(-60)),
+                ]
+                _ = try await client.postSessions(key: project.ingestKey, Self.body(sessions))
+                let pruned = try await withTestDatabase(config) { try await $0.pruneSessions(before: Self.base.addingTimeInterval(1)) }
+                #expect(pruned == 1)
+                let release = try await client.release(
+                    project, "2.4.0", "from=\(RFC3339.format(Self.hour))&to=\(RFC3339.format(Date().addingTimeInterval(3600)))")
+                #expect(release["sessions"] as? Int64 == 2)
+                #expect(release["crashedSessions"] as? Int64 == 1)
+                // The pruned session is unknown again: an update would start it anew (updates for
+                // it are refused by then: its start is over 30 days old).
+                let states = try await withTestDatabase(config) { db in
+                    try await db.client.query("SELECT count(*)::bigint FROM session_states", logger: TestEnvironment.logger)
+                        .collect().first?.decode(Int64.self)
+                }
+                #expect(states == 1)
+            }
+        }
+    }
+
     @Test func metricsCountUpdatesByOutcome() async throws {
         let project = try await makeProject()
         try await withApp { client in

@@ -67,6 +67,12 @@ import Testing
         #expect(state == before)
     }
 
+    /// Sessions are locked in PostgreSQL's uuid order (bytes, which the hex text also sorts by).
+    @Test func sidsSortInByteOrder() {
+        let ids = (0..<200).map { _ in UUID() }
+        #expect(ids.sorted(by: CrashDatabase.uuidPrecedes) == ids.sorted { $0.uuidString < $1.uuidString })
+    }
+
     @Test func releasesSplitAsTheSentryDoor() {
         #expect(SessionRelease.split("com.acme.shop@2.4.0+311") == ("com.acme.shop", "2.4.0"))
         #expect(SessionRelease.split("2.4.0+311") == ("unknown", "2.4.0"))

@@ -63,7 +63,9 @@ extension CrashDatabase {
         var outcomes = [SessionOutcome](repeating: .duplicate, count: updates.count)
         var indices: [UUID: [Int]] = [:]
         for (i, update) in updates.enumerated() { indices[update.sid, default: []].append(i) }
-        let sids = indices.keys.sorted { $0.uuidString < $1.uuidString }
+        // In PostgreSQL's order of uuids (their bytes), the order rows are locked in. (Not by
+        // `uuidString`: formatting it was a fifth of the server's CPU per update.)
+        let sids = indices.keys.sorted(by: Self.uuidPrecedes)
 
         // Optimistically, every session is new: its row is inserted with the state its updates
         // lead to. A session that exists already (or that a concurrent request inserts first:
@@ -192,6 +194,13 @@ extension CrashDatabase {
                 """, logger: logger)
         }
         return outcomes
+    }
+
+    /// `a` before `b` in byte order, as PostgreSQL sorts uuids.
+    static func uuidPrecedes(_ a: UUID, _ b: UUID) -> Bool {
+        withUnsafeBytes(of: a.uuid) { x in
+            withUnsafeBytes(of: b.uuid) { y in memcmp(x.baseAddress!, y.baseAddress!, 16) < 0 }
+        }
     }
 
     /// Adds `deltas` to `session_hourly` (row locks taken in key order by the upsert); rows past
