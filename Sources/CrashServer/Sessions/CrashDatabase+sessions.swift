@@ -297,6 +297,12 @@ extension CrashDatabase {
                             \(entries.map(\.key.row.shard))::int2[], \(entries.map(\.key.crashed))::boolean[],
                             \(entries.map(\.key.register))::int[], \(entries.map(\.value))::int[])
                      AS u(hr, a, v, e, sh, k, g, n)
+                -- Only registers that grow: once a sketch fills, most do not, and an upsert that
+                -- changes nothing still locks (writes) the row it conflicts with.
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM session_user_registers r
+                    WHERE r.project_id = \(project) AND r.hour = u.hr AND r.app_id = u.a AND r.version = u.v
+                      AND r.environment = u.e AND r.shard = u.sh AND r.crashed = u.k AND r.register = u.g AND r.rank >= u.n)
                 ON CONFLICT (project_id, hour, app_id, version, environment, shard, crashed, register)
                 DO UPDATE SET rank = excluded.rank WHERE r.rank < excluded.rank
                 """, logger: logger)
