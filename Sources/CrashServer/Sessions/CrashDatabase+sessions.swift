@@ -41,10 +41,16 @@ extension CrashDatabase {
             do {
                 return try await client.withTransaction(logger: logger) { connection in
                     // Below the server's deadline, so a lock wait ends in a rollback, never in a
-                    // transaction that may still commit after the answer (api-v1.md, "503").
+                    // transaction that may still commit after the answer (api-v1.md, "503"). And no
+                    // sequential scans: every statement reads rows by key, but once the tables are
+                    // analyzed the planner joined the request's few keys against a whole-table scan
+                    // (a fivefold cost per update from the second benchmark run on).
                     let limit = "\(statementMilliseconds)ms"
                     try await connection.query(
-                        "SELECT set_config('lock_timeout', \(limit), true), set_config('statement_timeout', \(limit), true)",
+                        """
+                        SELECT set_config('lock_timeout', \(limit), true), set_config('statement_timeout', \(limit), true),
+                               set_config('enable_seqscan', 'off', true)
+                        """,
                         logger: logger)
                     return try await applySessions(project: project, updates: updates, aggregates: aggregates, connection)
                 }
@@ -298,11 +304,14 @@ extension CrashDatabase {
                             \(entries.map(\.key.register))::int[], \(entries.map(\.value))::int[])
                      AS u(hr, a, v, e, sh, k, g, n)
                 -- Only registers that grow: once a sketch fills, most do not, and an upsert that
-                -- changes nothing still locks (writes) the row it conflicts with.
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM session_user_registers r
+                -- changes nothing still locks (writes) the row it conflicts with. A scalar subquery,
+                -- one key probe per register: as NOT EXISTS, the planner made it an anti-join over
+                -- the whole table.
+                WHERE u.n > COALESCE((
+                    SELECT r.rank FROM session_user_registers r
                     WHERE r.project_id = \(project) AND r.hour = u.hr AND r.app_id = u.a AND r.version = u.v
-                      AND r.environment = u.e AND r.shard = u.sh AND r.crashed = u.k AND r.register = u.g AND r.rank >= u.n)
+                      AND r.environment = u.e AND r.shard = u.sh AND r.crashed = u.k AND r.register = u.g
+                    LIMIT 1), 0)
                 ON CONFLICT (project_id, hour, app_id, version, environment, shard, crashed, register)
                 DO UPDATE SET rank = excluded.rank WHERE r.rank < excluded.rank
                 """, logger: logger)
