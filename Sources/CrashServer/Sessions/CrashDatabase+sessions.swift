@@ -111,15 +111,22 @@ extension CrashDatabase {
         }
         let existing = sids.filter { !inserted.contains($0) }
         if !existing.isEmpty {
+            // One key probe per session, in sid order. (`sid = ANY(...)` over the table: for a project
+            // new since the last ANALYZE, PostgreSQL expected one row for its project_id and read the
+            // whole project's sessions, filtering on sid.)
             let rows = try await connection.query(
                 """
-                SELECT sid, app_id, version, environment, did_hash, started, status, seq, errors, duration
-                FROM session_states WHERE project_id = \(project) AND sid = ANY(\(existing)::uuid[])
-                ORDER BY sid FOR UPDATE
+                SELECT s.ctid::text, s.sid, s.app_id, s.version, s.environment, s.did_hash, s.started, s.status, s.seq, s.errors,
+                       s.duration
+                FROM unnest(\(existing)::uuid[]) WITH ORDINALITY AS u(sid, n)
+                CROSS JOIN LATERAL (
+                    SELECT ctid, * FROM session_states WHERE project_id = \(project) AND sid = u.sid LIMIT 1 FOR UPDATE
+                ) s
+                ORDER BY u.n
                 """, logger: logger)
-            var changed: [(UUID, SessionState)] = []
-            for try await (sid, app, version, environment, didHash, started, status, seq, errors, duration) in rows.decode(
-                (UUID, String, String, String, Int64?, Date, String, Int64, Int64, Double?).self)
+            var changed: [(String, SessionState)] = []
+            for try await (tid, sid, app, version, environment, didHash, started, status, seq, errors, duration) in rows.decode(
+                (String, UUID, String, String, String, Int64?, Date, String, Int64, Int64, Double?).self)
             {
                 var state: SessionState? = SessionState(
                     release: SessionRelease(appID: app, version: version, environment: environment), didHash: didHash,
@@ -130,7 +137,7 @@ extension CrashDatabase {
                     outcomes[i] = effect.outcome
                     if effect.final != nil { counted.append((state!, effect)) }
                 }
-                if state != before { changed.append((sid, state!)) }
+                if state != before { changed.append((tid, state!)) }
             }
             if !changed.isEmpty {
                 let states = changed.map(\.1)
@@ -138,9 +145,9 @@ extension CrashDatabase {
                     """
                     UPDATE session_states s SET status = u.status, seq = u.seq, errors = u.errors,
                         duration = CASE WHEN u.d >= 0 THEN u.d END, updated_at = now()
-                    FROM unnest(\(changed.map(\.0))::uuid[], \(states.map(\.status.rawValue))::text[], \(states.map(\.seq))::bigint[],
-                                \(states.map(\.errors))::bigint[], \(states.map { $0.duration ?? -1 })::float8[]) AS u(sid, status, seq, errors, d)
-                    WHERE s.project_id = \(project) AND s.sid = u.sid
+                    FROM unnest(\(changed.map(\.0))::tid[], \(states.map(\.status.rawValue))::text[], \(states.map(\.seq))::bigint[],
+                                \(states.map(\.errors))::bigint[], \(states.map { $0.duration ?? -1 })::float8[]) AS u(t, status, seq, errors, d)
+                    WHERE s.ctid = u.t AND s.project_id = \(project)
                     """, logger: logger)
             }
         }
