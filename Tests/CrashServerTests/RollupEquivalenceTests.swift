@@ -75,6 +75,8 @@ import Testing
     /// Tables that are not derived from reports (or are the reports themselves).
     static let notRollups: Set<String> = [
         "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes", "debug_files",
+        // Release health: derived from sessions, not reports (ReleaseHealthTests checks them).
+        "session_states", "session_aggregates", "session_hourly", "session_user_registers",
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with
