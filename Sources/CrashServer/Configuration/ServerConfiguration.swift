@@ -29,12 +29,15 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes = WireProtocol.defaultMaxCompressedBytes
     /// Largest decompressed body (`CRASHGUARD_MAX_DECOMPRESSED_BYTES`); over it is 413.
     public var maxDecompressedBytes = WireProtocol.defaultMaxDecompressedBytes
-    /// Request body bytes in flight across all ingest requests, received plus decoded
-    /// (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`); past it is 503. At least one largest request.
-    /// 32 MiB: a held body costs about three times its decoded bytes in reports and binds, and
-    /// the release benchmark stored as many reports/s at 48 MiB as at 256 MiB while peak RSS
-    /// fell from 535 to 194 MB (docs/performance.md, "Session 6").
-    public var maxInflightBodyBytes = 32 << 20
+    /// Request body bytes in flight across every door, received plus decoded, debug-file
+    /// uploads included (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`); no request and no project may
+    /// hold more than half of it (503 past that, ``BodyByteBudget``), so half of it must hold
+    /// one largest request. 34 MiB: twice the default largest request (1 + 16 MiB), and the
+    /// most the server ever holds, where a larger budget buys no throughput: a held body costs
+    /// about three times its decoded bytes in reports and binds, and the release benchmark
+    /// stored as many reports/s at 48 MiB as at 256 MiB while peak RSS fell from 535 to 194 MB
+    /// (docs/performance.md).
+    public var maxInflightBodyBytes = 34 << 20
     /// Ingest requests per second per project, per server (`CRASHGUARD_RATE_LIMIT`); 0 is off.
     public var rateLimit: Double = 1000
     /// Requests a project may send at once above the rate (`CRASHGUARD_RATE_BURST`).
@@ -134,8 +137,10 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("public URL: '\(publicURL)' is not an http(s) URL with a host")
         }
         guard maxBodyBytes > 0, maxDecompressedBytes > 0 else { throw ConfigurationError("size limits must be positive") }
-        guard maxInflightBodyBytes >= maxBodyBytes + maxDecompressedBytes else {
-            throw ConfigurationError("the in-flight body budget must hold one largest request (compressed plus decompressed limit)")
+        guard maxInflightBodyBytes / 2 >= maxBodyBytes + maxDecompressedBytes else {
+            throw ConfigurationError(
+                "max inflight body bytes: at least \(2 * (maxBodyBytes + maxDecompressedBytes)), so that half of it holds one "
+                    + "largest request (compressed plus decompressed limit)")
         }
         guard rateLimit >= 0, rateBurst >= 1 || rateLimit == 0 else { throw ConfigurationError("rate limit: rate >= 0 and burst >= 1") }
         guard maxQueuedReports >= WireProtocol.maxReportsPerBatch else {
