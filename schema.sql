@@ -140,6 +140,17 @@ BEGIN
 END;
 $$;
 
+-- Both run with the rights of the role that owns `reports` (the one that applies this file),
+-- so a server connected as a role with no DDL rights keeps the partitions (Deploy/README.md,
+-- "Database roles"). Their search path is fixed to this schema, with pg_temp last, so a
+-- caller's own objects can never stand in for the tables they name.
+DO $$ BEGIN
+    EXECUTE format('ALTER FUNCTION crashguard_ensure_partitions(date, date) SECURITY DEFINER SET search_path = %I, pg_temp',
+                   current_schema());
+    EXECUTE format('ALTER FUNCTION crashguard_drop_partitions_before(date) SECURITY DEFINER SET search_path = %I, pg_temp',
+                   current_schema());
+END; $$;
+
 -- Query rollups (issue 4), all maintained in the ingest transaction next to group_hourly.
 -- Daily copy of group_hourly: windows read whole days here and only their edge hours there.
 CREATE TABLE IF NOT EXISTS group_daily (

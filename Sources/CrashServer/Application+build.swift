@@ -74,7 +74,7 @@ func buildRouter(
     router.add(middleware: ConcurrencyLimitMiddleware(configuration: configuration, metrics: metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: ReadAfterMiddleware(enabled: database.reader != nil))
-    OperationsController(database: database, metrics: metrics).addRoutes(to: router)
+    OperationsController(database: database, metrics: metrics, metricsToken: configuration.metricsToken).addRoutes(to: router)
     metrics.observeKeys(of: keys)
     // One authentication, rate limit and body budget for every ingest door.
     let authenticator = IngestAuthenticator(

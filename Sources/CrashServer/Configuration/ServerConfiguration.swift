@@ -98,6 +98,9 @@ public struct ServerConfiguration: Sendable {
             guard let parsed = parse(raw) else { throw ConfigurationError("\(name): cannot parse '\(raw)'") }
             return parsed
         }
+    /// Bearer token `GET /metrics` requires (`CRASHGUARD_METRICS_TOKEN`); empty: `/metrics` is
+    /// open, for a server whose port only Prometheus reaches.
+    public var metricsToken = ""
         if let v = try value("DATABASE_URL", { $0 }) { databaseURL = v }
         if let v = try value("DATABASE_READ_URL", { $0 }) { databaseReadURL = v }
         if let v = try value("CRASHGUARD_READ_MAX_LAG", Double.init) { readMaxLag = v }
@@ -144,6 +147,7 @@ public struct ServerConfiguration: Sendable {
         }
         guard rateLimit >= 0, rateBurst >= 1 || rateLimit == 0 else { throw ConfigurationError("rate limit: rate >= 0 and burst >= 1") }
         guard maxQueuedReports >= WireProtocol.maxReportsPerBatch else {
+        if let v = try value("CRASHGUARD_METRICS_TOKEN", { $0 }) { metricsToken = v }
             throw ConfigurationError("max queued reports: at least \(WireProtocol.maxReportsPerBatch)")
         }
         guard maxBatchReports >= 1 else { throw ConfigurationError("max batch reports: at least 1") }
@@ -177,3 +181,12 @@ public struct ConfigurationError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
 }
+        // A database on another machine is reached over the network: a placeholder or short
+        // password there is one guess away (docs/security.md).
+        for (setting, url) in [("DATABASE_URL", databaseURL), ("DATABASE_READ_URL", databaseReadURL)] where !url.isEmpty {
+            if let reason = try PostgresURL(url).weakPassword {
+                throw ConfigurationError(
+                    "\(setting): \(reason); a database that is not on a Unix socket or a loopback address needs a password "
+                        + "of at least \(PostgresURL.minimumPasswordLength) characters (e.g. openssl rand -hex 24)")
+            }
+        }
