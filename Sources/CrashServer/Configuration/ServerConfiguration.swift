@@ -85,6 +85,9 @@ public struct ServerConfiguration: Sendable {
     /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
     /// bytes); empty: a random one per start, so dashboard sessions end when the server restarts.
     public var sessionSecret = ""
+    /// Bearer token `GET /metrics` requires (`CRASHGUARD_METRICS_TOKEN`); empty: `/metrics` is
+    /// open, for a server whose port only Prometheus reaches.
+    public var metricsToken = ""
     /// Webhook delivery and spike detection (`CRASHGUARD_WEBHOOK_*`, `CRASHGUARD_SPIKE_INTERVAL`).
     public var webhooks = WebhookSettings()
 
@@ -98,9 +101,6 @@ public struct ServerConfiguration: Sendable {
             guard let parsed = parse(raw) else { throw ConfigurationError("\(name): cannot parse '\(raw)'") }
             return parsed
         }
-    /// Bearer token `GET /metrics` requires (`CRASHGUARD_METRICS_TOKEN`); empty: `/metrics` is
-    /// open, for a server whose port only Prometheus reaches.
-    public var metricsToken = ""
         if let v = try value("DATABASE_URL", { $0 }) { databaseURL = v }
         if let v = try value("DATABASE_READ_URL", { $0 }) { databaseReadURL = v }
         if let v = try value("CRASHGUARD_READ_MAX_LAG", Double.init) { readMaxLag = v }
@@ -130,6 +130,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_LLVM_SYMBOLIZER", { $0 }) { llvmSymbolizer = v }
         if let v = try value("CRASHGUARD_SYMBOLIZERS", Int.init) { symbolizers = v }
         if let v = try value("CRASHGUARD_SESSION_SECRET", { $0 }) { sessionSecret = v }
+        if let v = try value("CRASHGUARD_METRICS_TOKEN", { $0 }) { metricsToken = v }
         try webhooks.read(environment: env)
     }
 
@@ -147,7 +148,6 @@ public struct ServerConfiguration: Sendable {
         }
         guard rateLimit >= 0, rateBurst >= 1 || rateLimit == 0 else { throw ConfigurationError("rate limit: rate >= 0 and burst >= 1") }
         guard maxQueuedReports >= WireProtocol.maxReportsPerBatch else {
-        if let v = try value("CRASHGUARD_METRICS_TOKEN", { $0 }) { metricsToken = v }
             throw ConfigurationError("max queued reports: at least \(WireProtocol.maxReportsPerBatch)")
         }
         guard maxBatchReports >= 1 else { throw ConfigurationError("max batch reports: at least 1") }
@@ -172,15 +172,6 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }
         try webhooks.validate()
-    }
-}
-
-/// A configuration value that cannot be used; the message names it.
-public struct ConfigurationError: Error, CustomStringConvertible {
-    /// What is wrong.
-    public let description: String
-    init(_ description: String) { self.description = description }
-}
         // A database on another machine is reached over the network: a placeholder or short
         // password there is one guess away (docs/security.md).
         for (setting, url) in [("DATABASE_URL", databaseURL), ("DATABASE_READ_URL", databaseReadURL)] where !url.isEmpty {
@@ -190,3 +181,12 @@ public struct ConfigurationError: Error, CustomStringConvertible {
                         + "of at least \(PostgresURL.minimumPasswordLength) characters (e.g. openssl rand -hex 24)")
             }
         }
+    }
+}
+
+/// A configuration value that cannot be used; the message names it.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    /// What is wrong.
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
