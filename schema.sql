@@ -479,3 +479,18 @@ END;
 $$;
 CREATE OR REPLACE TRIGGER projects_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON projects
     FOR EACH STATEMENT EXECUTE FUNCTION crashguard_projects_changed();
+
+-- Dashboard sessions (docs/dashboard.md "Sessions and security"): kept on the server, so
+-- signing out or rotating the read token ends a session on every replica at once. The cookie
+-- holds a random id; only its SHA-256 is stored. A session is bound to the read token it was
+-- started with (a rotation also deletes the project's rows); rows past expires_at are deleted
+-- at the next sign-in.
+CREATE TABLE IF NOT EXISTS dashboard_sessions (
+    id_hash         bytea PRIMARY KEY,
+    project_id      bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    read_token_hash bytea NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    expires_at      timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dashboard_sessions_project ON dashboard_sessions (project_id);
+CREATE INDEX IF NOT EXISTS dashboard_sessions_expires ON dashboard_sessions (expires_at);

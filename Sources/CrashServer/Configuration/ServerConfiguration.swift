@@ -19,7 +19,8 @@ public struct ServerConfiguration: Sendable {
     /// Port to bind (`CRASHGUARD_PORT`); 0 picks a free one.
     public var port = 8080
     /// The URL clients reach this server at (`CRASHGUARD_PUBLIC_URL`): the base of the
-    /// Sentry DSNs `project create` prints and of links in messages the server sends.
+    /// Sentry DSNs `project create` prints and of links in messages the server sends; the
+    /// dashboard's cookies are `Secure` and `__Host-` unless it is http on a loopback host.
     public var publicURL = Self.defaultPublicURL
     /// The default ``publicURL``: the default address and port on loopback.
     public static let defaultPublicURL = "http://127.0.0.1:8080"
@@ -82,8 +83,9 @@ public struct ServerConfiguration: Sendable {
     public var maxDebugFileBytes = 256 << 20
     public var llvmSymbolizer = "/usr/bin/llvm-symbolizer"
     public var symbolizers = 2
-    /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
-    /// bytes); empty: a random one per start, so dashboard sessions end when the server restarts.
+    /// Key of the dashboard forms' CSRF tokens (`CRASHGUARD_SESSION_SECRET`, at least 32 bytes);
+    /// empty: a random one per start, so a form shown before a restart must be reloaded
+    /// (sessions themselves are rows in the database and survive restarts).
     public var sessionSecret = ""
     /// Bearer token `GET /metrics` requires (`CRASHGUARD_METRICS_TOKEN`); empty: `/metrics` is
     /// open, for a server whose port only Prometheus reaches.
