@@ -246,7 +246,18 @@ class DatabaseRoles(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertIn(b'crashguard_reports_total{outcome="accepted"} 1', body)
 
-    def test_6_the_server_role_owns_nothing(self):
+    def test_6_the_server_role_reads_what_the_server_asks_of_the_catalog(self):
+        # The standby's lag polls and the key-cache confirmation count (ReadReplica.swift,
+        # CrashDatabase+projects.swift) need no privileged view or function.
+        done = Cluster.psql(
+            "SELECT pg_current_wal_lsn(), pg_current_wal_insert_lsn(), pg_is_in_recovery(), pg_last_wal_replay_lsn(), "
+            "pg_last_xact_replay_timestamp(), pg_current_snapshot(), pg_current_xact_id(); "
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name <> ''",
+            role=APP, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertNotEqual(done.stdout.strip().splitlines()[-1], "0", "the server's own sessions are not visible")
+
+    def test_7_the_server_role_owns_nothing(self):
         owned = Cluster.value(
             f"SELECT (SELECT count(*) FROM pg_class WHERE relowner = '{APP}'::regrole)"
             f" + (SELECT count(*) FROM pg_proc WHERE proowner = '{APP}'::regrole)"
@@ -255,7 +266,7 @@ class DatabaseRoles(unittest.TestCase):
             f" + (SELECT count(*) FROM pg_database WHERE datdba = '{APP}'::regrole)")
         self.assertEqual(owned, "0")
 
-    def test_7_the_role_script_runs_again(self):
+    def test_8_the_role_script_runs_again(self):
         # A second run (an upgraded stack, a restore) keeps the roles and grants what exists.
         subprocess.run(["sh", str(ROLES)], env=self.roles_env, check=True, capture_output=True, text=True)
         self.assertEqual(Cluster.value("SELECT count(*) FROM projects", role=APP), Cluster.value("SELECT count(*) FROM projects"))
