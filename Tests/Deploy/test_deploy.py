@@ -295,7 +295,7 @@ RESOLVED = interpolate_tree(RAW, TEST_ENV)
 SERVICES = RESOLVED["services"]
 SERVER = SERVICES["crash-server"]
 POSTGRES = SERVICES["postgres"]
-MIGRATE = SERVICES["migrate"]
+MIGRATE = SERVICES.get("migrate") or {}  # missing: the tests that need it fail, not the import
 README = DEPLOY_README.read_text(encoding="utf-8") if DEPLOY_README.exists() else ""
 
 
