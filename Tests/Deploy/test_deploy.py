@@ -399,6 +399,8 @@ class ComposeServices(unittest.TestCase):
     def test_postgres_healthcheck_uses_pg_isready(self):
         test = POSTGRES["healthcheck"]["test"]
         self.assertIn("pg_isready", " ".join(test) if isinstance(test, list) else test)
+        # Over TCP: during initialization (the role script) the image listens on its socket only.
+        self.assertRegex(" ".join(test) if isinstance(test, list) else test, r"pg_isready -h (127\.0\.0\.1|localhost)\b")
 
     def test_postgres_is_not_published(self):
         self.assertNotIn("ports", POSTGRES)
