@@ -206,8 +206,8 @@ import Testing
         #expect(budget.inUse(by: .project(1)) == 50)
         // A shrinking share gives bytes back to everyone (debug-file bytes written to disk).
         a.shrink(to: 40)
-        #expect(throws: Never.self) { try d.grow(to: 30) }
-        #expect(throws: Never.self) { try b.grow(to: 10) }
+        #expect(throws: Never.self) { try d.grow(to: 25) }
+        #expect(throws: Never.self) { try b.grow(to: 5) }
         #expect(budget.inUse == 100)
         withExtendedLifetime((a, b, c, d)) {}
     }
