@@ -366,9 +366,39 @@ CREATE TABLE IF NOT EXISTS debug_files (
     has_debug_info boolean NOT NULL,
     has_symbols    boolean NOT NULL,
     uploaded_at    timestamptz NOT NULL DEFAULT now(),
-    content        bytea NOT NULL,
+    -- NULL: the contents are in debug_file_chunks (a value here is moved there below).
+    content        bytea,
     PRIMARY KEY (project_id, build_id)
 );
+
+-- A debug file's contents in chunks of 1 MiB, in order (docs/symbolication.md): an upload is
+-- stored from its file on disk, and a server's cache copy written back, one chunk at a time, so
+-- no debug file is held in memory whole. Written in the transaction of the file's row.
+CREATE TABLE IF NOT EXISTS debug_file_chunks (
+    project_id bigint NOT NULL,
+    build_id   text NOT NULL,
+    seq        integer NOT NULL,
+    data       bytea NOT NULL,
+    PRIMARY KEY (project_id, build_id, seq),
+    FOREIGN KEY (project_id, build_id) REFERENCES debug_files (project_id, build_id) ON DELETE CASCADE
+);
+-- Contents held whole in debug_files.content move to chunks.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+               AND table_name = 'debug_files' AND column_name = 'content' AND is_nullable = 'NO') THEN
+        ALTER TABLE debug_files ALTER COLUMN content DROP NOT NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM debug_files WHERE content IS NOT NULL) THEN
+        INSERT INTO debug_file_chunks (project_id, build_id, seq, data)
+        SELECT d.project_id, d.build_id, s.i, substring(d.content FROM s.i * 1048576 + 1 FOR 1048576)
+        FROM debug_files d, generate_series(0, greatest(octet_length(d.content) - 1, 0) / 1048576) AS s(i)
+        WHERE d.content IS NOT NULL
+        ON CONFLICT DO NOTHING;
+        UPDATE debug_files SET content = NULL WHERE content IS NOT NULL;
+    END IF;
+END;
+$$;
 
 -- Each rollup defined once (issue 14): the rows of a rollup table for one project,
 -- recomputed from its stored reports. Ingest adds the same rows batch by batch in its

@@ -90,9 +90,16 @@ func buildRouter(
     // however the database fails (a pool that cannot connect would hold them for a minute).
     let bounded = router.group().add(middleware: DatabaseDeadlineMiddleware(limit: timeout))
     QueryController(
-        store: database, symbolicator: symbolizers.map { ReportSymbolicator(database: database, pool: $0, logger: logger) }
+        store: database,
+        symbolicator: symbolizers.map {
+            ReportSymbolicator(database: database, pool: $0, cacheBytes: configuration.debugFilesCacheBytes, logger: logger)
+        }
     ).addRoutes(to: bounded)
-    DebugFileController(database: database, maxBytes: configuration.maxDebugFileBytes).addRoutes(to: router)
+    DebugFileController(
+        database: database, maxBytes: configuration.maxDebugFileBytes,
+        quota: DebugFileQuota(maxCount: configuration.debugFilesMaxCount, maxBytes: configuration.debugFilesMaxBytes),
+        budget: budget, spoolDirectory: DebugFileController.defaultSpoolDirectory
+    ).addRoutes(to: router)
     try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
     WebhookController(database: database).addRoutes(to: bounded)
     return router

@@ -83,6 +83,13 @@ public struct ServerConfiguration: Sendable {
     public var maxDebugFileBytes = 256 << 20
     public var llvmSymbolizer = "/usr/bin/llvm-symbolizer"
     public var symbolizers = 2
+    /// Each project's quota of stored debug files: how many (`CRASHGUARD_DEBUG_FILES_MAX_COUNT`)
+    /// and how many bytes together (`CRASHGUARD_DEBUG_FILES_MAX_BYTES`); 413 past either.
+    public var debugFilesMaxCount = 1000
+    public var debugFilesMaxBytes: Int64 = 10 << 30
+    /// Most bytes of debug files each server keeps in its local cache for the symbolizer
+    /// (`CRASHGUARD_DEBUG_FILES_CACHE_BYTES`); the least recently used go first.
+    public var debugFilesCacheBytes: Int64 = 4 << 30
     /// Key of the dashboard forms' CSRF tokens (`CRASHGUARD_SESSION_SECRET`, at least 32 bytes);
     /// empty: a random one per start, so a form shown before a restart must be reloaded
     /// (sessions themselves are rows in the database and survive restarts).
@@ -131,6 +138,9 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_MAX_DEBUG_FILE_BYTES", Int.init) { maxDebugFileBytes = v }
         if let v = try value("CRASHGUARD_LLVM_SYMBOLIZER", { $0 }) { llvmSymbolizer = v }
         if let v = try value("CRASHGUARD_SYMBOLIZERS", Int.init) { symbolizers = v }
+        if let v = try value("CRASHGUARD_DEBUG_FILES_MAX_COUNT", Int.init) { debugFilesMaxCount = v }
+        if let v = try value("CRASHGUARD_DEBUG_FILES_MAX_BYTES", Int64.init) { debugFilesMaxBytes = v }
+        if let v = try value("CRASHGUARD_DEBUG_FILES_CACHE_BYTES", Int64.init) { debugFilesCacheBytes = v }
         if let v = try value("CRASHGUARD_SESSION_SECRET", { $0 }) { sessionSecret = v }
         if let v = try value("CRASHGUARD_METRICS_TOKEN", { $0 }) { metricsToken = v }
         try webhooks.read(environment: env)
@@ -170,6 +180,11 @@ public struct ServerConfiguration: Sendable {
         guard readMaxLag > 0, readMaxLag <= 3600 else { throw ConfigurationError("read max lag: 0 < seconds <= 3600") }
         guard maxDebugFileBytes >= 1024 else { throw ConfigurationError("max debug file bytes: at least 1024") }
         guard (1...64).contains(symbolizers) else { throw ConfigurationError("symbolizers: 1 to 64") }
+        guard debugFilesMaxCount >= 1 else { throw ConfigurationError("debug files max count: at least 1") }
+        guard debugFilesMaxBytes >= 1024 else { throw ConfigurationError("debug files max bytes: at least 1024") }
+        guard debugFilesCacheBytes >= Int64(maxDebugFileBytes) else {
+            throw ConfigurationError("debug files cache bytes: at least the largest debug file (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
+        }
         if !sessionSecret.isEmpty, sessionSecret.utf8.count < 32 {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }
