@@ -326,7 +326,8 @@ CREATE INDEX IF NOT EXISTS webhooks_project ON webhooks (project_id);
 -- The transactional outbox: one row per (webhook, event), written in the transaction that
 -- caused the event (ingest for group.new/group.regressed, the spike detector for group.spike).
 -- `id` is the X-CrashGuard-Delivery header, the same on every retry. A sender claims due rows
--- with FOR UPDATE SKIP LOCKED and leases them by moving next_attempt_at past its timeout.
+-- under an advisory lock, at most two per webhook, and leases them (leased_until, and
+-- next_attempt_at moved past the timeout, so a dead sender's rows are taken again).
 -- Deleting a webhook deletes its pending deliveries.
 CREATE TABLE IF NOT EXISTS webhook_deliveries (
     id              uuid PRIMARY KEY,
@@ -343,6 +344,19 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS webhook_deliveries_last ON webhook_deliveries (webhook_id, last_attempt_at DESC);
+
+-- A claimed delivery's lease: set by the claim, cleared by the attempt's outcome. The claim
+-- counts a webhook's live leases so that one webhook holds at most two sending slots at once
+-- (a hanging receiver's other deliveries wait, never another webhook's); the index holds only
+-- the rows being sent. (Checked first: ALTER TABLE would lock the table at every start.)
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'webhook_deliveries'::regclass AND attname = 'leased_until' AND NOT attisdropped) THEN
+        ALTER TABLE webhook_deliveries ADD COLUMN leased_until timestamptz;
+    END IF;
+END;
+$$;
+DO $$ BEGIN IF to_regclass('webhook_deliveries_leased') IS NULL THEN CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (webhook_id) WHERE leased_until IS NOT NULL; END IF; END; $$;
 
 -- The last group.spike of each group: at most one per group per 24 hours, also with several
 -- replicas detecting at once (the conditional upsert is the arbiter).

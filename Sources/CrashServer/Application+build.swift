@@ -101,7 +101,7 @@ func buildRouter(
         budget: budget, spoolDirectory: DebugFileController.defaultSpoolDirectory
     ).addRoutes(to: router)
     try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
-    WebhookController(database: database).addRoutes(to: bounded)
+    WebhookController(database: database, allowList: configuration.webhooks.allowList).addRoutes(to: bounded)
     return router
 }
 
