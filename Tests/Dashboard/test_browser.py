@@ -122,7 +122,8 @@ def seed():
     reports.append({
         "id": str(uuid.uuid4()), "timestamp": rfc3339(now - timedelta(days=5, hours=1)), "kind": "custom",
         "reason": HOSTILE, "app": {"id": "com.example.shop", "version": "2.2.0"},
-        "device": {"os": PWNED, "model": PWNED, "id": "device-evil"}, "context": {PWNED: PWNED},
+        "device": {"os": PWNED, "model": PWNED, "id": "device-evil"}, "stack": ["<iframe src=//example.com>"],
+        "context": {PWNED: PWNED},
     })
     for i in range(0, len(reports), 500):
         post_reports(reports[i:i + 500])
