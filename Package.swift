@@ -20,6 +20,8 @@ let package = Package(
         .library(name: "CrashWire", targets: ["CrashWire"]),
         // For the fuzz package (Fuzz/), which builds the server's ingest pipeline as it is.
         .library(name: "CrashIngest", targets: ["CrashIngest", "CrashGrouping", "CrashCompression"]),
+        // For the fuzz package: the debug-file reader the upload route runs on hostile files.
+        .library(name: "CrashDebugFiles", targets: ["CrashDebugFiles"]),
         .executable(name: "crash-server", targets: ["crash-server"]),
     ],
     dependencies: [
@@ -63,6 +65,9 @@ let package = Package(
         .target(
             name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd", "CIsal"],
             swiftSettings: strict),
+        // The ELF debug-file reader (build id, load address, bounded header and note parsing).
+        // No dependencies, so the fuzz package builds it alone.
+        .target(name: "CrashDebugFiles", swiftSettings: strict),
         // Async-signal-safe crash handler, image map and symbol lookup for the SDK (C).
         .target(name: "CCrashCapture"),
         // Objective-C runtime guards (swizzled class clusters, forwarding stub, KVO proxy ...) for
@@ -77,7 +82,7 @@ let package = Package(
         .target(
             name: "CrashServer",
             dependencies: [
-                "CrashWire", "CrashCompression", "CrashGrouping", "CrashIngest",
+                "CrashWire", "CrashCompression", "CrashGrouping", "CrashIngest", "CrashDebugFiles",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -169,7 +174,7 @@ let package = Package(
             name: "CrashServerTests",
             dependencies: [
                 "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
-                "CrashGuardObjC", "CodecTestSupport",
+                "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

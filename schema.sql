@@ -140,6 +140,17 @@ BEGIN
 END;
 $$;
 
+-- Both run with the rights of the role that owns `reports` (the one that applies this file),
+-- so a server connected as a role with no DDL rights keeps the partitions (Deploy/README.md,
+-- "Database roles"). Their search path is fixed to this schema, with pg_temp last, so a
+-- caller's own objects can never stand in for the tables they name.
+DO $$ BEGIN
+    EXECUTE format('ALTER FUNCTION crashguard_ensure_partitions(date, date) SECURITY DEFINER SET search_path = %I, pg_temp',
+                   current_schema());
+    EXECUTE format('ALTER FUNCTION crashguard_drop_partitions_before(date) SECURITY DEFINER SET search_path = %I, pg_temp',
+                   current_schema());
+END; $$;
+
 -- Query rollups (issue 4), all maintained in the ingest transaction next to group_hourly.
 -- Daily copy of group_hourly: windows read whole days here and only their edge hours there.
 CREATE TABLE IF NOT EXISTS group_daily (
@@ -315,7 +326,8 @@ CREATE INDEX IF NOT EXISTS webhooks_project ON webhooks (project_id);
 -- The transactional outbox: one row per (webhook, event), written in the transaction that
 -- caused the event (ingest for group.new/group.regressed, the spike detector for group.spike).
 -- `id` is the X-CrashGuard-Delivery header, the same on every retry. A sender claims due rows
--- with FOR UPDATE SKIP LOCKED and leases them by moving next_attempt_at past its timeout.
+-- under an advisory lock, at most two per webhook, and leases them (leased_until, and
+-- next_attempt_at moved past the timeout, so a dead sender's rows are taken again).
 -- Deleting a webhook deletes its pending deliveries.
 CREATE TABLE IF NOT EXISTS webhook_deliveries (
     id              uuid PRIMARY KEY,
@@ -332,6 +344,19 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 );
 CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS webhook_deliveries_last ON webhook_deliveries (webhook_id, last_attempt_at DESC);
+
+-- A claimed delivery's lease: set by the claim, cleared by the attempt's outcome. The claim
+-- counts a webhook's live leases so that one webhook holds at most two sending slots at once
+-- (a hanging receiver's other deliveries wait, never another webhook's); the index holds only
+-- the rows being sent. (Checked first: ALTER TABLE would lock the table at every start.)
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'webhook_deliveries'::regclass AND attname = 'leased_until' AND NOT attisdropped) THEN
+        ALTER TABLE webhook_deliveries ADD COLUMN leased_until timestamptz;
+    END IF;
+END;
+$$;
+DO $$ BEGIN IF to_regclass('webhook_deliveries_leased') IS NULL THEN CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (webhook_id) WHERE leased_until IS NOT NULL; END IF; END; $$;
 
 -- The last group.spike of each group: at most one per group per 24 hours, also with several
 -- replicas detecting at once (the conditional upsert is the arbiter).
@@ -355,9 +380,39 @@ CREATE TABLE IF NOT EXISTS debug_files (
     has_debug_info boolean NOT NULL,
     has_symbols    boolean NOT NULL,
     uploaded_at    timestamptz NOT NULL DEFAULT now(),
-    content        bytea NOT NULL,
+    -- NULL: the contents are in debug_file_chunks (a value here is moved there below).
+    content        bytea,
     PRIMARY KEY (project_id, build_id)
 );
+
+-- A debug file's contents in chunks of 1 MiB, in order (docs/symbolication.md): an upload is
+-- stored from its file on disk, and a server's cache copy written back, one chunk at a time, so
+-- no debug file is held in memory whole. Written in the transaction of the file's row.
+CREATE TABLE IF NOT EXISTS debug_file_chunks (
+    project_id bigint NOT NULL,
+    build_id   text NOT NULL,
+    seq        integer NOT NULL,
+    data       bytea NOT NULL,
+    PRIMARY KEY (project_id, build_id, seq),
+    FOREIGN KEY (project_id, build_id) REFERENCES debug_files (project_id, build_id) ON DELETE CASCADE
+);
+-- Contents held whole in debug_files.content move to chunks.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+               AND table_name = 'debug_files' AND column_name = 'content' AND is_nullable = 'NO') THEN
+        ALTER TABLE debug_files ALTER COLUMN content DROP NOT NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM debug_files WHERE content IS NOT NULL) THEN
+        INSERT INTO debug_file_chunks (project_id, build_id, seq, data)
+        SELECT d.project_id, d.build_id, s.i, substring(d.content FROM s.i * 1048576 + 1 FOR 1048576)
+        FROM debug_files d, generate_series(0, greatest(octet_length(d.content) - 1, 0) / 1048576) AS s(i)
+        WHERE d.content IS NOT NULL
+        ON CONFLICT DO NOTHING;
+        UPDATE debug_files SET content = NULL WHERE content IS NOT NULL;
+    END IF;
+END;
+$$;
 
 -- Each rollup defined once (issue 14): the rows of a rollup table for one project,
 -- recomputed from its stored reports. Ingest adds the same rows batch by batch in its
@@ -569,3 +624,18 @@ BEGIN
     RETURN n + m;
 END;
 $$;
+
+-- Dashboard sessions (docs/dashboard.md "Sessions and security"): kept on the server, so
+-- signing out or rotating the read token ends a session on every replica at once. The cookie
+-- holds a random id; only its SHA-256 is stored. A session is bound to the read token it was
+-- started with (a rotation also deletes the project's rows); rows past expires_at are deleted
+-- at the next sign-in.
+CREATE TABLE IF NOT EXISTS dashboard_sessions (
+    id_hash         bytea PRIMARY KEY,
+    project_id      bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    read_token_hash bytea NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    expires_at      timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dashboard_sessions_project ON dashboard_sessions (project_id);
+CREATE INDEX IF NOT EXISTS dashboard_sessions_expires ON dashboard_sessions (expires_at);

@@ -74,7 +74,7 @@ func buildRouter(
     router.add(middleware: ConcurrencyLimitMiddleware(configuration: configuration, metrics: metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: ReadAfterMiddleware(enabled: database.reader != nil))
-    OperationsController(database: database, metrics: metrics).addRoutes(to: router)
+    OperationsController(database: database, metrics: metrics, metricsToken: configuration.metricsToken).addRoutes(to: router)
     metrics.observeKeys(of: keys)
     // One authentication, rate limit and body budget for every ingest door.
     let authenticator = IngestAuthenticator(
@@ -95,12 +95,19 @@ func buildRouter(
     // however the database fails (a pool that cannot connect would hold them for a minute).
     let bounded = router.group().add(middleware: DatabaseDeadlineMiddleware(limit: timeout))
     QueryController(
-        store: database, symbolicator: symbolizers.map { ReportSymbolicator(database: database, pool: $0, logger: logger) }
+        store: database,
+        symbolicator: symbolizers.map {
+            ReportSymbolicator(database: database, pool: $0, cacheBytes: configuration.debugFilesCacheBytes, logger: logger)
+        }
     ).addRoutes(to: bounded)
     ReleasesController(database: database).addRoutes(to: bounded)
-    DebugFileController(database: database, maxBytes: configuration.maxDebugFileBytes).addRoutes(to: router)
+    DebugFileController(
+        database: database, maxBytes: configuration.maxDebugFileBytes,
+        quota: DebugFileQuota(maxCount: configuration.debugFilesMaxCount, maxBytes: configuration.debugFilesMaxBytes),
+        budget: budget, spoolDirectory: DebugFileController.defaultSpoolDirectory
+    ).addRoutes(to: router)
     try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
-    WebhookController(database: database).addRoutes(to: bounded)
+    WebhookController(database: database, allowList: configuration.webhooks.allowList).addRoutes(to: bounded)
     return router
 }
 

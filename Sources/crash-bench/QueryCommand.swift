@@ -86,11 +86,13 @@ struct QueryCommand: AsyncParsableCommand {
         }
     }
 
-    /// Signs in to the dashboard through its form; the session cookie (`name=value`).
+    /// Signs in to the dashboard through its form; the session cookie (`name=value`). The names
+    /// carry the `__Host-` prefix unless the server's public URL is plain http on loopback.
     private func signIn(_ client: HTTPClient) async throws -> String {
         let form = try await client.execute(HTTPClientRequest(url: url + "/"), timeout: .seconds(60))
         let html = String(buffer: try await form.body.collect(upTo: 1 << 20))
-        let pre = form.headers["set-cookie"].first { $0.hasPrefix("cg_signin=") }?.split(separator: ";").first.map(String.init)
+        let pre = form.headers["set-cookie"].first { $0.hasPrefix("cg_signin=") || $0.hasPrefix("__Host-cg_signin=") }?.split(separator: ";").first
+            .map(String.init)
         guard let pre, let csrf = html.firstMatch(of: /name="csrf" value="([^"]+)"/)?.1 else {
             throw BenchError("dashboard: no sign-in form at \(url)/")
         }
@@ -102,7 +104,9 @@ struct QueryCommand: AsyncParsableCommand {
         request.body = .bytes(ByteBuffer(string: "csrf=\(csrf)&token=\(token)"))
         let response = try await client.execute(request, timeout: .seconds(60))
         guard response.status.code == 303,
-            let session = response.headers["set-cookie"].first(where: { $0.hasPrefix("cg_session=") })?.split(separator: ";").first
+            let session = response.headers["set-cookie"].first(where: { $0.hasPrefix("cg_session=") || $0.hasPrefix("__Host-cg_session=") })?.split(
+                separator: ";"
+            ).first
         else { throw BenchError("dashboard sign-in: \(response.status.code)") }
         return String(session)
     }

@@ -160,15 +160,22 @@ struct ProjectCommand: AsyncParsableCommand {
     }
 
     struct Rotate: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "New keys for a project; the old ones stop working.")
+        static let configuration = CommandConfiguration(
+            abstract: "New keys for a project (both, or one); the old ones stop working, a kept one keeps working.")
         @OptionGroup var common: CommonOptions
         @Argument(help: "Project slug.") var name: String
+        @Flag(help: "Rotate only the read token (ends the project's dashboard sessions; apps keep reporting).")
+        var readToken = false
+        @Flag(help: "Rotate only the ingest key (the read token and dashboard sessions stay).")
+        var ingestKey = false
 
         func run() async throws {
             let config = try common.configuration()
+            // Neither flag, or both: both keys.
+            let keys: KeyRotation = readToken == ingestKey ? .both : readToken ? .readToken : .ingestKey
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.rotateProject(slug: name).json(publicURL: config.publicURL)
+                return try await db.rotateKeys(slug: name, keys).json(publicURL: config.publicURL)
             }
             print(json)
         }

@@ -4,7 +4,8 @@ import Foundation
 
 /// `crash-server debug-files upload PROJECT FILE...`: stores ELF debug files for server-side
 /// symbolication (docs/symbolication.md), straight into the database like the `project`
-/// commands. The REST form is `POST /v1/projects/{project}/debug-files`.
+/// commands, with the same header checks and per-project quota as an upload (each file is
+/// copied to a temporary file and stored from it in chunks). The REST form is `POST /v1/projects/{project}/debug-files`.
 struct DebugFilesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "debug-files",
@@ -38,9 +39,10 @@ struct DebugFilesCommand: AsyncParsableCommand {
                         guard size <= config.maxDebugFileBytes else {
                             throw ValidationError("over \(config.maxDebugFileBytes) bytes (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
                         }
-                        let data = try Data(contentsOf: url)
                         let upload = try await db.storeDebugFile(
-                            projectSlug: project, name: url.lastPathComponent, contents: data)
+                            projectSlug: project, name: url.lastPathComponent, path: path,
+                            quota: DebugFileQuota(maxCount: config.debugFilesMaxCount, maxBytes: config.debugFilesMaxBytes),
+                            spoolDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-uploads"))
                         let json = try JSONEncoder.debugFiles.encode(upload)
                         print(String(decoding: json, as: UTF8.self))
                     } catch {

@@ -31,7 +31,7 @@ import Glibc
         try await Task.sleep(for: .milliseconds(100))
         #expect(trims.load(ordering: .relaxed) == 0)
         // A request in flight, however long: no trim under it.
-        var request: BodyByteBudget.Reservation? = BodyByteBudget.Reservation(budget)
+        var request: BodyByteBudget.Reservation? = BodyByteBudget.Reservation(budget, project: 1)
         try request?.grow(to: 1000)
         try await Task.sleep(for: .milliseconds(100))
         #expect(trims.load(ordering: .relaxed) == 0)
@@ -41,7 +41,7 @@ import Glibc
         try await Task.sleep(for: .milliseconds(100))
         #expect(trims.load(ordering: .relaxed) == 1)
         // Another request, come and gone between two looks: trimmed again.
-        _ = BodyByteBudget.Reservation(budget)
+        _ = BodyByteBudget.Reservation(budget, project: 1)
         try await waitForTrims(2)
         #expect(trims.load(ordering: .relaxed) == 2)
     }

@@ -7,15 +7,18 @@ import Testing
 
 @testable import CrashServer
 
-/// The server-wide budget of body bytes in flight (issue 13): past it, 503 with
-/// `Retry-After` and nothing stored; what a request held is given back when it ends.
+/// The server-wide budget of body bytes in flight, shared fairly (hardening.md, "The byte
+/// budget is shared fairly"): no request and no project holds more than half of it; past its
+/// share a request gets 503 with `Retry-After` and stores nothing; what a request held is
+/// given back when it ends.
 @Suite struct IngestBudgetTests {
-    /// One largest request fits (100 KB received + 100 KB decoded), two do not.
+    /// One largest request (100 KB received + 100 KB decoded) fits in a project's half
+    /// (200 KB of 400 KB).
     static var configuration: ServerConfiguration {
         TestEnvironment.configuration {
             $0.maxBodyBytes = 100_000
             $0.maxDecompressedBytes = 100_000
-            $0.maxInflightBodyBytes = 250_000
+            $0.maxInflightBodyBytes = 400_000
             $0.readTimeout = 10
         }
     }
@@ -42,18 +45,21 @@ import Testing
         Issue.record("the body budget holds \(held) bytes")
     }
 
-    @Test func requestsPastTheBudgetGet503AndTheBudgetComesBack() async throws {
+    /// A project's request past its project's half is refused (503, `Retry-After`, nothing
+    /// stored) while a smaller one of the same project still fits; once the holder ends, its
+    /// share comes back.
+    @Test func requestsPastTheirProjectsHalfGet503AndTheBudgetComesBack() async throws {
         let project = try await makeProject()
         let id = UUID()
         try await hostileLiveApp(Self.configuration) { client, port in
-            // A slow sender holds ~180 KB of the budget: 90 KB sent of a 90,001-byte body.
+            // A slow sender holds ~180 KB of its project's 200 KB: 90 KB sent of a 90,001-byte body.
             let holder = try HostileSocket(port: port)
             let opening = Array(#"{"reports":[""#.utf8)
             let held = opening + [UInt8](repeating: 0x78, count: 90_000 - opening.count)
             #expect(holder.send(hostileRequestHead(key: project.ingestKey, contentLength: held.count + 1, extra: ["Connection: close"])))
             #expect(holder.send(held))
             try await Self.awaitBudget(client) { $0 == 2 * held.count }
-            // 40 KB more (80 KB of budget) would pass the 250 KB: refused, not stored.
+            // 40 KB more (80 KB of budget) would take the project past its 200 KB: refused, not stored.
             let padded = Self.padded([reportJSON(id: id)])
             let refused = try await client.ingest(key: project.ingestKey, body: padded, encoding: "identity")
             #expect(refused.status == .serviceUnavailable)
@@ -116,92 +122,131 @@ import Testing
         }
     }
 
-    /// A flood of large bodies cannot starve itself. Three 90 KB bodies arrive in slices
-    /// (each counts twice: received, and kept by the reader). When the first one's third
-    /// slice finds the budget full, it holds the most of it, so it goes past the budget and
-    /// is stored; the next to need more is refused while it runs, and once it has ended the
-    /// budget lets the third finish. (Before: the request that met the full budget was
-    /// refused whatever it held, so at 64 connections of largest bodies almost none got
-    /// through.)
-    @Test func theLargestHolderGetsThroughAFullBudget() async throws {
-        let project = try await makeProject()
-        let ids = [UUID(), UUID(), UUID()]
+    /// While one project's uploads fill its half and stall, another project's valid report
+    /// is answered 202 at once (within 1 s, no retry needed). Two stalled uploads of project A
+    /// would hold 360 KB of the 400 KB: the second is refused at A's half (200 KB), so the
+    /// other half stays free, and B's 80 KB request is read and stored.
+    @Test func anotherProjectIsServedWhileOneProjectsUploadsStall() async throws {
+        let stalled = try await makeProject()
+        let other = try await makeProject()
+        let id = UUID()
         try await hostileLiveApp(Self.configuration) { client, port in
-            let bodies = ids.map { Self.padded([reportJSON(id: $0)], pad: 90_000) }
-            let sockets = try bodies.map { body in
-                let socket = try HostileSocket(port: port)
-                #expect(socket.send(hostileRequestHead(key: project.ingestKey, contentLength: body.count, extra: ["Connection: close"])))
-                return socket
-            }
-            // Slices of 30, 30, 20 KB and the rest; each counted twice once the server has it.
-            let cuts = [0, 30_000, 60_000, 80_000]
-            func send(_ index: Int, _ part: Int, holding expected: Int? = nil) async throws {
-                let body = bodies[index]
-                let end = part + 1 < cuts.count ? cuts[part + 1] : body.count
-                #expect(sockets[index].send(Array(body[cuts[part]..<end])))
-                if let expected { try await Self.awaitBudget(client) { $0 == expected } }
-            }
-            try await send(0, 0, holding: 60_000)
-            try await send(1, 0, holding: 120_000)
-            try await send(2, 0, holding: 180_000)
-            try await send(0, 1, holding: 240_000)  // the first holds 120 KB: 240 KB of 250
-            try await send(0, 2, holding: 280_000)  // past the budget, but the largest holder
-            try await send(1, 1)  // refused while the first is past the budget
-            let second = await sockets[1].readUntilClosed(timeout: 10)
-            #expect(HostileHTTPResponse(second.bytes)?.status == 503)
-            try await send(0, 3)
-            let first = await sockets[0].readUntilClosed(timeout: 10)
-            #expect(HostileHTTPResponse(first.bytes)?.status == 202)
-            for part in 1...3 { try await send(2, part) }
-            let third = await sockets[2].readUntilClosed(timeout: 10)
-            #expect(HostileHTTPResponse(third.bytes)?.status == 202)
+            let opening = Array(#"{"reports":[""#.utf8)
+            let part = opening + [UInt8](repeating: 0x78, count: 90_000 - opening.count)
+            let first = try HostileSocket(port: port)
+            #expect(first.send(hostileRequestHead(key: stalled.ingestKey, contentLength: part.count + 1, extra: ["Connection: close"])))
+            #expect(first.send(part))
+            try await Self.awaitBudget(client) { $0 == 2 * part.count }
+            let second = try HostileSocket(port: port)
+            #expect(second.send(hostileRequestHead(key: stalled.ingestKey, contentLength: part.count + 1, extra: ["Connection: close"])))
+            #expect(second.send(part))
+            let refused = await second.readResponse(timeout: 10)
+            #expect(refused?.status == 503, "a project's second stalled upload is refused at its half")
+            #expect(refused?.headers["retry-after"] == "1")
+            #expect(refused?.errorMessage?.contains("half") == true, "\(refused?.body ?? "no answer")")
+            try await Self.awaitBudget(client) { $0 == 2 * part.count }
+            // Project A holds its half and stalls; B's report (80 KB of budget) goes through at once.
+            let started = ContinuousClock.now
+            let accepted = try await client.ingest(key: other.ingestKey, body: Self.padded([reportJSON(id: id)]), encoding: "identity")
+            #expect(accepted.status == .accepted)
+            #expect(ContinuousClock.now - started < .seconds(1))
+            let sentry = try await client.sentry(
+                "/api/\(other.sentryId)/envelope/", headers: SentryIngestTests.auth(other.ingestKey),
+                body: SentryIngestTests.eventEnvelope(SentryIngestTests.event()))
+            #expect(sentry.status == .ok)
+            withExtendedLifetime(first) {}
         }
         try await withTestDatabase { (db: CrashDatabase) async throws in
-            #expect(Set(try await db.storedReportIDs(slug: project.project)) == [ids[0], ids[2]])
+            #expect(try await db.storedReportIDs(slug: other.project).count == 2)
+            #expect(try await db.storedReportIDs(slug: stalled.project).isEmpty)
         }
     }
 
-    @Test func budgetUnit() {
-        let budget = BodyByteBudget(limit: 100)
-        let a = BodyByteBudget.Reservation(budget)
-        do {
-            let b = BodyByteBudget.Reservation(budget)
-            #expect(throws: Never.self) { try a.grow(to: 60) }
-            #expect(throws: Never.self) { try b.grow(to: 40) }
-            // Full: b holds less than a, so it is refused and keeps what it had.
-            #expect(throws: APIError.self) { try b.grow(to: 41) }
-            #expect(b.held == 40)
-            #expect(budget.inUse == 100)
-            // a holds the most: it may go past the budget, alone.
-            #expect(throws: Never.self) { try a.grow(to: 70) }
-            #expect(budget.privilegedTicket == a.ticket)
-            #expect(budget.inUse == 110)
-            let c = BodyByteBudget.Reservation(budget)
-            #expect(throws: APIError.self) { try c.grow(to: 1) }
-            #expect(throws: Never.self) { try a.grow(to: 90) }
-            withExtendedLifetime((b, c)) {}
+    /// A stalled body is cut off by the read timeout and gives back what it held.
+    @Test func aStalledBodyGivesItsShareBackAtTheReadTimeout() async throws {
+        let project = try await makeProject()
+        let config = TestEnvironment.configuration {
+            $0.maxBodyBytes = 100_000
+            $0.maxDecompressedBytes = 100_000
+            $0.maxInflightBodyBytes = 400_000
+            $0.readTimeout = 2
         }
-        // b and c ended: what they held came back; a stays past the budget until it ends.
-        #expect(budget.inUse == 90)
-        #expect(budget.privilegedTicket == a.ticket)
-        // Closed to others while a is past it, even where there is room.
-        let d = BodyByteBudget.Reservation(budget)
-        #expect(throws: APIError.self) { try d.grow(to: 10) }
-        withExtendedLifetime(a) {}
+        try await hostileLiveApp(config) { client, port in
+            let opening = Array(#"{"reports":[""#.utf8)
+            let part = opening + [UInt8](repeating: 0x78, count: 90_000 - opening.count)
+            let holder = try HostileSocket(port: port)
+            #expect(holder.send(hostileRequestHead(key: project.ingestKey, contentLength: part.count + 1)))
+            #expect(holder.send(part))
+            try await Self.awaitBudget(client) { $0 == 2 * part.count }
+            let (bytes, closed) = await holder.readUntilClosed(timeout: 10)
+            #expect(HostileHTTPResponse(bytes)?.status == 408)
+            #expect(closed)
+            try await Self.awaitBudget(client) { $0 == 0 }
+        }
     }
 
-    @Test func budgetComesBackWhenThePrivilegedRequestEnds() {
+    @Test func noRequestAndNoProjectHoldsMoreThanHalf() {
+        let budget = BodyByteBudget(limit: 100)
+        let a = BodyByteBudget.Reservation(budget, project: 1)
+        #expect(throws: Never.self) { try a.grow(to: 50) }
+        // Past its own half: refused, keeps what it had.
+        #expect(throws: APIError.self) { try a.grow(to: 51) }
+        #expect(a.held == 50)
+        // Another request of the same project: past the project's half.
+        let b = BodyByteBudget.Reservation(budget, project: 1)
+        #expect(throws: APIError.self) { try b.grow(to: 1) }
+        #expect(b.held == 0)
+        // Another project has the other half, and no more: never past the whole budget.
+        let c = BodyByteBudget.Reservation(budget, project: 2)
+        #expect(throws: Never.self) { try c.grow(to: 30) }
+        let d = BodyByteBudget.Reservation(budget, project: 3)
+        #expect(throws: Never.self) { try d.grow(to: 20) }
+        #expect(budget.inUse == 100)
+        #expect(throws: APIError.self) { try d.grow(to: 21) }
+        #expect(budget.inUse(by: .project(1)) == 50)
+        // A shrinking share gives bytes back to everyone (debug-file bytes written to disk).
+        a.shrink(to: 40)
+        #expect(throws: Never.self) { try d.grow(to: 25) }
+        #expect(throws: Never.self) { try b.grow(to: 5) }
+        #expect(budget.inUse == 100)
+        withExtendedLifetime((a, b, c, d)) {}
+    }
+
+    @Test func sharesComeBackWhenRequestsEnd() {
         let budget = BodyByteBudget(limit: 100)
         do {
-            let a = BodyByteBudget.Reservation(budget)
-            #expect(throws: Never.self) { try a.grow(to: 150) }  // alone: the largest holder
-            #expect(budget.privilegedTicket == a.ticket)
+            let a = BodyByteBudget.Reservation(budget, project: 1)
+            #expect(throws: Never.self) { try a.grow(to: 50) }
+            let b = BodyByteBudget.Reservation(budget, project: 2)
+            #expect(throws: Never.self) { try b.grow(to: 50) }
+            #expect(budget.openNow == 2)
         }
         #expect(budget.inUse == 0)
-        #expect(budget.privilegedTicket == nil)
-        let b = BodyByteBudget.Reservation(budget)
-        #expect(throws: Never.self) { try b.grow(to: 100) }
-        #expect(budget.privilegedTicket == nil)
-        withExtendedLifetime(b) {}
+        #expect(budget.openNow == 0)
+        #expect(budget.inUse(by: .project(1)) == 0)
+        let c = BodyByteBudget.Reservation(budget, project: 1)
+        #expect(throws: Never.self) { try c.grow(to: 50) }
+        withExtendedLifetime(c) {}
+    }
+
+    /// Bytes read before the key is known hold at most a quarter, and move to the project once
+    /// it is: into its half, or refused.
+    @Test func unidentifiedBytesMoveToTheirProject() {
+        let budget = BodyByteBudget(limit: 100)
+        let a = BodyByteBudget.Reservation(budget, project: nil)
+        #expect(throws: Never.self) { try a.grow(to: 20) }
+        let b = BodyByteBudget.Reservation(budget, project: nil)
+        #expect(throws: APIError.self) { try b.grow(to: 6) }
+        #expect(throws: Never.self) { try a.assign(to: 7) }
+        #expect(budget.inUse(by: .unidentified) == 0)
+        #expect(budget.inUse(by: .project(7)) == 20)
+        #expect(throws: Never.self) { try a.grow(to: 50) }
+        #expect(throws: Never.self) { try b.grow(to: 25) }
+        // Project 7's half is full: b cannot join it.
+        #expect(throws: APIError.self) { try b.assign(to: 7) }
+        #expect(budget.inUse(by: .unidentified) == 25)
+        #expect(throws: Never.self) { try b.assign(to: 8) }
+        #expect(budget.inUse == 75)
+        withExtendedLifetime((a, b)) {}
     }
 }

@@ -39,7 +39,7 @@ import Testing
         let body = RequestBody(asyncSequence: chunks)
         let sink = Bomb()
         let ingest = IngestBody(maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20, budget: BodyByteBudget(limit: 1 << 20))
-        try await ingest.read(body, into: sink, holding: BodyByteBudget.Reservation(ingest.budget))
+        try await ingest.read(body, into: sink, holding: BodyByteBudget.Reservation(ingest.budget, project: 1))
         #expect(sink.receivedBytes == 16_000)
         #expect(sink.slices.allSatisfy { $0.bytes <= IngestBody.sliceBytes })
         // A slice of 1 KiB decodes to 1 MiB: slices are read in place until one passes the
@@ -56,7 +56,7 @@ import Testing
         let body = RequestBody(buffer: ByteBuffer(repeating: 0, count: 1000))
         let sink = Bomb()
         let ingest = IngestBody(maxBodyBytes: 1 << 20, maxDecompressedBytes: 16 << 20, budget: BodyByteBudget(limit: 1 << 20))
-        try await ingest.read(body, into: sink, holding: BodyByteBudget.Reservation(ingest.budget))
+        try await ingest.read(body, into: sink, holding: BodyByteBudget.Reservation(ingest.budget, project: 1))
         #expect(sink.slices.count == 1 && !sink.slices[0].thread.contains("TP-#"), "\(sink.slices)")
     }
 

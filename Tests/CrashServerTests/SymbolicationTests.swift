@@ -1,3 +1,4 @@
+import CrashDebugFiles
 import Foundation
 import Logging
 import Testing

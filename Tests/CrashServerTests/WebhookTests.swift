@@ -17,9 +17,10 @@ import Testing
 /// have its delivery taken by another test's sender while its server is down.
 @Suite("Webhooks", .serialized)
 struct WebhookTests {
-    /// Fast delivery and retries, so waits stay short.
+    /// Fast delivery and retries, so waits stay short; the receivers on 127.0.0.1 allowed.
     static func configuration() -> ServerConfiguration {
         TestEnvironment.configuration { c in
+            c.webhooks.allowHosts = ["127.0.0.1"]
             c.webhooks.concurrency = 8
             c.webhooks.pollInterval = 0.05
             c.webhooks.retryDelay = 0.2
@@ -288,7 +289,7 @@ struct WebhookTests {
         let environment = [
             "DATABASE_URL": TestEnvironment.databaseURL, "CRASHGUARD_WEBHOOK_TIMEOUT": "2",
             "CRASHGUARD_WEBHOOK_POLL_INTERVAL": "0.1", "CRASHGUARD_WEBHOOK_RETRY_DELAY": "0.3",
-            "CRASHGUARD_SPIKE_INTERVAL": "0",
+            "CRASHGUARD_SPIKE_INTERVAL": "0", "CRASHGUARD_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
         ]
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let servers = Mutex<[ServerProcess]>([])

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -26,6 +27,8 @@ from datetime import datetime, timedelta, timezone
 BASE, INGEST_KEY, READ_TOKEN, PROJECT, SHOTS = sys.argv[1:6]
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_TITLE = "<script>alert(<n>)</script>"
+# A quote followed by a combining mark (one grapheme, but the quote still ends an attribute).
+PWNED = 'x"\u0301 data-pwned="1'
 
 
 def fail(message):
@@ -114,6 +117,13 @@ def seed():
         "app": {"id": "com.example.shop", "version": "2.2.0"},
         "device": {"os": "iOS", "model": "<img src=x onerror=alert(2)>", "id": "device-evil"},
         "stack": ["<iframe src=//example.com>"], "context": {"note": "\"><script>alert(3)</script>"},
+    })
+    # The same group, older: a quote and a combining mark in the model, the OS and the context.
+    reports.append({
+        "id": str(uuid.uuid4()), "timestamp": rfc3339(now - timedelta(days=5, hours=1)), "kind": "custom",
+        "reason": HOSTILE, "app": {"id": "com.example.shop", "version": "2.2.0"},
+        "device": {"os": PWNED, "model": PWNED, "id": "device-evil"}, "stack": ["<iframe src=//example.com>"],
+        "context": {PWNED: PWNED},
     })
     for i in range(0, len(reports), 500):
         post_reports(reports[i:i + 500])
@@ -276,6 +286,13 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+def page_path(cookie):
+    """The path the project's overview ends at when requested with only this cookie."""
+    request = urllib.request.Request(f"{BASE}/projects/{PROJECT}", headers={"Cookie": f"{cookie['name']}={cookie['value']}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return urllib.parse.urlsplit(response.geturl()).path
+
+
 def expect(condition, message):
     if not condition:
         fail(message)
@@ -331,6 +348,7 @@ def main():
         # Group titles are normalized reasons (digits become <n>): the hostile one is still text.
         expect(any(r[0] == HOSTILE_TITLE for r in rows), "the hostile reason is not shown as text")
         expect(browser.js("document.querySelectorAll('script, iframe').length") == 0, "a script or iframe made it into the DOM")
+        expect(browser.js("document.querySelectorAll('[data-pwned]').length") == 0, "report text added an attribute")
         browser.screenshot(os.path.join(SHOTS, "dashboard-crashes.png"))
         # The filters work without JavaScript (a GET form); here: kind = signal.
         browser.goto(f"{BASE}/projects/{PROJECT}/crashes?kind=signal&window=30d")
@@ -345,6 +363,11 @@ def main():
         expect(browser.js("document.querySelectorAll('script, iframe, img').length") == 0, "hostile report injected markup")
         expect('"><script>alert(3)</script>' in browser.js("document.querySelector('dl.context').textContent"),
                "hostile context not shown as text")
+        expect(browser.js("document.querySelectorAll('[data-pwned]').length") == 0, "report text added an attribute")
+        expect(browser.js(f"[...document.querySelectorAll('.breakdown .v')].filter(e => e.textContent === {json.dumps(PWNED)}"
+                          f" && e.title === {json.dumps(PWNED)}).length") == 2, "model and OS with a combining mark not shown as text")
+        expect(PWNED + PWNED in browser.js("[...document.querySelectorAll('dl.context')].map(e => e.textContent).join('')"),
+               "context with a combining mark not shown as text")
 
         # Crash detail of the top group, then resolve it through the form.
         browser.goto(f"{BASE}/projects/{PROJECT}/crashes")
@@ -396,12 +419,16 @@ def main():
         browser.goto(browser.js("document.querySelector('#top-groups .crash-link').href"))
         expect(browser.js("!!document.querySelector('#crash-title')"), "a top group's link does not open its page")
 
-        # Sign out.
+        # Sign out; a copy of the session cookie taken before opens nothing afterwards.
         browser.goto(f"{BASE}/projects/{PROJECT}")
+        copied = [c for c in browser.send("Network.getCookies", {"urls": [BASE + "/"]})["cookies"] if c["name"] == "cg_session"]
+        expect(len(copied) == 1 and copied[0]["httpOnly"] and copied[0]["sameSite"] == "Strict", f"session cookie: {copied}")
+        expect(page_path(copied[0]) == f"/projects/{PROJECT}", "the copied cookie did not open the page before sign-out")
         browser.load(lambda: browser.js("document.querySelector('#sign-out').click()"))
         expect(browser.js("location.pathname") == "/", "sign-out did not lead to sign-in")
         browser.goto(f"{BASE}/projects/{PROJECT}")
         expect(browser.js("location.pathname") == "/", "still signed in after sign-out")
+        expect(page_path(copied[0]) == "/", "a copy of the old session cookie still opens the page after sign-out")
 
         problems = browser.problems()
         expect(not problems, f"console errors or CSP violations: {problems[:5]}")

@@ -40,6 +40,7 @@ REPLICAS = ROOT / "docker-compose.replicas.yml"
 NGINX_REPLICAS = ROOT / "Deploy" / "nginx.replicas.conf"
 STANDBY_SH = ROOT / "Deploy" / "postgres-standby.sh"
 REPLICATION_SH = ROOT / "Deploy" / "postgres-replication.sh"
+ROLES_SH = ROOT / "Deploy" / "postgres-roles.sh"
 SCHEMA = HERE / "compose-spec.json"
 SHARED_SCHEMA = ROOT.parent / "shared" / "schemas" / "compose-spec.json"
 
@@ -62,7 +63,10 @@ CONFIG_SWIFT = ROOT / "Sources" / "CrashServer" / "Configuration" / "ServerConfi
 ALIASES = {"LOG_LEVEL"}  # read as a fallback for CRASHGUARD_LOG_LEVEL; not passed by compose
 # Fixed by the image's CMD flags; compose must not pass them through (they would disagree).
 IMAGE_FIXED = {"CRASHGUARD_HOST", "CRASHGUARD_PORT"}
-COMPOSE_ONLY_VARS = {"POSTGRES_PASSWORD"}  # used by docker-compose.yml's interpolation only
+# Used by docker-compose.yml's interpolation only: the three roles' passwords (Deploy/postgres-roles.sh)
+# and the migrate service's database URL.
+PASSWORD_VARS = ("POSTGRES_PASSWORD", "POSTGRES_OWNER_PASSWORD", "POSTGRES_APP_PASSWORD")
+COMPOSE_ONLY_VARS = set(PASSWORD_VARS) | {"MIGRATE_DATABASE_URL"}
 
 
 def _swift_constant(expr: str) -> str | None:
@@ -281,7 +285,8 @@ def dockerignore_excludes(patterns: list[str], path: str) -> bool:
 
 # ---------------------------------------------------------------- fixtures
 
-TEST_ENV = {"POSTGRES_PASSWORD": "s3cret-Test_pw"}
+TEST_ENV = {"POSTGRES_PASSWORD": "s3cret-Test_pw-superuser", "POSTGRES_OWNER_PASSWORD": "s3cret-Test_pw-owner",
+            "POSTGRES_APP_PASSWORD": "s3cret-Test_pw-app", "CRASHGUARD_METRICS_TOKEN": "m3trics-Test_token"}
 
 DF = Dockerfile(DOCKERFILE)
 COMPOSE_TEXT = COMPOSE.read_text(encoding="utf-8")
@@ -290,6 +295,7 @@ RESOLVED = interpolate_tree(RAW, TEST_ENV)
 SERVICES = RESOLVED["services"]
 SERVER = SERVICES["crash-server"]
 POSTGRES = SERVICES["postgres"]
+MIGRATE = SERVICES.get("migrate") or {}  # missing: the tests that need it fail, not the import
 README = DEPLOY_README.read_text(encoding="utf-8") if DEPLOY_README.exists() else ""
 
 
@@ -331,14 +337,24 @@ class ComposeSchema(unittest.TestCase):
         broken["services"]["postgres"]["healthcheck"]["intervall"] = "5s"
         self.assertFalse(schema_validator().is_valid(broken))
 
-    def test_exactly_two_services(self):
-        self.assertEqual(set(SERVICES), {"postgres", "crash-server"})
+    def test_two_services_and_the_one_shot_migration(self):
+        self.assertEqual(set(SERVICES), {"postgres", "migrate", "crash-server"})
 
 
 class ComposeInterpolation(unittest.TestCase):
     def test_password_is_required(self):
         with self.assertRaises(InterpolationError):
             interpolate_tree(RAW, {})
+        # Each secret on its own: unset or empty, compose refuses to start.
+        for name in (*PASSWORD_VARS, "CRASHGUARD_METRICS_TOKEN"):
+            for missing in (None, ""):
+                env = dict(TEST_ENV)
+                if missing is None:
+                    del env[name]
+                else:
+                    env[name] = missing
+                with self.assertRaises(InterpolationError, msg=name):
+                    interpolate_tree(RAW, env)
 
     def test_database_url_default_reaches_the_postgres_service(self):
         env = dict(env_items(SERVER))
@@ -347,8 +363,8 @@ class ComposeInterpolation(unittest.TestCase):
         self.assertEqual(url.scheme, "postgres")
         self.assertEqual(url.hostname, "postgres")
         self.assertEqual(url.port, 5432)
-        self.assertEqual(url.username, pg_env["POSTGRES_USER"])
-        self.assertEqual(url.password, TEST_ENV["POSTGRES_PASSWORD"])
+        self.assertEqual(url.username, role_names()["app"])
+        self.assertEqual(url.password, TEST_ENV["POSTGRES_APP_PASSWORD"])
         self.assertEqual(url.path.lstrip("/"), pg_env["POSTGRES_DB"])
         self.assertIn("sslmode=disable", url.query)
 
@@ -383,6 +399,8 @@ class ComposeServices(unittest.TestCase):
     def test_postgres_healthcheck_uses_pg_isready(self):
         test = POSTGRES["healthcheck"]["test"]
         self.assertIn("pg_isready", " ".join(test) if isinstance(test, list) else test)
+        # Over TCP: during initialization (the role script) the image listens on its socket only.
+        self.assertRegex(" ".join(test) if isinstance(test, list) else test, r"pg_isready -h (127\.0\.0\.1|localhost)\b")
 
     def test_postgres_is_not_published(self):
         self.assertNotIn("ports", POSTGRES)
@@ -397,6 +415,9 @@ class ComposeServices(unittest.TestCase):
 
     def test_restart_policies(self):
         for name, svc in SERVICES.items():
+            if name == "migrate":  # a one-shot: it runs again with `docker compose up`, not in a loop
+                self.assertEqual(svc.get("restart"), "no")
+                continue
             self.assertIn(svc.get("restart"), {"always", "unless-stopped", "on-failure"}, name)
 
     def test_resource_limits(self):
@@ -460,6 +481,116 @@ class ComposeServices(unittest.TestCase):
     def test_read_only_root_has_a_tmp(self):
         if SERVER.get("read_only"):
             self.assertIn("/tmp", SERVER.get("tmpfs") or [])
+
+
+def role_names() -> dict[str, str]:
+    """The owner and server roles Deploy/postgres-roles.sh creates when none are named."""
+    text = ROLES_SH.read_text(encoding="utf-8")
+    return {"owner": re.search(r"owner=\"\$\{DB_OWNER_ROLE:-(\w+)\}\"", text).group(1),
+            "app": re.search(r"app=\"\$\{DB_APP_ROLE:-(\w+)\}\"", text).group(1)}
+
+
+def role_statements() -> dict[str, str]:
+    """`ALTER ROLE :"owner" WITH ...` and `ALTER ROLE :"app" WITH ...` of the role script, by variable."""
+    text = ROLES_SH.read_text(encoding="utf-8")
+    return dict(re.findall(r'(?m)^ALTER ROLE :"(\w+)" WITH ([^;]+);', text))
+
+
+class DatabaseRoles(unittest.TestCase):
+    """The server connects as a role that owns nothing and has no DDL, role or database rights;
+    migrations run as the owner role, in a one-shot service the server waits for.
+    Tests/Deploy/test_database_roles.py proves the same on a real PostgreSQL."""
+
+    def test_roles_script_runs_at_first_start(self):
+        mounts = [v.split(":") for v in POSTGRES["volumes"]]
+        self.assertIn(["./Deploy/postgres-roles.sh", "/docker-entrypoint-initdb.d/10-roles.sh", "ro"], mounts)
+        # Executable: the image runs it in its own shell instead of sourcing it into its entrypoint.
+        self.assertTrue(os.access(ROLES_SH, os.X_OK))
+        subprocess.run(["sh", "-n", str(ROLES_SH)], check=True)
+        for name in ("POSTGRES_OWNER_PASSWORD", "POSTGRES_APP_PASSWORD"):
+            self.assertEqual(POSTGRES["environment"][name], TEST_ENV[name])
+
+    def test_neither_role_is_privileged(self):
+        statements = role_statements()
+        self.assertEqual(set(statements), {"owner", "app"})
+        for variable, options in statements.items():
+            words = set(options.split())
+            for flag in ("SUPERUSER", "CREATEDB", "CREATEROLE", "REPLICATION", "BYPASSRLS"):
+                self.assertIn("NO" + flag, words, f"{variable}: NO{flag}")
+                self.assertNotIn(flag, words, f"{variable}: {flag}")
+            self.assertIn("LOGIN", words)
+        text = ROLES_SH.read_text(encoding="utf-8")
+        # No membership that would lend the server role another's rights.
+        self.assertNotRegex(text, r'(?im)^GRANT\s+(:"\w+"|pg_\w+|\w+)\s+TO\b')
+        self.assertNotRegex(text, r"(?i)\bGRANT\s+ALL\b")
+
+    def test_server_role_gets_rows_only(self):
+        text = ROLES_SH.read_text(encoding="utf-8")
+        grants = re.findall(r'(?m)^(?:ALTER DEFAULT PRIVILEGES FOR ROLE :"owner"(?: IN SCHEMA public)? )?GRANT ([^;]+?) TO :"app";', text)
+        rights = set()
+        for grant in grants:
+            rights |= {r.strip() for r in grant.split(" ON ")[0].split(",")}
+        self.assertEqual(rights, {"SELECT", "INSERT", "UPDATE", "DELETE", "USAGE", "EXECUTE"})
+        self.assertIn("SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'app')", text)
+        self.assertIn('ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC', text)
+        self.assertRegex(text, r'ALTER DEFAULT PRIVILEGES FOR ROLE :"owner" IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"app"')
+        self.assertRegex(text, r'ALTER DATABASE %I OWNER TO %I\', current_database\(\), :\'owner\'')
+        self.assertIn("REVOKE CREATE ON SCHEMA public FROM PUBLIC", text)
+
+    def test_server_and_migrate_connect_as_different_roles(self):
+        roles = role_names()
+        self.assertNotEqual(roles["owner"], roles["app"])
+        server = urlsplit(dict(env_items(SERVER))["DATABASE_URL"])
+        migrate = urlsplit(dict(env_items(MIGRATE))["DATABASE_URL"])
+        self.assertEqual(server.username, roles["app"])
+        self.assertEqual(migrate.username, roles["owner"])
+        self.assertEqual(migrate.password, TEST_ENV["POSTGRES_OWNER_PASSWORD"])
+        self.assertEqual((server.hostname, server.port, server.path), (migrate.hostname, migrate.port, migrate.path))
+        # The superuser is neither: it serves the init scripts, backups and the standby.
+        self.assertNotIn(POSTGRES["environment"]["POSTGRES_USER"], roles.values())
+        other = "postgres://owner:p@db.internal:6432/crash?sslmode=require"
+        resolved = interpolate_tree(RAW, dict(TEST_ENV, MIGRATE_DATABASE_URL=other))
+        self.assertEqual(dict(env_items(resolved["services"]["migrate"]))["DATABASE_URL"], other)
+
+    def test_migrate_runs_once_before_the_server(self):
+        self.assertEqual(MIGRATE["command"], ["migrate"])
+        self.assertEqual(MIGRATE["image"], SERVER["image"])
+        self.assertEqual(MIGRATE["build"], SERVER["build"])
+        self.assertEqual(MIGRATE["depends_on"]["postgres"]["condition"], "service_healthy")
+        self.assertEqual(SERVER["depends_on"]["migrate"]["condition"], "service_completed_successfully")
+        self.assertNotIn("ports", MIGRATE)
+
+    def test_partition_upkeep_needs_no_ddl_right(self):
+        # The server role keeps the partitions through the owner's SECURITY DEFINER functions.
+        schema = (ROOT / "schema.sql").read_text(encoding="utf-8")
+        for function in ("crashguard_ensure_partitions(date, date)", "crashguard_drop_partitions_before(date)"):
+            self.assertRegex(schema, re.escape(f"ALTER FUNCTION {function} SECURITY DEFINER SET search_path = %I, pg_temp"))
+
+    def test_standby_replicates_as_the_superuser(self):
+        script = STANDBY_SH.read_text(encoding="utf-8")
+        self.assertRegex(script, rf"pg_basebackup\s[^\n]*-U {POSTGRES['environment']['POSTGRES_USER']}\b")
+        example = ENV_EXAMPLE.read_text(encoding="utf-8")
+        read_url = re.search(r"(?m)^# ?DATABASE_READ_URL=(\S+)", example).group(1)
+        self.assertEqual(urlsplit(read_url).username, role_names()["app"])
+
+
+class MetricsToken(unittest.TestCase):
+    """/metrics answers only the bearer token on the published port, and no proxy passes it on."""
+
+    def test_compose_requires_the_token(self):
+        self.assertEqual(dict(env_items(SERVER))["CRASHGUARD_METRICS_TOKEN"], TEST_ENV["CRASHGUARD_METRICS_TOKEN"])
+        raw = dict(env_items(RAW["services"]["crash-server"]))["CRASHGUARD_METRICS_TOKEN"]
+        self.assertRegex(raw, r"^\$\{CRASHGUARD_METRICS_TOKEN:\?")
+
+    def test_proxies_do_not_publish_metrics(self):
+        for path in (NGINX, NGINX_REPLICAS):
+            text = path.read_text(encoding="utf-8")
+            self.assertRegex(text, r"location = /metrics\s*\{\s*(deny all;|return 404;)\s*\}", path.name)
+            self.assertNotRegex(text, r"location\s+(~\*?|\^~)?\s*/metrics[^{]*\{[^}]*proxy_pass", path.name)
+        caddy = CADDY.read_text(encoding="utf-8")
+        matcher = re.search(r"@(\w+) path /metrics\b", caddy)
+        self.assertTrue(matcher, "Caddyfile: no matcher for /metrics")
+        self.assertRegex(caddy, rf"respond @{matcher.group(1)} 40[34]")
 
 
 class DockerfileShape(unittest.TestCase):
@@ -592,8 +723,16 @@ class EnvExample(unittest.TestCase):
             if want is not None and value and "://" not in value:
                 self.assertEqual(value, want, name)
 
-    def test_no_real_secret(self):
-        self.assertRegex(self.TEXT, r"(?m)^POSTGRES_PASSWORD=change-me$")
+    def test_no_accepted_weak_default(self):
+        # The secrets are empty: `cp .env.example .env` alone cannot start the stack (compose
+        # refuses), so no database is ever created with a placeholder password.
+        values = dict(re.findall(r"(?m)^([A-Z][A-Z0-9_]*)=(.*)$", self.TEXT))
+        for name in (*PASSWORD_VARS, "CRASHGUARD_METRICS_TOKEN"):
+            self.assertIn(name, values, f"{name} is not listed uncommented")
+            self.assertEqual(values[name], "", f"{name} has a default")
+        with self.assertRaises(InterpolationError):
+            interpolate_tree(RAW, values)
+        self.assertNotIn("change-me", self.TEXT.replace("`change-me`", ""))
 
 
 class Readme(unittest.TestCase):

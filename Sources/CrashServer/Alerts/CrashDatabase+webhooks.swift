@@ -79,33 +79,60 @@ extension CrashDatabase {
 
     // MARK: - Delivery
 
-    /// Claims up to `limit` due deliveries: locks them with `FOR UPDATE SKIP LOCKED` (so
-    /// senders on several servers never take the same row) and leases them for `lease`
-    /// seconds by moving their next attempt; a sender that dies leaves them to be taken again.
-    func claimDeliveries(limit: Int, lease: Double) async throws -> [ClaimedDelivery] {
-        let rows = try await client.query(
-            """
-            UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => \(lease))
-            FROM webhooks w JOIN projects p ON p.id = w.project_id
-            WHERE d.id IN (
-                SELECT id FROM webhook_deliveries
-                WHERE state = 'pending' AND next_attempt_at <= now()
-                ORDER BY next_attempt_at
-                LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
-            ) AND w.id = d.webhook_id
-            RETURNING d.id, d.event, d.group_id, d.attempts, d.created_at, w.url, w.format, w.secret, p.id, p.slug
-            """, logger: logger)
-        var out: [ClaimedDelivery] = []
-        for try await (id, event, group, attempts, created, url, format, secret, project, slug) in rows.decode(
-            (UUID, String, Int64, Int32, Date, String, String, String, Int64, String).self)
-        {
-            out.append(
-                ClaimedDelivery(
-                    id: id, event: event, groupID: group, attempts: Int(attempts), createdAt: created, url: url,
-                    format: format, secret: secret, projectID: project, projectSlug: slug))
+    /// The advisory lock that makes claims take turns across servers, so the per-webhook
+    /// count of leased deliveries they read is never stale.
+    static let webhookClaimLockID: Int64 = 0x6372_6173_6877_686b  // "crashwhk"
+
+    /// Claims up to `limit` due deliveries, at most `perWebhook` leased per webhook at once:
+    /// a webhook whose receiver is slow or hangs holds its slots until its attempts end,
+    /// and its other due deliveries wait instead of taking the sender's slots.
+    ///
+    /// Each claimed row is leased for `lease` seconds (`leased_until`, and its next attempt
+    /// moved past the lease): a sender that dies leaves its deliveries, and their slots, to be
+    /// taken again when the lease runs out. Claims are one transaction under an advisory lock,
+    /// so servers claiming at once take turns and count each other's leases.
+    func claimDeliveries(
+        limit: Int, lease: Double, perWebhook: Int = WebhookSettings.slotsPerWebhook
+    ) async throws
+        -> [ClaimedDelivery]
+    {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.webhookClaimLockID))", logger: logger)
+            let rows = try await connection.query(
+                """
+                WITH busy AS (
+                    SELECT webhook_id, count(*) AS n FROM webhook_deliveries
+                    WHERE leased_until > now() AND state = 'pending'
+                    GROUP BY webhook_id
+                ), due AS (
+                    SELECT id, webhook_id, next_attempt_at,
+                           row_number() OVER (PARTITION BY webhook_id ORDER BY next_attempt_at, id) AS place
+                    FROM webhook_deliveries
+                    WHERE state = 'pending' AND next_attempt_at <= now()
+                ), picked AS (
+                    SELECT due.id FROM due LEFT JOIN busy ON busy.webhook_id = due.webhook_id
+                    WHERE due.place + COALESCE(busy.n, 0) <= \(perWebhook)
+                    ORDER BY due.next_attempt_at
+                    LIMIT \(limit)
+                )
+                UPDATE webhook_deliveries d SET
+                    next_attempt_at = now() + make_interval(secs => \(lease)),
+                    leased_until = now() + make_interval(secs => \(lease))
+                FROM picked, webhooks w JOIN projects p ON p.id = w.project_id
+                WHERE d.id = picked.id AND w.id = d.webhook_id
+                RETURNING d.id, d.event, d.group_id, d.attempts, d.created_at, w.url, w.format, w.secret, p.id, p.slug
+                """, logger: logger)
+            var out: [ClaimedDelivery] = []
+            for try await (id, event, group, attempts, created, url, format, secret, project, slug) in rows.decode(
+                (UUID, String, Int64, Int32, Date, String, String, String, Int64, String).self)
+            {
+                out.append(
+                    ClaimedDelivery(
+                        id: id, event: event, groupID: group, attempts: Int(attempts), createdAt: created, url: url,
+                        format: format, secret: secret, projectID: project, projectSlug: slug))
+            }
+            return out
         }
-        return out
     }
 
     /// Records an attempt: delivered, or failed with a retry after `retryAfter` seconds, or
@@ -117,7 +144,7 @@ extension CrashDatabase {
             """
             UPDATE webhook_deliveries SET
                 state = \(state), attempts = attempts + 1, last_attempt_at = now(),
-                last_status = \(status), last_error = \(error),
+                last_status = \(status), last_error = \(error), leased_until = NULL,
                 next_attempt_at = now() + make_interval(secs => \(retryAfter ?? 0))
             WHERE id = \(id)
             """, logger: logger)

@@ -7,6 +7,8 @@ import NIOCore
 /// project's read token (401 without one, 404 with another project's).
 struct WebhookController: Sendable {
     let database: CrashDatabase
+    /// `CRASHGUARD_WEBHOOK_ALLOW_HOSTS`: hosts accepted although refused by the address rules.
+    let allowList: WebhookAllowList
 
     func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
         let webhooks = router.group("/v1/projects/:project/webhooks").add(middleware: ReadAuthenticationMiddleware(store: database))
@@ -18,7 +20,7 @@ struct WebhookController: Sendable {
     @Sendable func create(request: Request, context: CrashRequestContext) async throws -> EditedResponse<CreatedWebhookBody> {
         let project = try context.requireReadProject()
         let bytes = Array(buffer: try await request.body.collect(upTo: 16 * 1024))
-        let hook = try WebhookRequest.parse(bytes)
+        let hook = try WebhookRequest.parse(bytes, allowList: allowList)
         let created = try await database.createWebhook(
             project: project.id, hook, secret: ProjectKeys.generate(prefix: "whsec_"))
         context.logger.info("webhook created", metadata: ["project.slug": "\(project.slug)", "webhook.id": "\(created.id)"])

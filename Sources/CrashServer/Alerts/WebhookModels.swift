@@ -30,13 +30,14 @@ struct WebhookRequest: Sendable, Equatable {
     var format: WebhookFormat
 
     /// Parses and checks a body; every error is a 400 whose message starts with the field.
-    static func parse(_ bytes: [UInt8]) throws -> WebhookRequest {
+    /// `allowList` lets receivers on refused hosts through (``checkURL(_:allowList:)``).
+    static func parse(_ bytes: [UInt8], allowList: WebhookAllowList = WebhookAllowList()) throws -> WebhookRequest {
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
             throw APIError.badRequest(
                 #"body: must be a JSON object like {"url": "https://...", "events": ["group.new"], "format": "json"}"#)
         }
         guard let url = object["url"] as? String else { throw APIError.badRequest("url: required, a string") }
-        try checkURL(url)
+        try checkURL(url, allowList: allowList)
         guard let list = object["events"] as? [Any] else {
             throw APIError.badRequest("events: required, an array of \(eventNames)")
         }
@@ -58,8 +59,11 @@ struct WebhookRequest: Sendable, Equatable {
         return WebhookRequest(url: url, events: events, format: format)
     }
 
-    /// An absolute `http` or `https` URL with a host, no user info, at most 2048 bytes.
-    static func checkURL(_ text: String) throws {
+    /// An absolute `http` or `https` URL with a host, no user info, at most 2048 bytes, whose
+    /// host is not refused by its form (``WebhookTarget/parse(_:)``: an address in a refused
+    /// range, `localhost`, a number not written as dotted-quad) unless `allowList` lists it.
+    /// Names are checked again, with their addresses, at every delivery.
+    static func checkURL(_ text: String, allowList: WebhookAllowList = WebhookAllowList()) throws {
         guard text.utf8.count <= maxURLBytes else { throw APIError.badRequest("url: longer than \(maxURLBytes) bytes") }
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             scheme == "http" || scheme == "https"
@@ -67,6 +71,12 @@ struct WebhookRequest: Sendable, Equatable {
         guard let host = components.host, !host.isEmpty else { throw APIError.badRequest("url: has no host") }
         guard components.user == nil, components.password == nil else {
             throw APIError.badRequest("url: must not carry a user name or password")
+        }
+        guard !allowList.allows(text) else { return }
+        do {
+            _ = try WebhookTarget.parse(text)
+        } catch {
+            throw APIError.badRequest("url: \(error.description)")
         }
     }
 

@@ -5,12 +5,14 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import ServiceLifecycle
 
 /// Sends the outbox's deliveries: the `Service` that claims due rows of
-/// `webhook_deliveries` (several servers may run one each), POSTs each signed body with
-/// AsyncHTTPClient, and records the outcome: delivered on a 2xx, else retried with
-/// exponential backoff until ``WebhookSettings/retryFor`` has passed since the event.
+/// `webhook_deliveries` (several servers may run one each), POSTs each signed body through a
+/// ``WebhookTransport`` (address rules, one deadline per attempt, a bounded answer), and records
+/// the outcome: delivered on a 2xx, else retried with exponential backoff until
+/// ``WebhookSettings/retryFor`` has passed since the event.
 ///
 /// Never in the ingest path: ingest only writes outbox rows. On graceful shutdown it stops
 /// claiming and lets the POSTs in flight finish (each bounded by the timeout); a delivery cut
@@ -24,19 +26,22 @@ struct WebhookSender: Service {
 
     func run() async throws {
         guard settings.concurrency > 0 else { return await PollingService.idleUntilShutdown() }
-        var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow,
-            timeout: .init(connect: .seconds(Int64(min(settings.timeout, 5).rounded(.up)))))
-        configuration.httpVersion = .http1Only
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-        await loop(client)
-        try await client.shutdown()
+        // Lookups block a thread each (getaddrinfo); a pool of their own keeps a slow DNS
+        // server from taking threads that file I/O needs.
+        let pool = NIOThreadPool(numberOfThreads: min(settings.concurrency, 8))
+        pool.start()
+        let transport = WebhookTransport(
+            timeout: settings.timeout, allowList: settings.allowList, resolver: .system(on: pool),
+            eventLoopGroup: HTTPClient.defaultEventLoopGroup)
+        await loop(transport)
+        try await pool.shutdownGracefully()
     }
 
     /// Up to ``WebhookSettings/concurrency`` POSTs in flight, each slot claimed again as soon as
-    /// it is free (at the next poll): a receiver that hangs until the timeout holds one slot,
-    /// never the deliveries claimed beside it or after it.
-    private func loop(_ client: HTTPClient) async {
+    /// it is free (at the next poll), and at most ``WebhookSettings/slotsPerWebhook`` of one
+    /// webhook: a receiver that hangs until the timeout holds two slots, never the deliveries
+    /// of other webhooks claimed beside or after them.
+    private func loop(_ transport: WebhookTransport) async {
         await PollingService.waitForSchema(of: database)
         let inFlight = NIOLockedValueBox(0)
         await withDiscardingTaskGroup { group in
@@ -53,7 +58,7 @@ struct WebhookSender: Service {
                 for delivery in claimed {
                     inFlight.withLockedValue { $0 += 1 }
                     group.addTask {
-                        await attempt(delivery, client)
+                        await attempt(delivery, transport)
                         inFlight.withLockedValue { $0 -= 1 }
                     }
                 }
@@ -67,7 +72,7 @@ struct WebhookSender: Service {
     }
 
     /// One POST of one delivery, and its outcome recorded.
-    private func attempt(_ delivery: ClaimedDelivery, _ client: HTTPClient) async {
+    private func attempt(_ delivery: ClaimedDelivery, _ transport: WebhookTransport) async {
         var httpStatus: Int?
         var failure: String?
         do {
@@ -78,21 +83,19 @@ struct WebhookSender: Service {
                 metrics.countDelivery(outcome: "dropped")
                 return
             }
-            var request = HTTPClientRequest(url: delivery.url)
-            request.method = .POST
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.headers.add(name: "User-Agent", value: "CrashGuard-Webhook/1")
-            request.headers.add(name: "X-CrashGuard-Event", value: delivery.event)
-            request.headers.add(name: "X-CrashGuard-Delivery", value: delivery.id.uuidString.lowercased())
-            request.headers.add(name: "X-CrashGuard-Signature", value: Self.signature(body, secret: delivery.secret))
-            request.body = .bytes(ByteBuffer(bytes: body))
-            let response = try await client.execute(request, timeout: .milliseconds(Int64(settings.timeout * 1000)))
-            httpStatus = Int(response.status.code)
-            // Read (a little of) the answer so the connection can be reused.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
-            if !(200..<300).contains(response.status.code) { failure = "HTTP \(response.status.code)" }
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/json")
+            headers.add(name: "User-Agent", value: "CrashGuard-Webhook/1")
+            headers.add(name: "X-CrashGuard-Event", value: delivery.event)
+            headers.add(name: "X-CrashGuard-Delivery", value: delivery.id.uuidString.lowercased())
+            headers.add(name: "X-CrashGuard-Signature", value: Self.signature(body, secret: delivery.secret))
+            let outcome = await transport.post(url: delivery.url, headers: headers, body: body)
+            httpStatus = outcome.httpStatus
+            failure = outcome.error?.description
         } catch {
-            failure = Self.describe(error)
+            // Rendering failed (the database): the delivery is retried like a failed POST.
+            logger.warning("webhook delivery not rendered", metadata: ["error.message": "\(String(reflecting: error))"])
+            failure = WebhookDeliveryError.connectionFailed.description
         }
         let delivered = failure == nil
         var retryAfter: Double? = nil
@@ -134,13 +137,4 @@ struct WebhookSender: Service {
         return "sha256=" + mac.map { String(format: "%02x", $0) }.joined()
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .deadlineExceeded, .readTimeout, .connectTimeout: return "timeout"
-            default: return "\(error)"
-            }
-        }
-        return String(describing: error).prefix(500).description
-    }
 }

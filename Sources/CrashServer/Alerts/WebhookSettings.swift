@@ -1,9 +1,12 @@
+import Foundation
+
 /// How webhooks are delivered and spikes detected; part of ``ServerConfiguration``.
 ///
 /// The defaults meet the contract (delivered within 10 s when the receiver answers, first
 /// retry within 30 s, retried for at least 24 hours); tests shorten them.
 public struct WebhookSettings: Sendable, Equatable {
-    /// Seconds one POST to a receiver may take (`CRASHGUARD_WEBHOOK_TIMEOUT`).
+    /// Seconds one delivery attempt may take, from the lookup and the connection to the last
+    /// byte of the answer (`CRASHGUARD_WEBHOOK_TIMEOUT`).
     public var timeout: Double = 10
     /// Seconds between looks for due deliveries (`CRASHGUARD_WEBHOOK_POLL_INTERVAL`).
     public var pollInterval: Double = 1
@@ -19,6 +22,14 @@ public struct WebhookSettings: Sendable, Equatable {
     public var concurrency = 16
     /// Seconds between spike detections (`CRASHGUARD_SPIKE_INTERVAL`); 0 turns it off.
     public var spikeInterval: Double = 60
+    /// Receivers allowed although their host is refused (loopback, private, ... or
+    /// `localhost`): `CRASHGUARD_WEBHOOK_ALLOW_HOSTS`, comma-separated `host` or `host:port`,
+    /// matched against the URL's host as written; empty by default.
+    public var allowHosts: [String] = []
+
+    /// Deliveries of one webhook sent at once, across all servers: a slow or hanging receiver
+    /// holds at most this many slots, and its other due deliveries wait.
+    static let slotsPerWebhook = 2
 
     /// The defaults.
     public init() {}
@@ -49,7 +60,14 @@ public struct WebhookSettings: Sendable, Equatable {
         if let v = try number("CRASHGUARD_WEBHOOK_RETRY_FOR") { retryFor = v }
         if let v = try number("CRASHGUARD_WEBHOOK_CONCURRENCY") { concurrency = Int(v) }
         if let v = try number("CRASHGUARD_SPIKE_INTERVAL") { spikeInterval = v }
+        if let raw = env["CRASHGUARD_WEBHOOK_ALLOW_HOSTS"] {
+            _ = try WebhookAllowList(parsing: raw)
+            allowHosts = raw.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
     }
+
+    /// ``allowHosts``, parsed (``validate()`` checked every entry).
+    var allowList: WebhookAllowList { (try? WebhookAllowList(parsing: allowHosts.joined(separator: ","))) ?? WebhookAllowList() }
 
     /// Throws when a setting is out of its range.
     func validate() throws {
@@ -60,5 +78,6 @@ public struct WebhookSettings: Sendable, Equatable {
         guard retryFor >= 0 else { throw ConfigurationError("webhook retry for: at least 0") }
         guard (0...256).contains(concurrency) else { throw ConfigurationError("webhook concurrency: 0...256") }
         guard spikeInterval >= 0 else { throw ConfigurationError("spike interval: at least 0") }
+        _ = try WebhookAllowList(parsing: allowHosts.joined(separator: ","))
     }
 }

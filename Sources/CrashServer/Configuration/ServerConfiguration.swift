@@ -19,7 +19,8 @@ public struct ServerConfiguration: Sendable {
     /// Port to bind (`CRASHGUARD_PORT`); 0 picks a free one.
     public var port = 8080
     /// The URL clients reach this server at (`CRASHGUARD_PUBLIC_URL`): the base of the
-    /// Sentry DSNs `project create` prints and of links in messages the server sends.
+    /// Sentry DSNs `project create` prints and of links in messages the server sends; the
+    /// dashboard's cookies are `Secure` and `__Host-` unless it is http on a loopback host.
     public var publicURL = Self.defaultPublicURL
     /// The default ``publicURL``: the default address and port on loopback.
     public static let defaultPublicURL = "http://127.0.0.1:8080"
@@ -29,12 +30,15 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes = WireProtocol.defaultMaxCompressedBytes
     /// Largest decompressed body (`CRASHGUARD_MAX_DECOMPRESSED_BYTES`); over it is 413.
     public var maxDecompressedBytes = WireProtocol.defaultMaxDecompressedBytes
-    /// Request body bytes in flight across all ingest requests, received plus decoded
-    /// (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`); past it is 503. At least one largest request.
-    /// 32 MiB: a held body costs about three times its decoded bytes in reports and binds, and
-    /// the release benchmark stored as many reports/s at 48 MiB as at 256 MiB while peak RSS
-    /// fell from 535 to 194 MB (docs/performance.md, "Session 6").
-    public var maxInflightBodyBytes = 32 << 20
+    /// Request body bytes in flight across every door, received plus decoded, debug-file
+    /// uploads included (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`); no request and no project may
+    /// hold more than half of it (503 past that, ``BodyByteBudget``), so half of it must hold
+    /// one largest request. 34 MiB: twice the default largest request (1 + 16 MiB), and the
+    /// most the server ever holds, where a larger budget buys no throughput: a held body costs
+    /// about three times its decoded bytes in reports and binds, and the release benchmark
+    /// stored as many reports/s at 48 MiB as at 256 MiB while peak RSS fell from 535 to 194 MB
+    /// (docs/performance.md).
+    public var maxInflightBodyBytes = 34 << 20
     /// Ingest requests per second per project, per server (`CRASHGUARD_RATE_LIMIT`); 0 is off.
     public var rateLimit: Double = 1000
     /// Requests a project may send at once above the rate (`CRASHGUARD_RATE_BURST`).
@@ -79,9 +83,20 @@ public struct ServerConfiguration: Sendable {
     public var maxDebugFileBytes = 256 << 20
     public var llvmSymbolizer = "/usr/bin/llvm-symbolizer"
     public var symbolizers = 2
-    /// Key of the dashboard's signed session cookies (`CRASHGUARD_SESSION_SECRET`, at least 32
-    /// bytes); empty: a random one per start, so dashboard sessions end when the server restarts.
+    /// Each project's quota of stored debug files: how many (`CRASHGUARD_DEBUG_FILES_MAX_COUNT`)
+    /// and how many bytes together (`CRASHGUARD_DEBUG_FILES_MAX_BYTES`); 413 past either.
+    public var debugFilesMaxCount = 1000
+    public var debugFilesMaxBytes: Int64 = 10 << 30
+    /// Most bytes of debug files each server keeps in its local cache for the symbolizer
+    /// (`CRASHGUARD_DEBUG_FILES_CACHE_BYTES`); the least recently used go first.
+    public var debugFilesCacheBytes: Int64 = 4 << 30
+    /// Key of the dashboard forms' CSRF tokens (`CRASHGUARD_SESSION_SECRET`, at least 32 bytes);
+    /// empty: a random one per start, so a form shown before a restart must be reloaded
+    /// (sessions themselves are rows in the database and survive restarts).
     public var sessionSecret = ""
+    /// Bearer token `GET /metrics` requires (`CRASHGUARD_METRICS_TOKEN`); empty: `/metrics` is
+    /// open, for a server whose port only Prometheus reaches.
+    public var metricsToken = ""
     /// Webhook delivery and spike detection (`CRASHGUARD_WEBHOOK_*`, `CRASHGUARD_SPIKE_INTERVAL`).
     public var webhooks = WebhookSettings()
 
@@ -123,7 +138,11 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_MAX_DEBUG_FILE_BYTES", Int.init) { maxDebugFileBytes = v }
         if let v = try value("CRASHGUARD_LLVM_SYMBOLIZER", { $0 }) { llvmSymbolizer = v }
         if let v = try value("CRASHGUARD_SYMBOLIZERS", Int.init) { symbolizers = v }
+        if let v = try value("CRASHGUARD_DEBUG_FILES_MAX_COUNT", Int.init) { debugFilesMaxCount = v }
+        if let v = try value("CRASHGUARD_DEBUG_FILES_MAX_BYTES", Int64.init) { debugFilesMaxBytes = v }
+        if let v = try value("CRASHGUARD_DEBUG_FILES_CACHE_BYTES", Int64.init) { debugFilesCacheBytes = v }
         if let v = try value("CRASHGUARD_SESSION_SECRET", { $0 }) { sessionSecret = v }
+        if let v = try value("CRASHGUARD_METRICS_TOKEN", { $0 }) { metricsToken = v }
         try webhooks.read(environment: env)
     }
 
@@ -134,8 +153,10 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("public URL: '\(publicURL)' is not an http(s) URL with a host")
         }
         guard maxBodyBytes > 0, maxDecompressedBytes > 0 else { throw ConfigurationError("size limits must be positive") }
-        guard maxInflightBodyBytes >= maxBodyBytes + maxDecompressedBytes else {
-            throw ConfigurationError("the in-flight body budget must hold one largest request (compressed plus decompressed limit)")
+        guard maxInflightBodyBytes / 2 >= maxBodyBytes + maxDecompressedBytes else {
+            throw ConfigurationError(
+                "max inflight body bytes: at least \(2 * (maxBodyBytes + maxDecompressedBytes)), so that half of it holds one "
+                    + "largest request (compressed plus decompressed limit)")
         }
         guard rateLimit >= 0, rateBurst >= 1 || rateLimit == 0 else { throw ConfigurationError("rate limit: rate >= 0 and burst >= 1") }
         guard maxQueuedReports >= WireProtocol.maxReportsPerBatch else {
@@ -159,10 +180,24 @@ public struct ServerConfiguration: Sendable {
         guard readMaxLag > 0, readMaxLag <= 3600 else { throw ConfigurationError("read max lag: 0 < seconds <= 3600") }
         guard maxDebugFileBytes >= 1024 else { throw ConfigurationError("max debug file bytes: at least 1024") }
         guard (1...64).contains(symbolizers) else { throw ConfigurationError("symbolizers: 1 to 64") }
+        guard debugFilesMaxCount >= 1 else { throw ConfigurationError("debug files max count: at least 1") }
+        guard debugFilesMaxBytes >= 1024 else { throw ConfigurationError("debug files max bytes: at least 1024") }
+        guard debugFilesCacheBytes >= Int64(maxDebugFileBytes) else {
+            throw ConfigurationError("debug files cache bytes: at least the largest debug file (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
+        }
         if !sessionSecret.isEmpty, sessionSecret.utf8.count < 32 {
             throw ConfigurationError("session secret: at least 32 bytes (e.g. openssl rand -hex 32)")
         }
         try webhooks.validate()
+        // A database on another machine is reached over the network: a placeholder or short
+        // password there is one guess away (docs/security.md).
+        for (setting, url) in [("DATABASE_URL", databaseURL), ("DATABASE_READ_URL", databaseReadURL)] where !url.isEmpty {
+            if let reason = try PostgresURL(url).weakPassword {
+                throw ConfigurationError(
+                    "\(setting): \(reason); a database that is not on a Unix socket or a loopback address needs a password "
+                        + "of at least \(PostgresURL.minimumPasswordLength) characters (e.g. openssl rand -hex 24)")
+            }
+        }
     }
 }
 

@@ -2,9 +2,10 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// Adds the web dashboard's routes. The session key is `configuration.sessionSecret`, or
-/// a random one (sessions then end on restart); cookies are `Secure` when the public URL
-/// is https.
+/// Adds the web dashboard's routes. The key of the forms' CSRF tokens is
+/// `configuration.sessionSecret`, or a random one (a form shown before a restart must then be
+/// reloaded); cookies are `Secure` and `__Host-` unless the public URL is http on a loopback
+/// host (``DashboardSessions/securesCookies(publicURL:)``).
 func addDashboard(
     to router: some RouterMethods<CrashRequestContext>, store: some DashboardStore, configuration: ServerConfiguration, logger: Logger
 ) throws {
@@ -13,9 +14,9 @@ func addDashboard(
         secret = Array(configuration.sessionSecret.utf8)
     } else {
         secret = DashboardSessions.randomSecret()
-        logger.notice("CRASHGUARD_SESSION_SECRET not set: dashboard sessions end when the server restarts")
+        logger.notice("CRASHGUARD_SESSION_SECRET not set: dashboard forms shown before a restart must be reloaded")
     }
-    let secure = configuration.publicURL.lowercased().hasPrefix("https://")
+    let secure = DashboardSessions.securesCookies(publicURL: configuration.publicURL)
     DashboardController(
         store: store, sessions: DashboardSessions(secret: secret, secure: secure), pages: try DashboardPages(), logger: logger
     ).addRoutes(to: router)

@@ -43,34 +43,39 @@ struct DashboardController<Store: DashboardStore>: Sendable {
 
     @Sendable func signIn(request: Request, context: CrashRequestContext) async throws -> Response {
         let form = try await Self.form(request, as: SignInForm.self)
-        guard let nonce = request.cookies[DashboardSessions.signInCookieName]?.value,
+        guard let nonce = request.cookies[sessions.signInCookieName]?.value,
             DashboardSessions.equal(sessions.signInToken(nonce: nonce), form.csrf ?? "")
         else {
             return signInPage(error: "The form expired or cookies are blocked: please try again.", status: .forbidden)
         }
         let token = (form.token ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !token.isEmpty, token.utf8.count <= 256, let project = try await store.project(readToken: token),
-            let (_, hash) = try await store.project(slug: project.slug)
+        let session = sessions.issue()
+        guard !token.isEmpty, token.utf8.count <= 256,
+            let project = try await store.startSession(
+                session, expires: Date().addingTimeInterval(DashboardSessions.lifetime), readToken: token)
         else {
             return signInPage(error: "That read token does not belong to any project.", status: .unauthorized)
         }
-        let (_, cookie) = sessions.issue(project: project.slug, tokenHash: hash)
         var response = DashboardResponse.redirect("/projects/\(project.slug)")
-        response.setCookie(sessions.sessionCookie(cookie))
-        response.setCookie(sessions.expired(DashboardSessions.signInCookieName))
+        response.setCookie(sessions.sessionCookie(session))
+        response.setCookie(sessions.expired(sessions.signInCookieName))
         logger.info("dashboard sign-in", metadata: ["project.slug": "\(project.slug)"])
         return response
     }
 
+    /// Ends the session on the server (its row is deleted, so a copy of the cookie opens
+    /// nothing afterwards) and clears the cookie. A signed-in sign-out needs the CSRF token.
     @Sendable func signOut(request: Request, context: CrashRequestContext) async throws -> Response {
         let form = try await Self.form(request, as: SignOutForm.self)
-        if let (session, _) = try await session(request) {
+        if let (session, project) = try await session(request) {
             guard DashboardSessions.equal(sessions.csrfToken(for: session), form.csrf ?? "") else {
                 throw DashboardError.forbidden
             }
+            try await store.endSession(session)
+            logger.info("dashboard sign-out", metadata: ["project.slug": "\(project.slug)"])
         }
         var response = DashboardResponse.redirect("/")
-        response.setCookie(sessions.expired(DashboardSessions.cookieName))
+        response.setCookie(sessions.expired(sessions.cookieName))
         return response
     }
 
@@ -223,10 +228,13 @@ struct DashboardController<Store: DashboardStore>: Sendable {
 
     // MARK: - Helpers
 
-    /// The request's valid session and its project, or nil.
+    /// The request's stored, unexpired session and its project, or nil.
     func session(_ request: Request) async throws -> (DashboardSessions.Session, ProjectRef)? {
-        guard let cookie = request.cookies[DashboardSessions.cookieName]?.value else { return nil }
-        return try await sessions.verify(cookie) { slug in try await store.project(slug: slug) }
+        guard let cookie = request.cookies[sessions.cookieName]?.value, let session = DashboardSessions.session(cookie: cookie) else {
+            return nil
+        }
+        guard let project = try await store.project(session: session) else { return nil }
+        return (session, project)
     }
 
     /// The session of a project page: no session redirects to sign-in, another project's

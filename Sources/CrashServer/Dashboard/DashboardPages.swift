@@ -16,13 +16,17 @@ struct DashboardPages: Sendable {
             ("grouptable_regressed", PackageResources.grouptable_regressed_mustache),
             ("releases", PackageResources.releases_mustache), ("release", PackageResources.release_mustache),
         ]
+        HTMLEscaping.register()
         var library = MustacheLibrary()
-        for (name, bytes) in templates { try library.register(String(decoding: bytes, as: UTF8.self), named: name) }
+        for (name, bytes) in templates {
+            try library.register(HTMLEscaping.selectingScalarEscaping(String(decoding: bytes, as: UTF8.self)), named: name)
+        }
         self.library = library
         stylesheet = ByteBuffer(bytes: PackageResources.dashboard_css)
     }
 
-    /// `view` rendered with the template `name`; every `{{value}}` HTML-escaped.
+    /// `view` rendered with the template `name`; every `{{value}}` HTML-escaped per Unicode
+    /// scalar (``HTMLEscaping``).
     func render(_ view: Any, _ name: String) throws -> String {
         guard let text = library.render(view, withTemplate: name) else { throw DashboardTemplateMissing(name: name) }
         return text

@@ -2,65 +2,78 @@ import Crypto
 import Foundation
 import Hummingbird
 
-/// Signed dashboard sessions and CSRF tokens.
+/// Dashboard sessions, their cookies, and CSRF tokens.
 ///
-/// The session cookie is `v1.<project>.<expiry>.<nonce>.<mac>`: nothing secret in it, and
-/// never the read token. The MAC (HMAC-SHA256 under the server's session secret) covers
-/// the fields *and the project's current read-token hash*, which only the database knows:
-/// rotating the project's keys (`crash-server project rotate`) ends every session of it.
-/// A form's CSRF token is an HMAC of the session's nonce (or, on the sign-in form, of a
-/// short-lived pre-session cookie's nonce), checked in constant time on every POST.
+/// A session is a row in PostgreSQL (`dashboard_sessions`, see ``DashboardStore``) keyed by
+/// the SHA-256 of a random 256-bit id; the cookie holds only that id, never the read token.
+/// Every page looks the row up on the primary, so signing out (the row is deleted) or
+/// rotating the project's read token (the row is bound to the token's hash, and deleted with
+/// it) ends the session on every replica at once, and a copy of the old cookie opens nothing.
+///
+/// A form's CSRF token is an HMAC, under the server's session secret, of the session id (or,
+/// on the sign-in form, of a short-lived pre-session cookie's nonce), checked in constant time
+/// on every POST.
 struct DashboardSessions: Sendable {
-    static let cookieName = "cg_session"
-    static let signInCookieName = "cg_signin"
     /// How long a session lasts after sign-in.
     static let lifetime: TimeInterval = 12 * 3600
 
     /// SHA-256 of the configured secret (`SymmetricKey` is not `Sendable`).
     private let key: [UInt8]
-    /// `Secure` on the cookies (the public URL is https).
+    /// `Secure` cookies with the `__Host-` prefix (see ``securesCookies(publicURL:)``).
     let secure: Bool
 
-    /// A decoded, verified session.
+    /// The session cookie's name: `__Host-cg_session` when ``secure``.
+    let cookieName: String
+    /// The sign-in form's pre-session cookie: `__Host-cg_signin` when ``secure``.
+    let signInCookieName: String
+
+    /// A session, by its id (the cookie's value).
     struct Session: Sendable, Equatable {
-        var project: String
-        var expires: Int64
-        var nonce: String
+        var id: String
+
+        /// What the database keeps of the id.
+        var idHash: Data { ProjectKeys.hash(id) }
     }
 
     init(secret: [UInt8], secure: Bool) {
         key = Array(SHA256.hash(data: secret))
         self.secure = secure
+        cookieName = (secure ? "__Host-" : "") + "cg_session"
+        signInCookieName = (secure ? "__Host-" : "") + "cg_signin"
     }
 
-    /// A new session for `project`, bound to its read-token hash; the cookie value.
-    func issue(project: String, tokenHash: Data, now: Date = Date()) -> (Session, String) {
-        let session = Session(project: project, expires: Int64(now.timeIntervalSince1970 + Self.lifetime), nonce: Self.nonce())
-        let fields = "v1.\(session.project).\(session.expires).\(session.nonce)"
-        return (session, fields + "." + mac(fields, tokenHash))
+    /// Whether cookies must be `Secure` (and so `__Host-`): always, except when the public
+    /// URL is `http://` on a loopback host (`127.0.0.0/8`, `::1`, `localhost`), the one place a
+    /// browser is reached over plain http without crossing a network.
+    static func securesCookies(publicURL: String) -> Bool {
+        guard let url = URLComponents(string: publicURL), url.scheme?.lowercased() == "http", var host = url.host?.lowercased()
+        else { return true }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.hasSuffix(".") { host.removeLast() }
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return false }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard octets.count == 4, octets[0] == "127",
+            octets.allSatisfy({ !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCIIDigit) && Int($0)! <= 255 })
+        else { return true }
+        return false
     }
 
-    /// The cookie's session when its MAC is valid, it has not expired, and the project
-    /// named in it still has the read-token hash it was issued under (`lookup` returns the
-    /// project and its current hash, or nil when there is no such project).
-    func verify<Project>(
-        _ cookie: String, now: Date = Date(), lookup: (String) async throws -> (Project, tokenHash: Data)?
-    ) async throws -> (Session, Project)? {
-        let parts = cookie.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 5, parts[0] == "v1", ProjectKeys.isValidSlug(parts[1]), let expires = Int64(parts[2]),
-            Double(expires) > now.timeIntervalSince1970, parts[3].utf8.count == 22
-        else { return nil }
-        guard let (project, hash) = try await lookup(parts[1]) else { return nil }
-        let fields = parts[0..<4].joined(separator: ".")
-        guard Self.equal(mac(fields, hash), parts[4]) else { return nil }
-        return (Session(project: parts[1], expires: expires, nonce: parts[3]), project)
+    /// A new session with a random id; the caller stores it.
+    func issue() -> Session { Session(id: Self.randomID()) }
+
+    /// The session a cookie value names, when it has the shape of an id (43 base64url
+    /// characters); anything else is not looked up.
+    static func session(cookie value: String) -> Session? {
+        let bytes = value.utf8
+        guard bytes.count == 43, bytes.allSatisfy({ $0.isBase64URL }) else { return nil }
+        return Session(id: value)
     }
 
     /// The CSRF token of forms shown in `session`.
-    func csrfToken(for session: Session) -> String { mac("csrf.\(session.nonce)", Data()) }
+    func csrfToken(for session: Session) -> String { mac("csrf.\(session.id)") }
 
     /// The CSRF token of the sign-in form shown with the pre-session nonce `nonce`.
-    func signInToken(nonce: String) -> String { mac("signin.\(nonce)", Data()) }
+    func signInToken(nonce: String) -> String { mac("signin.\(nonce)") }
 
     /// Constant-time comparison of a submitted token with the expected one.
     static func equal(_ a: String, _ b: String) -> Bool {
@@ -71,37 +84,40 @@ struct DashboardSessions: Sendable {
         return diff == 0
     }
 
-    /// 128 random bits, base64url (22 characters).
-    static func nonce() -> String {
-        var rng = SystemRandomNumberGenerator()
-        return base64url(Data((0..<16).map { _ in UInt8.random(in: .min ... .max, using: &rng) }))
-    }
+    /// 128 random bits, base64url (22 characters): the sign-in form's nonce.
+    static func nonce() -> String { base64url(randomBytes(16)) }
+
+    /// 256 random bits, base64url (43 characters): a session id.
+    static func randomID() -> String { base64url(randomBytes(32)) }
 
     /// A fresh 256-bit secret, for a server started without `CRASHGUARD_SESSION_SECRET`.
-    static func randomSecret() -> [UInt8] {
+    static func randomSecret() -> [UInt8] { Array(randomBytes(32)) }
+
+    private static func randomBytes(_ count: Int) -> Data {
         var rng = SystemRandomNumberGenerator()
-        return (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &rng) }
+        return Data((0..<count).map { _ in UInt8.random(in: .min ... .max, using: &rng) })
     }
 
     // MARK: - Cookies
 
-    func sessionCookie(_ value: String) -> Cookie {
-        Cookie(name: Self.cookieName, value: value, maxAge: Int(Self.lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+    /// `HttpOnly; SameSite=Strict; Path=/`, and `Secure` when ``secure`` (the `__Host-` names
+    /// need it, and no `Domain`, which these never have).
+    func sessionCookie(_ session: Session) -> Cookie {
+        Cookie(
+            name: cookieName, value: session.id, maxAge: Int(Self.lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }
 
     func signInCookie(_ nonce: String) -> Cookie {
-        Cookie(name: Self.signInCookieName, value: nonce, maxAge: 3600, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+        Cookie(name: signInCookieName, value: nonce, maxAge: 3600, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }
 
     func expired(_ name: String) -> Cookie {
         Cookie(name: name, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }
 
-    private func mac(_ text: String, _ binding: Data) -> String {
+    private func mac(_ text: String) -> String {
         var hmac = HMAC<SHA256>(key: SymmetricKey(data: key))
         hmac.update(data: Array(text.utf8))
-        hmac.update(data: [0])
-        hmac.update(data: binding)
         return Self.base64url(Data(hmac.finalize()))
     }
 
@@ -109,4 +125,15 @@ struct DashboardSessions: Sendable {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
+}
+
+extension UInt8 {
+    fileprivate var isBase64URL: Bool {
+        (self >= 65 && self <= 90) || (self >= 97 && self <= 122) || (self >= 48 && self <= 57) || self == UInt8(ascii: "-")
+            || self == UInt8(ascii: "_")
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
 }

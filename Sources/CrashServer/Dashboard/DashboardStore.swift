@@ -7,10 +7,15 @@ import PostgresNIO
 /// The list, detail, reports and stats come from the same functions the REST query API
 /// answers with, so a page and `GET /v1/...` never disagree.
 protocol DashboardStore: Sendable {
-    /// The project a read token belongs to, with the token's hash (sign-in).
-    func project(readToken: String) async throws -> ProjectRef?
-    /// A project and its current read-token hash, by slug (session check).
-    func project(slug: String) async throws -> (ProjectRef, tokenHash: Data)?
+    /// Signs in: stores `session`, ending at `expires`, for the project `readToken` belongs
+    /// to, bound to the token, and returns that project; nil (nothing stored) when the token
+    /// belongs to no project.
+    func startSession(_ session: DashboardSessions.Session, expires: Date, readToken: String) async throws -> ProjectRef?
+    /// The project of a stored session that has not expired and whose project still has the
+    /// read token it was started with; nil otherwise.
+    func project(session: DashboardSessions.Session) async throws -> ProjectRef?
+    /// Signs out: deletes the session, so no copy of its cookie opens a page again.
+    func endSession(_ session: DashboardSessions.Session) async throws
     /// One page of the crash list: `GET /v1/projects/{p}/crashes` with these parameters.
     func crashes(_ project: ProjectRef, _ parameters: [String: String]) async throws -> GroupListBody
     /// A group's detail over `window`.
@@ -32,12 +37,16 @@ struct PostgresDashboardStore: DashboardStore {
     let database: CrashDatabase
     var queries: QueryController<CrashDatabase> { QueryController(store: database) }
 
-    func project(readToken: String) async throws -> ProjectRef? {
-        try await database.project(readToken: readToken)
+    func startSession(_ session: DashboardSessions.Session, expires: Date, readToken: String) async throws -> ProjectRef? {
+        try await database.startDashboardSession(idHash: session.idHash, expires: expires, readTokenHash: ProjectKeys.hash(readToken))
     }
 
-    func project(slug: String) async throws -> (ProjectRef, tokenHash: Data)? {
-        try await database.projectTokenHash(slug: slug)
+    func project(session: DashboardSessions.Session) async throws -> ProjectRef? {
+        try await database.dashboardSessionProject(idHash: session.idHash)
+    }
+
+    func endSession(_ session: DashboardSessions.Session) async throws {
+        try await database.endDashboardSession(idHash: session.idHash)
     }
 
     func crashes(_ project: ProjectRef, _ parameters: [String: String]) async throws -> GroupListBody {
@@ -64,13 +73,43 @@ struct PostgresDashboardStore: DashboardStore {
     }
 }
 
+/// Dashboard sessions in PostgreSQL (`dashboard_sessions`), always on the primary: a session
+/// started or ended on one replica counts on every other at its next request, and a standby
+/// that lags cannot revive a session that was ended.
 extension CrashDatabase {
-    /// A project and its read token's SHA-256, by slug.
-    func projectTokenHash(slug: String) async throws -> (ProjectRef, tokenHash: Data)? {
-        let rows = try await client.query("SELECT id, slug, read_token_hash FROM projects WHERE slug = \(slug)", logger: logger)
-        for try await (id, slug, hash) in rows.decode((Int64, String, ByteBuffer).self) {
-            return (ProjectRef(id: id, slug: slug), Data(hash.readableBytesView))
-        }
+    /// Stores a session for the project whose read token has the SHA-256 `readTokenHash`,
+    /// bound to that hash, and returns the project (nil when no project has the token).
+    /// Sessions past their end are deleted on the way.
+    func startDashboardSession(idHash: Data, expires: Date, readTokenHash: Data) async throws -> ProjectRef? {
+        let rows = try await client.query(
+            """
+            WITH owner AS (SELECT id, slug, read_token_hash FROM projects WHERE read_token_hash = \(readTokenHash)),
+            ended AS (DELETE FROM dashboard_sessions WHERE expires_at < now()),
+            started AS (
+                INSERT INTO dashboard_sessions (id_hash, project_id, read_token_hash, expires_at)
+                SELECT \(idHash), id, read_token_hash, \(expires) FROM owner RETURNING project_id
+            )
+            SELECT o.id, o.slug FROM owner o JOIN started s ON s.project_id = o.id
+            """, logger: logger)
+        for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
         return nil
+    }
+
+    /// The project of an unexpired session whose project still has the read token the
+    /// session was started with.
+    func dashboardSessionProject(idHash: Data) async throws -> ProjectRef? {
+        let rows = try await client.query(
+            """
+            SELECT p.id, p.slug FROM dashboard_sessions s
+            JOIN projects p ON p.id = s.project_id AND p.read_token_hash = s.read_token_hash
+            WHERE s.id_hash = \(idHash) AND s.expires_at > now()
+            """, logger: logger)
+        for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
+        return nil
+    }
+
+    /// Deletes a session.
+    func endDashboardSession(idHash: Data) async throws {
+        try await client.query("DELETE FROM dashboard_sessions WHERE id_hash = \(idHash)", logger: logger)
     }
 }

@@ -19,7 +19,7 @@ public struct TopCrashesTable: Sendable {
         guard let w = DashboardWindow(rawValue: window) else {
             throw ProjectError(description: "--window: must be 24h, 7d or 30d")
         }
-        guard let (project, _) = try await database.projectTokenHash(slug: slug) else {
+        guard let project = try await database.project(slug: slug) else {
             throw ProjectError(description: "no project '\(slug)'")
         }
         let range = w.range(now: now)

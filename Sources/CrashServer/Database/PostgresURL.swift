@@ -85,4 +85,47 @@ struct PostgresURL {
         case let other: throw ConfigurationError("DATABASE_URL: unknown sslmode '\(other)'")
         }
     }
+
+    /// The password of `.env.example`'s placeholder: never accepted for a database elsewhere.
+    static let placeholderPassword = "change-me"
+    /// The shortest password accepted for a database that is not on this machine.
+    static let minimumPasswordLength = 16
+
+    /// Whether the database is on this machine: a Unix socket, or a loopback host (127.0.0.0/8,
+    /// `::1`, `localhost` and names under `.localhost`). Such a database is reached by local
+    /// users only, so a development cluster needs no strong password.
+    var isLocal: Bool {
+        if socket != nil { return true }
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name.hasSuffix(".") { name.removeLast() }
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, name, &v4) == 1 {
+            return withUnsafeBytes(of: &v4) { $0[0] } == 127
+        }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, name, &v6) == 1 {
+            let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }  // ::1
+            // ::ffff:127.x.y.z, the IPv4-mapped form of a loopback address.
+            return bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff && bytes[12] == 127
+        }
+        return false
+    }
+
+    /// Why this URL's password is too weak, or nil: a database that is not on this machine
+    /// (``isLocal``) needs a password of at least ``minimumPasswordLength`` characters that is
+    /// not ``placeholderPassword``.
+    var weakPassword: String? {
+        guard !isLocal else { return nil }
+        let password = password ?? ""
+        if password == Self.placeholderPassword {
+            return "the password is the placeholder '\(Self.placeholderPassword)' of .env.example"
+        }
+        if password.count < Self.minimumPasswordLength {
+            return password.isEmpty ? "no password is set" : "the password has fewer than \(Self.minimumPasswordLength) characters"
+        }
+        return nil
+    }
 }

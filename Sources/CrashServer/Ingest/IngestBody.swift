@@ -35,23 +35,50 @@ struct IngestBody: Sendable {
     /// are fed in slices of ``sliceBytes`` so that the switch comes in time: 16 KB of gzip can
     /// decode to 16 MiB, which took a cooperative thread for about 100 ms when fed whole.
     func read(_ body: RequestBody, into sink: some IngestBodySink, holding share: BodyByteBudget.Reservation) async throws {
-        var chunks = body.makeAsyncIterator()
-        var slices = ByteBuffer()
-        func readSlices(upTo limit: Int) async throws {
-            while sink.outputBytes <= limit {
-                if slices.readableBytes == 0 {
+        try await read(Stream(body), into: sink, holding: share)
+    }
+
+    /// Reads the rest of `stream` into `sink`, as ``read(_:into:holding:)``.
+    private func read(_ stream: Stream, into sink: some IngestBodySink, holding share: BodyByteBudget.Reservation) async throws {
+        try await stream.feed(sink, holding: share, maxBodyBytes: maxBodyBytes, sliceBytes: Self.sliceBytes) {
+            sink.outputBytes <= Self.readingInPlaceBytes
+        }
+        guard sink.outputBytes > Self.readingInPlaceBytes else { return }
+        try await withTaskExecutorPreference(ReadingExecutor.shared) {
+            try await stream.feed(sink, holding: share, maxBodyBytes: maxBodyBytes, sliceBytes: Self.sliceBytes) { true }
+        }
+    }
+
+    /// A body being read: the chunks still to come and what is left of the one being fed.
+    /// Reading may stop (at the end of an envelope's first line) and go on later.
+    final class Stream {
+        private var chunks: RequestBody.AsyncIterator
+        private var pending = ByteBuffer()
+
+        init(_ body: RequestBody) {
+            chunks = body.makeAsyncIterator()
+        }
+
+        /// Feeds `sink` slices of at most `sliceBytes` while `more()` holds and the body has
+        /// bytes, growing `share` before each slice to what it may hold after it (received
+        /// bytes, at most the body limit, plus what is decoded) and after it to what it holds.
+        func feed(
+            _ sink: some IngestBodySink, holding share: BodyByteBudget.Reservation, maxBodyBytes: Int, sliceBytes: Int,
+            while more: () -> Bool
+        ) async throws {
+            while more() {
+                if pending.readableBytes == 0 {
                     guard let chunk = try await chunks.next() else { return }
-                    slices = chunk
+                    pending = chunk
+                    continue
                 }
-                let slice = slices.readSlice(length: min(slices.readableBytes, Self.sliceBytes))!
-                try share.grow(to: sink.receivedBytes + sink.decodedBytes + slice.readableBytes)
-                try Self.ingestError { try slice.withUnsafeReadableBytes { try sink.feed($0) } }
+                let slice = pending.readSlice(length: min(pending.readableBytes, sliceBytes))!
+                // A slice past the body limit is refused by the reader (413), not by the budget.
+                try share.grow(to: min(sink.receivedBytes + slice.readableBytes, maxBodyBytes) + sink.decodedBytes)
+                try IngestBody.ingestError { try slice.withUnsafeReadableBytes { try sink.feed($0) } }
                 try share.grow(to: sink.receivedBytes + sink.decodedBytes)
             }
         }
-        try await readSlices(upTo: Self.readingInPlaceBytes)
-        guard sink.outputBytes > Self.readingInPlaceBytes else { return }
-        try await withTaskExecutorPreference(ReadingExecutor.shared) { try await readSlices(upTo: .max) }
     }
 
     /// Bodies that decode to more than this are read on ``ReadingExecutor`` threads: batches of
@@ -75,13 +102,56 @@ struct IngestBody: Sendable {
 
     /// Reads and decodes the whole body (the Sentry doors), stopping at either limit.
     func read(_ body: RequestBody, format: ContentCoding, holding share: BodyByteBudget.Reservation) async throws -> [UInt8] {
-        let whole = try Self.ingestError {
+        let whole = try wholeBody(body, format: format)
+        return try await readRest(whole, holding: share)
+    }
+
+    /// A body to be read whole, in steps: ``readFirstLine(_:maxBytes:holding:)``, then
+    /// ``readRest(_:holding:)``.
+    func wholeBody(_ body: RequestBody, format: ContentCoding) throws -> WholeBodyReading {
+        let sink = try Self.ingestError {
             try WholeBody(coding: format, maxBodyBytes: maxBodyBytes, maxDecompressedBytes: maxDecompressedBytes)
         }
-        try await read(body, into: whole, holding: share)
-        try Self.ingestError { try whole.reader.finish() }
-        return whole.bytes
+        return WholeBodyReading(stream: Stream(body), sink: sink)
     }
+
+    /// Reads (and decodes) no further than needed to see the first line of the body: its
+    /// bytes without the newline, or nil when the first `maxBytes` decoded bytes hold no
+    /// newline (the rest is not read). A body that ends without a newline is one line.
+    ///
+    /// While looking for the newline the reader takes slices of ``firstLineSliceBytes``, so that
+    /// a compressed body decodes no more than about `maxBytes` plus one slice's worth.
+    func readFirstLine(
+        _ whole: WholeBodyReading, maxBytes: Int, holding share: BodyByteBudget.Reservation
+    ) async throws
+        -> ArraySlice<UInt8>?
+    {
+        let sink = whole.sink
+        var scanned = 0
+        func lineEnd() -> Int? {
+            let bytes = sink.bytes
+            if let end = bytes[scanned...].firstIndex(of: UInt8(ascii: "\n")) { return end }
+            scanned = bytes.count
+            return nil
+        }
+        try await whole.stream.feed(sink, holding: share, maxBodyBytes: maxBodyBytes, sliceBytes: Self.firstLineSliceBytes) {
+            lineEnd() == nil && sink.bytes.count <= maxBytes
+        }
+        let end = lineEnd() ?? sink.bytes.count
+        guard end <= maxBytes else { return nil }
+        return sink.bytes[0..<end]
+    }
+
+    /// Reads the rest of the body and ends it: all its decoded bytes, the first line included.
+    func readRest(_ whole: WholeBodyReading, holding share: BodyByteBudget.Reservation) async throws -> [UInt8] {
+        try await read(whole.stream, into: whole.sink, holding: share)
+        try Self.ingestError { try whole.sink.reader.finish() }
+        return whole.sink.bytes
+    }
+
+    /// Compressed bytes fed at once while looking for a first line: 64 bytes of deflate decode
+    /// to at most about 66 KB.
+    static let firstLineSliceBytes = 64
 
     /// Runs a step of the ingest pipeline, turning its refusal into the client's error.
     static func ingestError<T>(_ step: () throws -> T) throws -> T {
@@ -106,6 +176,12 @@ protocol IngestBodySink: AnyObject {
 }
 
 extension IngestBodyReader: IngestBodySink {}
+
+/// A body being read whole: see ``IngestBody/wholeBody(_:format:)``.
+struct WholeBodyReading {
+    fileprivate let stream: IngestBody.Stream
+    fileprivate let sink: WholeBody
+}
 
 /// The decoded body, kept whole.
 private final class WholeBody: IngestBodySink {

@@ -33,7 +33,7 @@ struct IngestController: Sendable {
         }
         try body.checkDeclaredLength(request.headers)
         // Held until the request ends, reports included (they are no larger than the body).
-        let share = BodyByteBudget.Reservation(body.budget)
+        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
         try await body.read(request.body, into: reader, holding: share)
         // The decoded batch ends here: what waits for the commit is the items, whose stacks are
         // one buffer each instead of a string per frame (``IngestItem/stack``): the body's own text.

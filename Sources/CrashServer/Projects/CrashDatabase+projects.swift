@@ -50,25 +50,41 @@ extension CrashDatabase {
         return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
     }
 
-    /// Replaces a project's keys; the old ones fail from the next request on, on every server:
-    /// returns once every server listening for key changes dropped its cached keys
-    /// (``changingProjects(_:)``).
+    /// Replaces both of a project's keys (`project rotate NAME`); see ``rotateKeys(slug:_:)``.
     public func rotateProject(slug: String) async throws -> ProjectCredentials {
-        let ingest = ProjectKeys.generate(prefix: ProjectKeys.ingestPrefix)
-        let read = ProjectKeys.generate(prefix: ProjectKeys.readPrefix)
+        let rotated = try await rotateKeys(slug: slug, .both)
+        guard let ingestKey = rotated.ingestKey, let readToken = rotated.readToken else {
+            preconditionFailure("rotating both keys returns both")
+        }
+        return ProjectCredentials(project: rotated.project, ingestKey: ingestKey, readToken: readToken, sentryId: rotated.sentryId)
+    }
+
+    /// Replaces one or both of a project's keys; an old key fails from the next request on, on
+    /// every server: returns once every server listening for key changes dropped its cached
+    /// ingest keys (``changingProjects(_:)``; read tokens are not cached). The key that is
+    /// kept keeps working. A new read token also ends every dashboard session of the project
+    /// (its rows are deleted in the same statement; sessions are bound to the token anyway).
+    public func rotateKeys(slug: String, _ keys: KeyRotation) async throws -> RotatedCredentials {
+        let ingest = keys.rotatesIngestKey ? ProjectKeys.generate(prefix: ProjectKeys.ingestPrefix) : nil
+        let read = keys.rotatesReadToken ? ProjectKeys.generate(prefix: ProjectKeys.readPrefix) : nil
+        let ingestHash = ingest.map(ProjectKeys.hash), readHash = read.map(ProjectKeys.hash)
         let sentryID: Int64? = try await changingProjects { (connection) -> (Int64?, transaction: String?) in
             let rows = try await connection.query(
                 """
-                UPDATE projects SET ingest_key_hash = \(ProjectKeys.hash(ingest)),
-                    read_token_hash = \(ProjectKeys.hash(read)), rotated_at = now()
-                WHERE slug = \(slug) RETURNING sentry_id, pg_current_xact_id()::text
+                WITH rotated AS (
+                    UPDATE projects SET ingest_key_hash = coalesce(\(ingestHash)::bytea, ingest_key_hash),
+                        read_token_hash = coalesce(\(readHash)::bytea, read_token_hash), rotated_at = now()
+                    WHERE slug = \(slug) RETURNING id, sentry_id
+                ),
+                ended AS (DELETE FROM dashboard_sessions WHERE \(read != nil) AND project_id IN (SELECT id FROM rotated))
+                SELECT sentry_id, pg_current_xact_id()::text FROM rotated
                 """, logger: logger)
             for try await (sentryID, transaction) in rows.decode((Int64, String).self) { return (sentryID, transaction) }
             return (nil, nil)
         }
         guard let sentryID else { throw ProjectError(description: "no project '\(slug)'") }
-        logger.info("project keys rotated", metadata: ["project.slug": "\(slug)"])
-        return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
+        logger.info("project keys rotated", metadata: ["project.slug": "\(slug)", "project.keys": "\(keys)"])
+        return RotatedCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)
     }
 
     /// Runs `change`, one statement that changes `projects` and returns its result and its
@@ -171,6 +187,13 @@ extension CrashDatabase {
                 project: ProjectRef(id: id, slug: slug, groupingVersion: GroupingVersion(rawValue: grouping) ?? .v1),
                 sentryID: sentryID)
         }
+        return nil
+    }
+
+    /// The project named `slug`, or nil.
+    func project(slug: String) async throws -> ProjectRef? {
+        let rows = try await client.query("SELECT id, slug FROM projects WHERE slug = \(slug)", logger: logger)
+        for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
         return nil
     }
 

@@ -36,6 +36,64 @@ public struct ProjectCredentials: Codable, Sendable {
     }
 }
 
+/// Which keys `project rotate` replaces.
+public enum KeyRotation: String, Sendable, CustomStringConvertible {
+    /// Both keys (`project rotate NAME`).
+    case both
+    /// Only the read token (`--read-token`): a leaked token is revoked, shipped apps keep reporting.
+    case readToken
+    /// Only the ingest key (`--ingest-key`): scripts and the dashboard keep their read token.
+    case ingestKey
+
+    var rotatesIngestKey: Bool { self != .readToken }
+    var rotatesReadToken: Bool { self != .ingestKey }
+
+    public var description: String { rawValue }
+}
+
+/// What `project rotate` prints: the keys it minted, shown once; the key it kept is nil (only
+/// its hash is stored).
+public struct RotatedCredentials: Sendable {
+    /// The project slug.
+    public var project: String
+    /// The new ingest key, or nil when it was kept.
+    public var ingestKey: String?
+    /// The new read token, or nil when it was kept.
+    public var readToken: String?
+    /// The project's numeric id in Sentry DSNs.
+    public var sentryId: Int64
+
+    /// The JSON of `project create`, with the kept key `null`. `sentryDsn` is ready to use
+    /// when the ingest key is new; when it was kept, the DSN has the placeholder `<ingestKey>`
+    /// where the key goes, as `project list` prints it.
+    public func json(publicURL: String = ServerConfiguration.defaultPublicURL) throws -> String {
+        struct Printed: Encodable {
+            var project: String
+            var ingestKey: String?
+            var readToken: String?
+            var sentryId: Int64
+            var sentryDsn: String
+
+            enum CodingKeys: String, CodingKey { case project, ingestKey, readToken, sentryId, sentryDsn }
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(project, forKey: .project)
+                try container.encode(ingestKey, forKey: .ingestKey)  // null, not absent
+                try container.encode(readToken, forKey: .readToken)
+                try container.encode(sentryId, forKey: .sentryId)
+                try container.encode(sentryDsn, forKey: .sentryDsn)
+            }
+        }
+        let printed = Printed(
+            project: project, ingestKey: ingestKey, readToken: readToken, sentryId: sentryId,
+            sentryDsn: SentryDSN.format(publicURL: publicURL, key: ingestKey ?? SentryDSN.keyPlaceholder, sentryID: sentryId))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(printed), as: UTF8.self)
+    }
+}
+
 /// Key generation and hashing. Keys carry 256 random bits from the system CSPRNG and
 /// are stored only as SHA-256 (fast hashing suffices for random keys of this strength;
 /// lookups go by hash, so comparison time leaks nothing about a stored key).

@@ -37,17 +37,24 @@ struct SentryController: Sendable {
         router.on("/api/:sentryId/store", method: .options, use: preflight)
     }
 
+    /// An envelope with a key in its headers or query was authenticated by the middleware
+    /// before its first body byte was read. One without is read up to the end of its first
+    /// line, the envelope header (at most ``SentryEnvelope/maxHeaderLineBytes`` decoded), and
+    /// no further until the key of its `dsn` is checked: without one, 403 at once, while the
+    /// client may still be sending (the connection is then closed, ``ConnectionGuardHandler``).
     @Sendable func envelope(request: Request, context: CrashRequestContext) async throws -> Response {
         let format = try IngestBody.compression(request.headers[.contentEncoding])
-        let share = BodyByteBudget.Reservation(body.budget)
-        let bytes = try await readBody(request, format: format, holding: share)
-        let (header, itemsStart) = try Self.malformedIs400 { try SentryEnvelope.parseHeader(bytes) }
-        // Without a key in the headers or the query, the envelope's dsn names it.
+        try body.checkDeclaredLength(request.headers)
+        let share = BodyByteBudget.Reservation(body.budget, project: context.ingestProject?.id)
+        let whole = try body.wholeBody(request.body, format: format)
         var project = context.ingestProject
-        if project == nil, let key = header.dsn.flatMap(SentryDSN.publicKey(ofDSN:)) {
-            project = try await authenticator.authenticate(key, sentryID: try context.sentryID())
+        if project == nil {
+            project = try await authenticateByHeaderLine(whole, holding: share, context: context)
         }
         guard let project else { throw Self.missingKey }
+        let bytes = try await body.readRest(whole, holding: share)
+        guard !bytes.isEmpty else { throw APIError.badRequest("body is empty") }
+        let (header, itemsStart) = try Self.malformedIs400 { try SentryEnvelope.parseHeader(bytes) }
         let receivedAt = Date()
         let envelopeID = header.eventID.flatMap { UUIDText.parse($0, compact: true) }
         let (reports, sessions) = try await IngestBody.reading(bytes.count) {
@@ -66,10 +73,29 @@ struct SentryController: Sendable {
         return Self.success(id: reports.first?.id ?? (sessions.items > 0 ? nil : envelopeID))
     }
 
+    /// The project of the key in the `dsn` of the envelope's first line, read and no more;
+    /// `share` becomes the project's. 403 when the line names no key (or is no JSON object),
+    /// 400 when it is longer than ``SentryEnvelope/maxHeaderLineBytes``.
+    private func authenticateByHeaderLine(
+        _ whole: WholeBodyReading, holding share: BodyByteBudget.Reservation, context: CrashRequestContext
+    ) async throws -> ProjectRef {
+        let sentryID = try context.sentryID()
+        guard let line = try await body.readFirstLine(whole, maxBytes: SentryEnvelope.maxHeaderLineBytes, holding: share) else {
+            throw APIError.badRequest(
+                "envelope header: the first line is longer than \(SentryEnvelope.maxHeaderLineBytes) bytes")
+        }
+        guard let key = (try? SentryEnvelope.parseHeaderLine(line))?.dsn.flatMap(SentryDSN.publicKey(ofDSN:)) else {
+            throw Self.missingKey
+        }
+        let project = try await authenticator.authenticate(key, sentryID: sentryID)
+        try share.assign(to: project.id)
+        return project
+    }
+
     @Sendable func store(request: Request, context: CrashRequestContext) async throws -> Response {
         guard let project = context.ingestProject else { throw Self.missingKey }
         let format = try IngestBody.compression(request.headers[.contentEncoding])
-        let share = BodyByteBudget.Reservation(body.budget)
+        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
         let bytes = try await readBody(request, format: format, holding: share)
         let report = try await IngestBody.reading(bytes.count) {
             try Self.malformedIs400 { try SentryEvent.decode(bytes).report(receivedAt: Date()) }

@@ -49,15 +49,23 @@ struct SentryEnvelope {
     var header: Header
     var items: [Item]
 
+    /// The longest envelope header line read to find a key: SDKs send about 200 bytes (event
+    /// id, dsn, SDK name, a trace context).
+    static let maxHeaderLineBytes = 64 * 1024
+
     /// Reads the header line only; returns it and the offset where the items start.
     static func parseHeader(_ bytes: [UInt8]) throws -> (header: Header, itemsStart: Int) {
         guard !bytes.isEmpty else { throw Malformed(description: "envelope is empty") }
         let end = bytes.firstIndex(of: newline) ?? bytes.count
-        let line = bytes[0..<end]
+        return (try parseHeaderLine(bytes[0..<end]), min(end + 1, bytes.count))
+    }
+
+    /// The envelope header of `line`, the first line without its newline.
+    static func parseHeaderLine(_ line: ArraySlice<UInt8>) throws -> Header {
         guard let header = try? decodeObject(Header.self, line) else {
             throw Malformed(description: "envelope header is not a JSON object on the first line")
         }
-        return (header, min(end + 1, bytes.count))
+        return header
     }
 
     /// Parses the whole envelope.

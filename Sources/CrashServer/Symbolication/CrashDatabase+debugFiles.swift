@@ -1,4 +1,4 @@
-import Crypto
+import CrashDebugFiles
 import Foundation
 import NIOCore
 import PostgresNIO
@@ -23,45 +23,108 @@ public struct DebugFileUpload: Codable, Sendable, Equatable {
     public var file: DebugFileInfo
 }
 
+/// Each project's limits on stored debug files (`CRASHGUARD_DEBUG_FILES_MAX_COUNT`,
+/// `CRASHGUARD_DEBUG_FILES_MAX_BYTES`).
+public struct DebugFileQuota: Sendable, Equatable {
+    public var maxCount: Int
+    public var maxBytes: Int64
+
+    public init(maxCount: Int, maxBytes: Int64) {
+        self.maxCount = maxCount
+        self.maxBytes = maxBytes
+    }
+}
+
 extension CrashDatabase {
-    /// Stores an ELF debug file for `project` under its build id. Idempotent: uploading the
-    /// same build id again keeps the stored file unless the new one has more (DWARF where the
-    /// stored one has none, or a symbol table where it has neither), so a stripped binary
-    /// uploaded first is upgraded by its debug file and never the other way round.
-    public func storeDebugFile(project: Int64, name: String, contents: ByteBuffer) async throws -> DebugFileUpload {
-        let elf = try ELFDebugFile(parsing: contents.readableBytesView)
-        let sha = SHA256.hash(data: contents.readableBytesView).map { String(format: "%02x", $0) }.joined()
+    /// The advisory lock class that serializes the uploads of one project (the second key is
+    /// the project id), so that two uploads never both pass the quota on the same room.
+    static let debugFileLockClass: Int32 = 0x6466_696c  // "dfil"
+
+    /// Stores the ELF debug file in `spool` (parsed as `elf`) for `project` under its build id.
+    /// Idempotent: uploading the same build id again keeps the stored file unless the new one
+    /// has more (DWARF where the stored one has none, or a symbol table where it has neither),
+    /// so a stripped binary uploaded first is upgraded by its debug file and never the other
+    /// way round. A file that would take the project past `quota` is refused
+    /// (``DebugFileQuotaError``); a file that replaces one counts once.
+    ///
+    /// The contents go to `debug_file_chunks` chunk by chunk from the spool, in the same
+    /// transaction as the file's row: readers see the old file or the new one.
+    func storeDebugFile(
+        project: Int64, name: String, spool: DebugFileSpool, elf: ELFDebugFile, quota: DebugFileQuota
+    ) async throws -> DebugFileUpload {
+        let sha = spool.sha256
         let load = Int64(bitPattern: elf.loadAddress)
-        let size = Int64(contents.readableBytes)
+        let size = Int64(spool.size)
         let rank = (elf.hasDebugInfo ? 2 : 0) + (elf.hasSymbols ? 1 : 0)
-        let rows = try await client.query(
-            """
-            INSERT INTO debug_files AS d (project_id, build_id, kind, name, size, sha256, load_address, has_debug_info,
-                                          has_symbols, content)
-            VALUES (\(project), \(elf.buildID), 'elf', \(name), \(size), \(sha), \(load), \(elf.hasDebugInfo),
-                    \(elf.hasSymbols), \(contents))
-            ON CONFLICT (project_id, build_id) DO UPDATE
-                SET name = EXCLUDED.name, size = EXCLUDED.size, sha256 = EXCLUDED.sha256,
-                    load_address = EXCLUDED.load_address, has_debug_info = EXCLUDED.has_debug_info,
-                    has_symbols = EXCLUDED.has_symbols, content = EXCLUDED.content, uploaded_at = now()
-                WHERE (CASE WHEN d.has_debug_info THEN 2 ELSE 0 END + CASE WHEN d.has_symbols THEN 1 ELSE 0 END) < \(rank)
-            RETURNING (xmax = 0)
-            """, logger: logger)
-        var outcome = "unchanged"
-        for try await inserted in rows.decode(Bool.self) { outcome = inserted ? "created" : "replaced" }
+        let outcome = try await DebugFileQuotaError.unwrapping {
+            try await client.withTransaction(logger: logger) { connection -> String in
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(\(Self.debugFileLockClass), \(Int32(truncatingIfNeeded: project)))", logger: logger)
+                var stored: Int?
+                let existing = try await connection.query(
+                    """
+                    SELECT (CASE WHEN has_debug_info THEN 2 ELSE 0 END + CASE WHEN has_symbols THEN 1 ELSE 0 END)::int
+                    FROM debug_files WHERE project_id = \(project) AND build_id = \(elf.buildID) FOR UPDATE
+                    """, logger: logger)
+                for try await value in existing.decode(Int.self) { stored = value }
+                if let stored, stored >= rank { return "unchanged" }
+                var count = 0
+                var bytes: Int64 = 0
+                let usage = try await connection.query(
+                    """
+                    SELECT count(*)::bigint, coalesce(sum(size), 0)::bigint FROM debug_files
+                    WHERE project_id = \(project) AND build_id <> \(elf.buildID)
+                    """, logger: logger)
+                for try await (files, total) in usage.decode((Int64, Int64).self) {
+                    count = Int(files)
+                    bytes = total
+                }
+                if count + 1 > quota.maxCount { throw DebugFileQuotaError.count(quota.maxCount) }
+                if bytes + size > quota.maxBytes { throw DebugFileQuotaError.bytes(quota.maxBytes) }
+                try await connection.query(
+                    """
+                    INSERT INTO debug_files AS d (project_id, build_id, kind, name, size, sha256, load_address, has_debug_info,
+                                                  has_symbols, content)
+                    VALUES (\(project), \(elf.buildID), 'elf', \(name), \(size), \(sha), \(load), \(elf.hasDebugInfo),
+                            \(elf.hasSymbols), NULL)
+                    ON CONFLICT (project_id, build_id) DO UPDATE
+                        SET name = EXCLUDED.name, size = EXCLUDED.size, sha256 = EXCLUDED.sha256,
+                            load_address = EXCLUDED.load_address, has_debug_info = EXCLUDED.has_debug_info,
+                            has_symbols = EXCLUDED.has_symbols, content = NULL, uploaded_at = now()
+                    """, logger: logger)
+                try await connection.query(
+                    "DELETE FROM debug_file_chunks WHERE project_id = \(project) AND build_id = \(elf.buildID)", logger: logger)
+                var seq: Int32 = 0
+                try await spool.forEachChunk { chunk in
+                    try await connection.query(
+                        """
+                        INSERT INTO debug_file_chunks (project_id, build_id, seq, data)
+                        VALUES (\(project), \(elf.buildID), \(seq), \(chunk))
+                        """, logger: logger)
+                    seq += 1
+                }
+                return stored == nil ? "created" : "replaced"
+            }
+        }
         guard let info = try await debugFiles(project: project, buildIDs: [elf.buildID]).first else {
             throw APIError.notFound("the debug file's project no longer exists")
         }
         return DebugFileUpload(outcome: outcome, file: info.info)
     }
 
-    /// ``storeDebugFile(project:name:contents:)`` for the command line: by project slug.
-    public func storeDebugFile(projectSlug: String, name: String, contents: Data) async throws -> DebugFileUpload {
+    /// Stores the ELF file at `path` for the command line: by project slug, with the same
+    /// parsing, quota and storage as an upload.
+    public func storeDebugFile(
+        projectSlug: String, name: String, path: String, quota: DebugFileQuota, spoolDirectory: URL
+    ) async throws -> DebugFileUpload {
         let rows = try await client.query("SELECT id FROM projects WHERE slug = \(projectSlug)", logger: logger)
         var id: Int64?
         for try await value in rows.decode(Int64.self) { id = value }
         guard let id else { throw APIError.notFound("no project '\(projectSlug)'") }
-        return try await storeDebugFile(project: id, name: name, contents: ByteBuffer(bytes: contents))
+        let spool = try DebugFileSpool(in: spoolDirectory)
+        try await spool.append(contentsOf: path)
+        let elf = try await spool.parse()
+        return try await storeDebugFile(project: id, name: name, spool: spool, elf: elf, quota: quota)
     }
 
     /// The stored debug files of `project` among `buildIDs`, with their load addresses.
@@ -84,14 +147,57 @@ extension CrashDatabase {
         return files
     }
 
-    /// The contents of one stored debug file, if it still has the given digest.
-    func debugFileContents(project: Int64, buildID: String, sha256: String) async throws -> ByteBuffer? {
+    /// Calls `body` with each stored chunk of one debug file, in order, if the file still has
+    /// the given digest; false when it does not (replaced or deleted). Each chunk is its own
+    /// statement: a replacement committed meanwhile shows as a copy whose digest is wrong,
+    /// which the caller checks.
+    func debugFileChunks(
+        project: Int64, buildID: String, sha256: String, _ body: (ByteBuffer) async throws -> Void
+    ) async throws -> Bool {
+        var count: Int32?
         let rows = try await client.query(
             """
-            SELECT content FROM debug_files
-            WHERE project_id = \(project) AND build_id = \(buildID) AND sha256 = \(sha256)
+            SELECT (SELECT count(*)::int FROM debug_file_chunks c WHERE c.project_id = d.project_id AND c.build_id = d.build_id)
+            FROM debug_files d WHERE project_id = \(project) AND build_id = \(buildID) AND sha256 = \(sha256)
             """, logger: logger)
-        for try await content in rows.decode(ByteBuffer.self) { return content }
-        return nil
+        for try await value in rows.decode(Int32.self) { count = value }
+        guard let count else { return false }
+        for seq in 0..<count {
+            var chunk: ByteBuffer?
+            let rows = try await client.query(
+                """
+                SELECT data FROM debug_file_chunks WHERE project_id = \(project) AND build_id = \(buildID) AND seq = \(seq)
+                """, logger: logger)
+            for try await data in rows.decode(ByteBuffer.self) { chunk = data }
+            guard let chunk else { return false }
+            try await body(chunk)
+        }
+        return true
+    }
+}
+
+/// An upload that would take its project past a debug-file quota: 413 naming it.
+struct DebugFileQuotaError: Error, CustomStringConvertible {
+    private enum Code { case count, bytes }
+    private let code: Code
+    private let limit: Int64
+    static func count(_ limit: Int) -> Self { Self(code: .count, limit: Int64(limit)) }
+    static func bytes(_ limit: Int64) -> Self { Self(code: .bytes, limit: limit) }
+
+    /// Runs `body`, a transaction: a quota error thrown inside it comes out as itself rather
+    /// than wrapped in PostgresNIO's transaction error.
+    static func unwrapping<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PostgresTransactionError {
+            if let quota = error.closureError as? DebugFileQuotaError { throw quota }
+            throw error
+        }
+    }
+    var description: String {
+        switch code {
+        case .count: "quota: the project already stores \(limit) debug files (CRASHGUARD_DEBUG_FILES_MAX_COUNT)"
+        case .bytes: "quota: the project's debug files would exceed \(limit) bytes (CRASHGUARD_DEBUG_FILES_MAX_BYTES)"
+        }
     }
 }

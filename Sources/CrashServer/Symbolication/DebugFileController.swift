@@ -1,3 +1,4 @@
+import CrashDebugFiles
 import CrashWire
 import Foundation
 import HTTPTypes
@@ -7,12 +8,30 @@ import NIOCore
 /// `POST /v1/projects/{project}/debug-files?name=<file name>`: the body is one ELF file
 /// (`application/octet-stream`), stored by its GNU build id. Behind the project's read
 /// token, the secret credential (the ingest key ships inside apps; anyone holding it must
-/// not be able to change what a project's stacks say). 201 for a new build id, 200 for a
-/// re-upload (`outcome` says whether it replaced a poorer file), 400 for a file that is
-/// not ELF or has no build id, 413 over `CRASHGUARD_MAX_DEBUG_FILE_BYTES`.
+/// not be able to change what a project's stacks say), checked before any body byte is read.
+/// 201 for a new build id, 200 for a re-upload (`outcome` says whether it replaced a poorer
+/// file), 400 for a file that is not ELF, has no build id or whose headers cannot be read in
+/// bounded work (``ELFDebugFile``), 413 over `CRASHGUARD_MAX_DEBUG_FILE_BYTES` or the
+/// project's quota (``DebugFileQuota``).
+///
+/// The body is streamed to a file in `spoolDirectory` as it arrives: what is in memory at
+/// once (the chunks received and not yet written) is counted in the server's
+/// ``BodyByteBudget`` under the project (503 past its share) and given back as it reaches the
+/// disk. The headers are parsed from that file on NIO's blocking thread pool.
 struct DebugFileController: Sendable {
     let database: CrashDatabase
     let maxBytes: Int
+    let quota: DebugFileQuota
+    let budget: BodyByteBudget
+    let spoolDirectory: URL
+
+    /// `$TMPDIR/crashguard-uploads`: uploads as they arrive (each removed when its request ends).
+    static var defaultSpoolDirectory: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-uploads", isDirectory: true)
+    }
+
+    /// Received bytes are written to the file once this many are in memory (or the body ends).
+    static let writeBytes = 1 << 20
 
     func addRoutes(to router: Router<CrashRequestContext>) {
         router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: database))
@@ -25,25 +44,41 @@ struct DebugFileController: Sendable {
         guard !name.isEmpty, name.utf8.count <= 255, !name.contains("/"), !name.unicodeScalars.contains(where: { $0.value < 0x20 })
         else { throw APIError.badRequest("name: a file name of 1 to 255 bytes, without '/' or control characters") }
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
-            throw APIError.payloadTooLarge("debug file over \(maxBytes) bytes (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
+            throw tooLarge
         }
-        let body = request.body
-        let contents: ByteBuffer
-        do {
-            contents = try await body.collect(upTo: maxBytes)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw APIError.payloadTooLarge("debug file over \(maxBytes) bytes (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
+        let spool = try DebugFileSpool(in: spoolDirectory)
+        let share = BodyByteBudget.Reservation(budget, project: project.id)
+        var pending = ByteBuffer()
+        for try await chunk in request.body {
+            guard spool.size + pending.readableBytes + chunk.readableBytes <= maxBytes else { throw tooLarge }
+            try share.grow(to: pending.readableBytes + chunk.readableBytes)
+            pending.writeImmutableBuffer(chunk)
+            if pending.readableBytes >= Self.writeBytes {
+                try await spool.append(pending)
+                pending = ByteBuffer()
+                share.release()
+            }
         }
+        if pending.readableBytes > 0 { try await spool.append(pending) }
+        pending = ByteBuffer()
+        share.release()
         let upload: DebugFileUpload
         do {
-            upload = try await database.storeDebugFile(project: project.id, name: name, contents: contents)
+            let elf = try await spool.parse()
+            upload = try await database.storeDebugFile(project: project.id, name: name, spool: spool, elf: elf, quota: quota)
         } catch let error as ELFDebugFile.Error {
             throw APIError.badRequest("\(error)")
+        } catch let error as DebugFileQuotaError {
+            throw APIError.payloadTooLarge("\(error)")
         }
         let data = try JSONEncoder.crashWire().encode(upload)
         return Response(
             status: upload.outcome == "created" ? .created : .ok,
             headers: [.contentType: "application/json; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    private var tooLarge: APIError {
+        APIError.payloadTooLarge("debug file over \(maxBytes) bytes (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
     }
 }

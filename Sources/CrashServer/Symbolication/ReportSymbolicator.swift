@@ -1,3 +1,4 @@
+import CrashDebugFiles
 import DequeModule
 import Foundation
 import Logging
@@ -32,17 +33,27 @@ public struct SymbolicatedFrame: Codable, Sendable, Equatable {
 public final class ReportSymbolicator: Sendable {
     let database: CrashDatabase
     let pool: SymbolizerPool
-    let directory: URL
+    let files: DebugFileCache
     let logger: Logger
     private let cache: SymbolCache
 
-    public init(database: CrashDatabase, pool: SymbolizerPool, directory: URL? = nil, cacheEntries: Int = 100_000, logger: Logger) {
+    /// `directory` holds the copies of debug files the symbolizer reads (``DebugFileCache``),
+    /// at most `cacheBytes` of them.
+    public init(
+        database: CrashDatabase, pool: SymbolizerPool, directory: URL? = nil, cacheBytes: Int64 = 4 << 30,
+        cacheEntries: Int = 100_000, logger: Logger
+    ) {
         self.database = database
         self.pool = pool
-        self.directory =
-            directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-debug-files", isDirectory: true)
+        self.files = DebugFileCache(
+            directory: directory ?? Self.defaultDirectory, maxBytes: cacheBytes, logger: logger)
         self.cache = SymbolCache(capacity: cacheEntries)
         self.logger = logger
+    }
+
+    /// `$TMPDIR/crashguard-debug-files`.
+    public static var defaultDirectory: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-debug-files", isDirectory: true)
     }
 
     /// An image a report's frames fall in.
@@ -186,22 +197,9 @@ public final class ReportSymbolicator: Sendable {
         return found
     }
 
-    /// The debug file on local disk (`<build id>-<sha256>.debug` in `directory`), written from
-    /// the database on first use: atomically, so concurrent readers and replicas sharing
-    /// the directory never see half a file.
+    /// The symbolizer's copy of the debug file (``DebugFileCache``).
     func localFile(project: Int64, file: DebugFileInfo) async throws -> URL {
-        let url = directory.appendingPathComponent("\(file.buildId)-\(file.sha256.prefix(16)).debug")
-        if FileManager.default.fileExists(atPath: url.path) { return url }
-        guard let contents = try await database.debugFileContents(project: project, buildID: file.buildId, sha256: file.sha256)
-        else { throw SymbolizerError.unavailable("debug file \(file.buildId) was replaced while reading") }
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let temporary = directory.appendingPathComponent(".\(UUID().uuidString).tmp")
-        try Data(contents.readableBytesView).write(to: temporary)
-        if rename(temporary.path, url.path) != 0 {
-            try? FileManager.default.removeItem(at: temporary)
-            throw SymbolizerError.unavailable("cannot write \(url.path): errno \(errno)")
-        }
-        return url
+        try await files.file(project: project, info: file, database: database)
     }
 }
 

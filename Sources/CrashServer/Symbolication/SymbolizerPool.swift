@@ -19,17 +19,44 @@ public struct SymbolizedLocation: Codable, Sendable, Equatable {
     }
 }
 
+/// What one `llvm-symbolizer` process may use, set on it before it reads its first request:
+/// CPU seconds over its life (`RLIMIT_CPU`; the pool retires a process past half of it, so
+/// the limit only ends one that spins), address space (`RLIMIT_AS`: it maps the debug files
+/// it reads), the size of any file it writes (`RLIMIT_FSIZE`, 0: it has none to write) and
+/// no core dumps.
+public struct SymbolizerLimits: Sendable, Equatable {
+    public var cpuSeconds: UInt64
+    public var addressSpaceBytes: UInt64
+    public var fileSizeBytes: UInt64
+
+    public init(cpuSeconds: UInt64 = 600, addressSpaceBytes: UInt64 = 4 << 30, fileSizeBytes: UInt64 = 0) {
+        self.cpuSeconds = cpuSeconds
+        self.addressSpaceBytes = addressSpaceBytes
+        self.fileSizeBytes = fileSizeBytes
+    }
+}
+
 /// A bounded pool of long-running `llvm-symbolizer` processes, speaking its stdin/stdout
 /// protocol: one `CODE "<file>" 0x<address>` line in, one JSON line out
 /// (`--inlining --output-style=JSON`). A process is started on first need, reused, and
-/// replaced when it dies or does not answer within `timeout` (it is killed then).
-/// At most `size` processes run; callers beyond that wait (at most `maxWaiting` of them,
-/// then ``SymbolizerError/busy``). A service: on graceful shutdown every process ends.
+/// replaced when it dies, does not answer within `timeout` (it is killed then) or has used
+/// half of its CPU limit. At most `size` processes run; callers beyond that wait (at most
+/// `maxWaiting` of them, then ``SymbolizerError/busy``). A service: on graceful shutdown
+/// every process ends.
+///
+/// Each process runs with an empty environment (none of the server's settings, database URL
+/// or session secret), in a directory of its own, under ``SymbolizerLimits``, and with every
+/// lookup of other files pointed at an empty directory (`--debug-file-directory`,
+/// `--fallback-debug-path`, `--dwp`; `--no-debuginfod` where the symbolizer has it). The
+/// files it is given are the server's own copies, which name no other file
+/// (``DebugFileCache``).
 public actor SymbolizerPool: Service {
     public let executable: String
     public let size: Int
     public let timeout: Duration
     public let maxWaiting: Int
+    public let limits: SymbolizerLimits
+    private var debuginfodFlag: [String]?
     private let logger: Logger
     private var idle: [SymbolizerProcess] = []
     private var running = 0
@@ -38,12 +65,13 @@ public actor SymbolizerPool: Service {
 
     public init(
         executable: String = "/usr/bin/llvm-symbolizer", size: Int = 2, timeout: Duration = .seconds(10),
-        maxWaiting: Int = 256, logger: Logger
+        maxWaiting: Int = 256, limits: SymbolizerLimits = SymbolizerLimits(), logger: Logger
     ) {
         self.executable = executable
         self.size = max(1, size)
         self.timeout = timeout
         self.maxWaiting = maxWaiting
+        self.limits = limits
         self.logger = logger
         // A symbolizer that dies between our write and its read must not kill the server
         // with SIGPIPE: writes to its pipe then fail with EPIPE, and it is restarted.
@@ -100,6 +128,10 @@ public actor SymbolizerPool: Service {
             running -= 1
             return
         }
+        if process.isAlive, process.cpuSeconds() * 2 >= limits.cpuSeconds {
+            logger.info("llvm-symbolizer retired after half of its CPU limit", metadata: ["pid": "\(process.pid)"])
+            process.terminate()
+        }
         if process.isAlive {
             if let waiter = waiters.popFirst() { waiter.resume(returning: process) } else { idle.append(process) }
             return
@@ -112,7 +144,8 @@ public actor SymbolizerPool: Service {
     }
 
     private func start() throws -> SymbolizerProcess {
-        let process = try SymbolizerProcess(executable: executable)
+        if debuginfodFlag == nil { debuginfodFlag = SymbolizerProcess.debuginfodFlag(executable: executable) }
+        let process = try SymbolizerProcess(executable: executable, limits: limits, extraArguments: debuginfodFlag ?? [])
         running += 1
         logger.debug("llvm-symbolizer started", metadata: ["pid": "\(process.pid)"])
         return process
@@ -134,41 +167,117 @@ public struct SymbolizerError: Error, CustomStringConvertible, Equatable {
 }
 
 /// One `llvm-symbolizer` process. Used by one caller at a time (the pool guarantees it);
-/// its blocking pipe I/O runs on its own serial queue, never on a Swift concurrency thread.
+/// its blocking pipe I/O runs on its own serial queue (answers read) and a writer thread
+/// (requests written at the same time), never on a Swift concurrency thread.
 final class SymbolizerProcess: @unchecked Sendable {
     private let process: Process
     private let input: FileHandle
     private let output: Int32
     private let queue = DispatchQueue(label: "llvm-symbolizer")
+    private let writer = DispatchQueue(label: "llvm-symbolizer-requests")
     private let lock = NSLock()
     private var buffer: [UInt8] = []
+    private var bufferStart = 0
     private var dead = false
+    /// The process's own directory: its working directory, and the empty directory every
+    /// lookup of another file is pointed at.
+    let directory: URL
 
     var pid: Int32 { process.processIdentifier }
     var isAlive: Bool { lock.withLock { !dead } && process.isRunning }
 
-    init(executable: String) throws {
+    init(executable: String, limits: SymbolizerLimits, extraArguments: [String] = []) throws {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw SymbolizerError.unavailable("\(executable) not found (Debian: apt-get install llvm)")
         }
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-symbolizer-\(UUID().uuidString)")
+        let empty = directory.appendingPathComponent("empty")
+        try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["--inlining", "--output-style=JSON", "--demangle", "--functions=linkage"]
+        process.arguments =
+            [
+                "--inlining", "--output-style=JSON", "--demangle", "--functions=linkage",
+                "--debug-file-directory=\(empty.path)", "--fallback-debug-path=\(empty.path)", "--dwp=\(empty.path)/none.dwp",
+            ] + extraArguments
+        process.environment = [:]
+        process.currentDirectoryURL = directory
         let stdin = Pipe()
         let stdout = Pipe()
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = FileHandle.nullDevice
-        try process.run()
         input = stdin.fileHandleForWriting
         output = stdout.fileHandleForReading.fileDescriptor
         _stdout = stdout
+        do {
+            try process.run()
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+        // Before its first request: until then it reads nothing but its own arguments.
+        let pid = process.processIdentifier
+        let applied = [
+            Self.limit(pid, RLIMIT_CPU, limits.cpuSeconds), Self.limit(pid, RLIMIT_AS, limits.addressSpaceBytes),
+            Self.limit(pid, RLIMIT_FSIZE, limits.fileSizeBytes), Self.limit(pid, RLIMIT_CORE, 0),
+        ]
+        guard applied.allSatisfy({ $0 }) else {
+            terminate()
+            throw SymbolizerError.unavailable("cannot set the limits of llvm-symbolizer (errno \(errno))")
+        }
+    }
+
+    private static func limit(_ pid: pid_t, _ resource: __rlimit_resource, _ value: UInt64) -> Bool {
+        guard let prlimit = Self.prlimit else { return false }
+        var limit = rlimit(rlim_cur: rlim_t(value), rlim_max: rlim_t(value))
+        return prlimit(pid, Int32(resource.rawValue), &limit, nil) == 0
+    }
+
+    /// glibc's `prlimit(2)` wrapper, which Swift's Glibc module does not declare (it needs
+    /// `_GNU_SOURCE`): it sets the limits of another process, here the child just started.
+    /// (`posix_spawn`, which `Process` uses, cannot set limits in the child.)
+    private static let prlimit: (@convention(c) (pid_t, Int32, UnsafePointer<rlimit>?, UnsafeMutablePointer<rlimit>?) -> Int32)? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "prlimit") else { return nil }
+        return unsafeBitCast(
+            symbol, to: (@convention(c) (pid_t, Int32, UnsafePointer<rlimit>?, UnsafeMutablePointer<rlimit>?) -> Int32).self)
+    }()
+
+    /// `--no-debuginfod` when the symbolizer has debuginfod lookups (LLVM 15 and later); none
+    /// otherwise (LLVM 14 has none to turn off).
+    static func debuginfodFlag(executable: String) -> [String] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["--help"]
+        process.environment = [:]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return [] }
+        let help = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: help, as: UTF8.self).contains("--no-debuginfod") ? ["--no-debuginfod"] : []
+    }
+
+    /// CPU seconds the process has used (user plus system), from `/proc/<pid>/stat`; 0 when unknown.
+    func cpuSeconds() -> UInt64 {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3; utime and stime are fields 14 and 15.
+        guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return 0 }
+        let ticks = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
+        return (user + system) / ticks
     }
 
     /// Kept so the read end stays open for the process's life.
     private let _stdout: Pipe
 
-    deinit { terminate() }
+    deinit {
+        terminate()
+        try? FileManager.default.removeItem(at: directory)
+    }
 
     func terminate() {
         lock.withLock { dead = true }
@@ -220,15 +329,25 @@ final class SymbolizerProcess: @unchecked Sendable {
         // The file name is quoted; a quote or newline in it cannot be expressed, and the
         // server only passes the paths it wrote itself.
         guard !file.contains("\""), !file.contains("\n") else { return addresses.map { _ in [] } }
-        var request = ""
-        for address in addresses { request += "CODE \"\(file)\" 0x\(String(address, radix: 16))\n" }
-        do {
-            try input.write(contentsOf: Data(request.utf8))
-        } catch {
-            terminate()
-            throw SymbolizerError.died
+        var text = ""
+        for address in addresses { text += "CODE \"\(file)\" 0x\(String(address, radix: 16))\n" }
+        let request = Data(text.utf8)
+        // Written while the answers are read: a request larger than the pipe's buffer would
+        // otherwise wait for a reader that waits for it.
+        let written = DispatchSemaphore(value: 0)
+        let failed = Finished()
+        writer.async { [self] in
+            do {
+                try input.write(contentsOf: request)
+            } catch {
+                _ = failed.set()
+                terminate()
+            }
+            written.signal()
         }
+        defer { written.wait() }
         var results: [[SymbolizedLocation]] = []
+        results.reserveCapacity(addresses.count)
         for _ in addresses {
             guard let line = try readLine() else {
                 terminate()
@@ -239,19 +358,27 @@ final class SymbolizerProcess: @unchecked Sendable {
         return results
     }
 
-    private func readLine() throws -> [UInt8]? {
+    private func readLine() throws -> ArraySlice<UInt8>? {
         while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = Array(buffer[..<newline])
-                buffer.removeFirst(newline + 1)
+            if let newline = buffer[bufferStart...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = buffer[bufferStart..<newline]
+                bufferStart = newline + 1
                 return line
             }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let count = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return nil }
-            buffer.append(contentsOf: chunk[..<count])
+            if bufferStart > 0 {
+                buffer.removeFirst(bufferStart)
+                bufferStart = 0
+            }
             guard buffer.count <= 16 << 20 else { return nil }  // no answer is 16 MiB
+            let count = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 65536) { chunk in
+                while true {
+                    let count = read(output, chunk.baseAddress, chunk.count)
+                    if count < 0, errno == EINTR { continue }
+                    if count > 0 { buffer.append(contentsOf: chunk[..<count]) }
+                    return count
+                }
+            }
+            guard count > 0 else { return nil }
         }
     }
 
@@ -266,7 +393,7 @@ final class SymbolizerProcess: @unchecked Sendable {
     }
 
     /// One JSON answer line as locations (an `Error` answer, or `??`, is no location).
-    static func parse(_ line: [UInt8]) -> [SymbolizedLocation] {
+    static func parse(_ line: some Collection<UInt8>) -> [SymbolizedLocation] {
         guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(line)) else { return [] }
         return (answer.Symbol ?? []).compactMap { symbol in
             let function = symbol.FunctionName.flatMap { $0.isEmpty || $0 == "??" ? nil : SwiftDemangler.demangle($0) }
