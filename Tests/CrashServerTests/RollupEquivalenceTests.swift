@@ -75,6 +75,7 @@ import Testing
     /// Tables that are not derived from reports (or are the reports themselves).
     static let notRollups: Set<String> = [
         "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes", "debug_files",
+        "debug_file_chunks", "dashboard_sessions",
         // Release health: derived from sessions, not reports (ReleaseHealthTests checks them).
         "session_states", "session_aggregates", "session_hourly", "session_user_registers",
     ]

@@ -29,7 +29,7 @@ struct SessionsController: Sendable {
         try IngestController.checkContentType(request.headers.value(.contentType))
         let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
         try body.checkDeclaredLength(request.headers)
-        let share = BodyByteBudget.Reservation(body.budget)
+        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
         let bytes = try await body.read(request.body, format: coding, holding: share)
         let now = Date()
         let (updates, rejected) = try await IngestBody.reading(bytes.count) { try Self.parse(bytes, now: now) }
