@@ -1,10 +1,12 @@
 // swift-tools-version:6.2
-// libFuzzer targets for CrashGuard's ingest pipeline and reason normalizer (issues 9, 13).
+// libFuzzer targets for CrashGuard's ingest pipeline, reason normalizer (issues 9, 13) and
+// debug-file reader (issue 41).
 //
 // A package of its own, so the fuzz executables (which only link with -sanitize=fuzzer)
 // never enter the main package's product set. It depends on the main package by path and
 // fuzzes its real modules: CrashIngest (the server's pipeline from body bytes to signed
-// reports) and CrashGrouping. Built and run by scripts/fuzz.
+// reports), CrashGrouping and CrashDebugFiles (the ELF reader uploads go through). Built and
+// run by scripts/fuzz.
 import PackageDescription
 
 let fuzzFlags: [SwiftSetting] = [.unsafeFlags(["-parse-as-library"])]
@@ -19,6 +21,10 @@ let package = Package(
         .executableTarget(
             name: "FuzzIngest",
             dependencies: [.product(name: "CrashIngest", package: "CrashGuard"), "FuzzDriver"],
+            swiftSettings: fuzzFlags),
+        .executableTarget(
+            name: "FuzzELF",
+            dependencies: [.product(name: "CrashDebugFiles", package: "CrashGuard"), "FuzzDriver"],
             swiftSettings: fuzzFlags),
         .executableTarget(
             name: "FuzzNormalizer",

@@ -80,6 +80,31 @@ public struct ELFDebugFile: Sendable, Equatable {
 
     /// Reads the headers of the file in `data` (a mapped file, or a buffer).
     public init(parsing data: UnsafeRawBufferPointer) throws(Error) {
+        let headers = try Self.read(data)
+        guard let buildID = headers.buildID else { throw .noBuildID }
+        self.buildID = buildID
+        self.loadAddress = headers.loadAddress
+        self.hasDebugInfo = headers.hasDebugInfo
+        self.hasSymbols = headers.hasSymbols
+        self.lookupPatches = headers.lookupPatches
+    }
+
+    /// The ``lookupPatches`` a file still needs, with or without a build id: empty for a copy
+    /// whose patches were applied (the check made before a symbolizer may read it).
+    public static func remainingLookups(in data: UnsafeRawBufferPointer) throws(Error) -> [Patch] {
+        try read(data).lookupPatches
+    }
+
+    /// What ``init(parsing:)`` reads, the build id optional.
+    private struct Headers {
+        var buildID: String?
+        var loadAddress: UInt64
+        var hasDebugInfo: Bool
+        var hasSymbols: Bool
+        var lookupPatches: [Patch]
+    }
+
+    private static func read(_ data: UnsafeRawBufferPointer) throws(Error) -> Headers {
         guard data.count >= 16, data[0] == 0x7f, data[1] == 0x45, data[2] == 0x4c, data[3] == 0x46 else {
             throw .notELF
         }
@@ -104,7 +129,7 @@ public struct ELFDebugFile: Sendable, Equatable {
             if shnum == 0 { shnum = try r.word(at: zero + (r.is64 ? 32 : 20)) }
             if shstrndx == 0xffff { shstrndx = UInt64(try r.u32(at: zero + (r.is64 ? 40 : 24))) }
         }
-        guard phnum <= Self.maxHeaders, shnum <= Self.maxHeaders else { throw .tooManyHeaders }
+        guard phnum <= maxHeaders, shnum <= maxHeaders else { throw .tooManyHeaders }
 
         var notes = NoteScan()
         var low = UInt64.max
@@ -170,12 +195,9 @@ public struct ELFDebugFile: Sendable, Equatable {
             let unread = try Region.checked(regions).filter { section in !notes.covered(section) }
             try notes.scan(unread, in: r)
         }
-        guard let buildID = notes.buildID else { throw .noBuildID }
-        self.buildID = buildID
-        self.loadAddress = low == .max ? 0 : low
-        self.hasDebugInfo = hasDebugInfo
-        self.hasSymbols = hasSymbols
-        self.lookupPatches = notes.patches + patches
+        return Headers(
+            buildID: notes.buildID, loadAddress: low == .max ? 0 : low, hasDebugInfo: hasDebugInfo, hasSymbols: hasSymbols,
+            lookupPatches: notes.patches + patches)
     }
 
     /// A build id as the SDK sends it and the server keys files by: 2 to 64 bytes of lowercase hex.
@@ -190,7 +212,11 @@ public struct ELFDebugFile: Sendable, Equatable {
         var size: UInt64
         var align: UInt64
 
-        var end: UInt64 { offset + size }
+        /// Where the region ends, saturating: a hostile offset plus size may not fit 64 bits.
+        var end: UInt64 {
+            let (sum, overflow) = offset.addingReportingOverflow(size)
+            return overflow ? .max : sum
+        }
 
         /// The regions with contents, by offset; `overlappingNotes` when two share a byte.
         static func checked(_ regions: [Region]) throws(Error) -> [Region] {

@@ -42,7 +42,8 @@ import Testing
             let first = try await client.query("/v1/projects/\(p.project)/crashes?limit=1&sort=lastSeen", token: p.readToken)
             let genuine = try #require(first.json["nextCursor"] as? String)
             let id = try #require(first.json.groups.first?["id"] as? String)
-            let decoded = try ListCursor.decode(genuine, order: .lastSeen)
+            let project = try await projectID(p.project)
+            let decoded = try ListCursor.decode(genuine, order: .lastSeen, project: project)
             let from = ListCursor.micros(now.addingTimeInterval(-86_400)), to = ListCursor.micros(now.addingTimeInterval(3600))
             func forged(_ json: String) -> String {
                 Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
@@ -55,20 +56,20 @@ import Testing
                 ("lastSeen", String(genuine.dropLast(3))),
                 ("lastSeen", genuine + "é"),
                 ("count", genuine),  // another sort's cursor
-                ("lastSeen", forged(#"{"s":"l","k":"١٢","i":1,"f":\#(from),"t":\#(to)}"#)),  // non-ASCII digits
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":1,"f":\#(from),"t":\#(to),"n":"12:10:"}"#)),  // the old snapshot text
-                ("lastSeen", forged(#"{"s":"l","k":9223372036854775807,"i":1,"f":\#(from),"t":\#(to)}"#)),  // time out of range
-                ("lastSeen", forged(#"{"s":"l","k":-9223372036854775808,"i":1,"f":\#(from),"t":\#(to)}"#)),
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":1,"f":\#(to),"t":\#(from)}"#)),  // from after to
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":1,"f":\#(to - 401 * 86_400_000_000),"t":\#(to)}"#)),  // over 400 days
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":1,"f":\#(Int64.max),"t":\#(Int64.max)}"#)),
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":1,"f":-\#(10_000 * year),"t":-\#(10_000 * year)}"#)),
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":1}"#)),  // no window
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":0,"f":\#(from),"t":\#(to)}"#)),  // group id 0
-                ("lastSeen", forged(#"{"s":"l","k":1,"i":1,"f":\#(from),"t":\#(to),"n":-4}"#)),  // snapshot id
-                ("count", forged(#"{"s":"c","k":-1,"i":1,"f":\#(from),"t":\#(to)}"#)),  // negative count
-                ("count", forged(#"{"s":"c","k":1.5,"i":1,"f":\#(from),"t":\#(to)}"#)),
-                ("count", forged(#"{"s":"c","k":1,"i":1e30,"f":\#(from),"t":\#(to)}"#)),
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":"١٢","i":1,"f":\#(from),"t":\#(to)}"#)),  // non-ASCII digits
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":1,"f":\#(from),"t":\#(to),"n":"12:10:"}"#)),  // the old snapshot text
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":9223372036854775807,"i":1,"f":\#(from),"t":\#(to)}"#)),  // time out of range
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":-9223372036854775808,"i":1,"f":\#(from),"t":\#(to)}"#)),
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":1,"f":\#(to),"t":\#(from)}"#)),  // from after to
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":1,"f":\#(to - 401 * 86_400_000_000),"t":\#(to)}"#)),  // over 400 days
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":1,"f":\#(Int64.max),"t":\#(Int64.max)}"#)),
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":1,"f":-\#(10_000 * year),"t":-\#(10_000 * year)}"#)),
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":1}"#)),  // no window
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":0,"f":\#(from),"t":\#(to)}"#)),  // group id 0
+                ("lastSeen", forged(#"{"s":"l","p":\#(project),"k":1,"i":1,"f":\#(from),"t":\#(to),"n":-4}"#)),  // snapshot id
+                ("count", forged(#"{"s":"c","p":\#(project),"k":-1,"i":1,"f":\#(from),"t":\#(to)}"#)),  // negative count
+                ("count", forged(#"{"s":"c","p":\#(project),"k":1.5,"i":1,"f":\#(from),"t":\#(to)}"#)),
+                ("count", forged(#"{"s":"c","p":\#(project),"k":1,"i":1e30,"f":\#(from),"t":\#(to)}"#)),
                 ("count", forged(#"[1,2,3]"#)),
             ]
             for (sort, cursor) in cases {
@@ -81,10 +82,10 @@ import Testing
             // Reports lists: another group's cursor, a list cursor, an out-of-range time.
             let reportCases = [
                 genuine,
-                ListCursor(order: .reports, key: 1, groupID: decoded.groupID + 1, reportID: UUID()).encode(),
-                ListCursor(order: .reports, key: Int64.max, groupID: Int64(id)!, reportID: UUID()).encode(),
-                forged(#"{"s":"r","k":1,"i":\#(id),"u":"not-a-uuid"}"#),
-                forged(#"{"s":"r","k":1,"i":\#(id)}"#),
+                ListCursor(order: .reports, project: project, key: 1, groupID: decoded.groupID + 1, reportID: UUID()).encode(),
+                ListCursor(order: .reports, project: project, key: Int64.max, groupID: Int64(id)!, reportID: UUID()).encode(),
+                forged(#"{"s":"r","p":\#(project),"k":1,"i":\#(id),"u":"not-a-uuid"}"#),
+                forged(#"{"s":"r","p":\#(project),"k":1,"i":\#(id)}"#),
             ]
             for cursor in reportCases {
                 let page = try await client.query(
@@ -99,6 +100,70 @@ import Testing
         }
     }
 
+    /// Hardening, "Bounded queries": a cursor is bound to the project and the list that issued
+    /// it. Another project's `nextCursor` on this project's list, a list cursor on a reports
+    /// list and the other way round, and a cursor without a project are 400s naming `cursor`.
+    @Test func cursorOfAnotherProjectOrListIsRefused() async throws {
+        let a = try await makeProject(), b = try await makeProject()
+        let now = Date()
+        try await withApp { client in
+            for p in [a, b] {
+                let reasons = ["bound x", "bound x", "bound y", "bound z"]
+                try await client.send(reasons.map { queryReport($0, at: now) }, key: p.ingestKey)
+            }
+            for sort in ["count", "lastSeen", "firstSeen"] {
+                let page = try await client.query("/v1/projects/\(b.project)/crashes?limit=1&sort=\(sort)", token: b.readToken)
+                let cursor = try #require(page.json["nextCursor"] as? String)
+                let elsewhere = try await client.query(
+                    "/v1/projects/\(a.project)/crashes?limit=1&sort=\(sort)&cursor=\(cursor)", token: a.readToken)
+                #expect(elsewhere.status == .badRequest, "\(sort): \(elsewhere.json)")
+                #expect(elsewhere.json.error.hasPrefix("cursor"), "\(sort): \(elsewhere.json)")
+                let own = try await client.query(
+                    "/v1/projects/\(b.project)/crashes?limit=1&sort=\(sort)&cursor=\(cursor)", token: b.readToken)
+                #expect(own.status == .ok, "\(sort): \(own.json)")
+            }
+            // Lists and reports lists do not take each other's cursors.
+            let list = try await client.query("/v1/projects/\(a.project)/crashes?limit=1", token: a.readToken)
+            let listCursor = try #require(list.json["nextCursor"] as? String)
+            let group = try #require(list.json.groups.first?["id"] as? String)
+            let reports = try await client.query("/v1/projects/\(a.project)/crashes/\(group)/reports?limit=1", token: a.readToken)
+            let reportsCursor = try #require(reports.json["nextCursor"] as? String)
+            let crossed = [
+                "/v1/projects/\(a.project)/crashes/\(group)/reports?limit=1&cursor=\(listCursor)",
+                "/v1/projects/\(a.project)/crashes?limit=1&cursor=\(reportsCursor)",
+            ]
+            for uri in crossed {
+                let answer = try await client.query(uri, token: a.readToken)
+                #expect(answer.status == .badRequest, "\(uri): \(answer.json)")
+                #expect(answer.json.error.hasPrefix("cursor"), "\(uri): \(answer.json)")
+            }
+            #expect(
+                try await client.query(
+                    "/v1/projects/\(a.project)/crashes/\(group)/reports?limit=1&cursor=\(reportsCursor)", token: a.readToken
+                ).status == .ok)
+            // The same cursor without its project (as cursors were before they were bound).
+            var fields = try #require(
+                try JSONSerialization.jsonObject(with: Self.base64URLDecoded(listCursor)) as? [String: Any])
+            #expect(fields["p"] != nil)
+            fields["p"] = nil
+            let unbound = Self.base64URL(try JSONSerialization.data(withJSONObject: fields))
+            let answer = try await client.query("/v1/projects/\(a.project)/crashes?limit=1&cursor=\(unbound)", token: a.readToken)
+            #expect(answer.status == .badRequest, "\(answer.json)")
+            #expect(answer.json.error.hasPrefix("cursor"), "\(answer.json)")
+        }
+    }
+
+    private static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    private static func base64URLDecoded(_ text: String) -> Data {
+        var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.utf8.count % 4 != 0 { b64 += "=" }
+        return Data(base64Encoded: b64) ?? Data()
+    }
+
     /// A cursor whose stored snapshot was pruned is still accepted: the walk goes on over
     /// current data.
     @Test func cursorOfAPrunedSnapshotIsAccepted() async throws {
@@ -108,7 +173,7 @@ import Testing
             try await client.send((0..<3).map { queryReport("pruned " + String(repeating: "w", count: $0 + 1), at: now) }, key: p.ingestKey)
             let first = try await client.query("/v1/projects/\(p.project)/crashes?limit=1", token: p.readToken)
             let cursor = try #require(first.json["nextCursor"] as? String)
-            let snapshot = try #require(try ListCursor.decode(cursor, order: .count).snapshot)
+            let snapshot = try #require(try ListCursor.decode(cursor, order: .count, project: try await projectID(p.project)).snapshot)
             try await withTestDatabase { db in
                 _ = try await db.client.query("DELETE FROM list_snapshots WHERE id = \(snapshot)", logger: TestEnvironment.logger)
             }

@@ -217,6 +217,17 @@ struct CraftedELF {
         #expect(try ELFDebugFile(parsing: elf.build()).buildID.count == 40)
     }
 
+    /// A note section whose offset plus size does not fit 64 bits (a fuzzing finding, kept in
+    /// Fuzz/Corpus/FuzzELF) lies outside the file: nothing to read, no trap.
+    @Test func noteRegionsPastSixtyFourBitsAreOutsideTheFile() throws {
+        var elf = CraftedELF()
+        let note = CraftedELF.buildIDNote(Array(0..<20))
+        let at = elf.append(note)
+        elf.programHeaders = [.init(type: 4, offset: at, size: UInt64(note.count))]
+        elf.sectionHeaders = [.init(type: 0, offset: 0, size: 0), .init(type: 7, offset: .max - 8, size: 256)]
+        #expect(try ELFDebugFile(parsing: elf.build()).buildID.count == 40)
+    }
+
     /// What linkers and Debian ship is read: every ELF file of /usr/bin parses or is refused
     /// only for having no build id (never for the limits above).
     @Test func readsTheSystemsOwnFiles() throws {

@@ -238,8 +238,9 @@ final class InMemoryCrashStore: CrashStore {
                 }
         }
 
+        /// Every key, whatever `maxSeries` (the controller keeps the series that fit).
         func stats(
-            project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping
+            project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int
         ) async throws
             -> [(t: Date, key: String?, n: Int64)]
         {

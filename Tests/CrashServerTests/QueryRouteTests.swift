@@ -102,7 +102,7 @@ import Testing
             // Forged and other-sort cursors are 400s, never a server error.
             let forged = try await get(client, "/v1/projects/demo/crashes?cursor=bm9wZQ")
             #expect(forged.status == .badRequest)
-            #expect(error(forged) == "cursor: not a cursor from this list (use nextCursor as returned, with the same sort)")
+            #expect(error(forged) == "cursor: not a cursor from this list (use nextCursor as returned, on the same project, list and sort)")
         }
     }
 

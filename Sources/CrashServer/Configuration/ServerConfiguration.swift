@@ -65,6 +65,10 @@ public struct ServerConfiguration: Sendable {
     /// Longest wait for a database answer before ingest gives up with 503, in seconds
     /// (`CRASHGUARD_DB_TIMEOUT`).
     public var databaseTimeout: Double = 10
+    /// PostgreSQL's `statement_timeout` of every read query, in seconds
+    /// (`CRASHGUARD_QUERY_TIMEOUT`): the session default of the query pools (the primary's and
+    /// the standby's); a read that hits it is answered 503 with `Retry-After`.
+    public var queryTimeout: Double = 10
     /// Seconds a client may take to send a request body (`CRASHGUARD_READ_TIMEOUT`).
     public var readTimeout: Double = 30
     /// Seconds an idle keep-alive connection is kept (`CRASHGUARD_IDLE_TIMEOUT`).
@@ -130,6 +134,7 @@ public struct ServerConfiguration: Sendable {
         if let v = try value("CRASHGUARD_RETENTION_DAYS", Int.init) { retentionDays = v }
         if let v = try value("CRASHGUARD_DB_POOL_SIZE", Int.init) { databasePoolSize = v }
         if let v = try value("CRASHGUARD_DB_TIMEOUT", Double.init) { databaseTimeout = v }
+        if let v = try value("CRASHGUARD_QUERY_TIMEOUT", Double.init) { queryTimeout = v }
         if let v = try value("CRASHGUARD_READ_TIMEOUT", Double.init) { readTimeout = v }
         if let v = try value("CRASHGUARD_IDLE_TIMEOUT", Double.init) { idleTimeout = v }
         if let v = try value("CRASHGUARD_MAX_CONCURRENT_REQUESTS", Int.init) { maxConcurrentRequests = v }
@@ -170,6 +175,7 @@ public struct ServerConfiguration: Sendable {
         }
         guard (1...500).contains(databasePoolSize) else { throw ConfigurationError("db pool size: 1...500") }
         guard databaseTimeout > 0, readTimeout > 0, idleTimeout > 0 else { throw ConfigurationError("timeouts must be positive") }
+        guard queryTimeout >= 0.001, queryTimeout <= 3600 else { throw ConfigurationError("query timeout: 0.001 <= seconds <= 3600") }
         guard maxConcurrentRequests >= 2 else {
             throw ConfigurationError("max concurrent requests: at least 2 (one for uploads, one for everything else)")
         }

@@ -2,11 +2,18 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-/// The server's PostgreSQL: a pooled, non-blocking `PostgresClient` plus the queries
-/// CrashGuard runs on it (each feature in its own `CrashDatabase+feature.swift`).
+/// The server's PostgreSQL: pooled, non-blocking `PostgresClient`s plus the queries
+/// CrashGuard runs on them (each feature in its own `CrashDatabase+feature.swift`).
 public struct CrashDatabase: Sendable {
-    /// The connection pool; run it as a service.
+    /// The primary's pool for everything but ingest transactions and read snapshots: writes
+    /// (triage, webhooks, projects), lookups, migrations and maintenance. Its sessions keep
+    /// PostgreSQL's default timeouts, so a migration that builds an index is not cut short.
     public let client: PostgresClient
+    /// The primary's pool of the read snapshots (``withReadSnapshot(_:)``: the query API, the
+    /// dashboard, webhook payloads) when they do not go to the standby: its sessions start
+    /// with ``QueryTimeouts``, so PostgreSQL ends any read statement at
+    /// `CRASHGUARD_QUERY_TIMEOUT` and the connection goes back to the pool.
+    let queryClient: PostgresClient
     /// The pool of the group-commit transaction alone (``store(_:gate:)``): its sessions start
     /// with the transaction's timeouts and plan cache mode (``IngestTimeouts``), so a commit
     /// does not spend a round trip setting them.
@@ -24,7 +31,7 @@ public struct CrashDatabase: Sendable {
     /// empty database does not log errors about tables that do not exist yet.
     let schemaApplied = ReadyFlag()
 
-    /// Creates the pool for `configuration.databaseURL`; sessions run in UTC, without JIT
+    /// Creates the pools for `configuration.databaseURL`; sessions run in UTC, without JIT
     /// (its compile time, 15 ms and more, exceeded the run time of the query API's reads).
     public init(configuration: ServerConfiguration, logger: Logger) throws {
         var config = try PostgresClient.Configuration(url: configuration.databaseURL)
@@ -36,6 +43,10 @@ public struct CrashDatabase: Sendable {
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "db"] = "postgres"
         client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
+        let queryTimeouts = QueryTimeouts(seconds: configuration.queryTimeout)
+        config.options.additionalStartupParameters =
+            session + [("application_name", QueryTimeouts.applicationName)] + queryTimeouts.startupParameters
+        queryClient = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
         // One connection per committer (IngestBatcher's lanes); the last one is for the rare
         // moments when an abandoned transaction's connection is still closing as the next
         // batch begins.
@@ -47,7 +58,7 @@ public struct CrashDatabase: Sendable {
         reader = try (configuration.databaseReadURL.isEmpty ? nil : configuration.databaseReadURL).map {
             try ReadReplica(
                 url: $0, poolSize: configuration.databasePoolSize,
-                maxLag: .milliseconds(Int64(configuration.readMaxLag * 1000)), logger: logger)
+                maxLag: .milliseconds(Int64(configuration.readMaxLag * 1000)), queryTimeouts: queryTimeouts, logger: logger)
         }
         self.logger = logger
         maxStatementBytes = configuration.maxBatchBytes
@@ -55,7 +66,9 @@ public struct CrashDatabase: Sendable {
 
     /// The pools and the standby's monitor, to run as services (the primary's first).
     public var services: [any Service] {
-        let pools = [Pool(client: client, name: "queries"), Pool(client: ingestClient, name: "ingest")]
+        let pools = [
+            Pool(client: client, name: "primary"), Pool(client: queryClient, name: "queries"), Pool(client: ingestClient, name: "ingest"),
+        ]
         guard let reader else { return pools }
         return pools + [Pool(client: reader.client, name: "read replica"), ReadReplicaMonitor(database: self, reader: reader)]
     }
@@ -115,6 +128,26 @@ struct IngestTimeouts: Sendable {
     }
 }
 
+/// PostgreSQL's timeout for read queries (`CRASHGUARD_QUERY_TIMEOUT`): the session default of
+/// the query pools (``CrashDatabase/queryClient`` and the standby's), which run nothing but
+/// read snapshots.
+///
+/// PostgreSQL ends a statement that runs longer (SQLSTATE 57014), whatever holds it up: a
+/// large scan, a lock wait, a slow client. ``CrashDatabase/withReadSnapshot(_:)`` turns that
+/// into a 503 with `Retry-After`; the connection is rolled back and reused at once, so a
+/// heavy or hostile query holds a pooled connection for at most this long per statement.
+struct QueryTimeouts: Sendable {
+    /// `statement_timeout`.
+    var statementMilliseconds: Int
+
+    init(seconds: Double) { statementMilliseconds = max(1, Int((seconds * 1000).rounded())) }
+
+    /// The primary's query pool's `application_name`, as `pg_stat_activity` shows it.
+    static let applicationName = "crash-server queries"
+
+    var startupParameters: [(String, String)] { [("statement_timeout", "\(statementMilliseconds)ms")] }
+}
+
 /// Runs `body` with a database whose pool runs for exactly as long as `body` does:
 /// for the command-line tools, which have no service group.
 public func withDatabase<T: Sendable>(
@@ -125,6 +158,7 @@ public func withDatabase<T: Sendable>(
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await db.client.run() }
         group.addTask { await db.ingestClient.run() }
+        group.addTask { await db.queryClient.run() }
         defer { group.cancelAll() }
         // Let the pool start before the first lease (it would only warn, but loudly).
         try await Task.sleep(for: .milliseconds(20))

@@ -95,7 +95,10 @@ final class ReadReplica: Sendable {
         }
     }
 
-    init(url: String, poolSize: Int, maxLag: Duration, interval: Duration = .milliseconds(250), logger: Logger) throws {
+    init(
+        url: String, poolSize: Int, maxLag: Duration, interval: Duration = .milliseconds(250),
+        queryTimeouts: QueryTimeouts = QueryTimeouts(seconds: 10), logger: Logger
+    ) throws {
         var config: PostgresClient.Configuration
         do { config = try PostgresClient.Configuration(url: url) } catch let error as ConfigurationError {
             throw ConfigurationError(error.description.replacingOccurrences(of: "DATABASE_URL", with: "DATABASE_READ_URL"))
@@ -103,9 +106,8 @@ final class ReadReplica: Sendable {
         config.options.maximumConnections = poolSize
         config.options.minimumConnections = 0
         config.options.connectTimeout = .seconds(2)
-        config.options.additionalStartupParameters = [
-            ("TimeZone", "UTC"), ("application_name", "crash-server-reader"), ("jit", "off"),
-        ]
+        let session = [("TimeZone", "UTC"), ("application_name", "crash-server-reader"), ("jit", "off")]
+        config.options.additionalStartupParameters = session + queryTimeouts.startupParameters
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "db"] = "postgres-standby"
         client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
@@ -256,14 +258,15 @@ extension Duration {
 
 extension CrashDatabase {
     /// Runs `body` with the pool a read should use: the standby's when one is configured and
-    /// usable (``ReadReplica/reasonToAvoid(mustSee:)``), else the primary's. A read that
-    /// fails on the standby because it is unreachable, in a recovery conflict, or behind a
-    /// cursor's snapshot runs again on the primary; other errors are the read's own.
+    /// usable (``ReadReplica/reasonToAvoid(mustSee:)``), else the primary's query pool
+    /// (``queryClient``); both run under ``QueryTimeouts``. A read that fails on the standby
+    /// because it is unreachable, in a recovery conflict, or behind a cursor's snapshot runs
+    /// again on the primary; other errors (a statement timeout among them) are the read's own.
     func withReader<T: Sendable>(_ body: (PostgresClient) async throws -> T) async throws -> T {
-        guard let reader else { return try await body(client) }
+        guard let reader else { return try await body(queryClient) }
         if let reason = reader.reasonToAvoid(mustSee: ReadAfter.position) {
             reader.count(standby: false, fallback: reason)
-            return try await body(client)
+            return try await body(queryClient)
         }
         do {
             // A lease from a pool that cannot connect waits for the pool's circuit breaker
@@ -288,7 +291,7 @@ extension CrashDatabase {
             reader.markDown()
             reader.count(standby: false, fallback: .unreachable, error: error)
         }
-        return try await body(client)
+        return try await body(queryClient)
     }
 
     /// The first page's snapshot for its cursors, and the snapshot to count it as of.

@@ -20,22 +20,37 @@ struct GroupRow: Sendable {
 extension CrashDatabase {
     /// Runs `body` in one read-only REPEATABLE READ transaction: every statement sees the
     /// same snapshot, so counts from several rollups and `pg_current_snapshot()` agree.
-    /// On the standby when one is configured and usable, else on the primary (`withReader`).
+    /// On the standby when one is configured and usable, else on the primary's query pool
+    /// (`withReader`).
+    ///
+    /// Both pools' sessions carry the statement timeout (``QueryTimeouts``): a statement that
+    /// hits it is rolled back and answered 503 with `Retry-After` (``queryTimedOut``), never
+    /// 500.
     func withReadSnapshot<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await withReader { client in
-            try await client.withConnection { connection in
-                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-                do {
-                    let result = try await body(connection)
-                    try await connection.query("COMMIT", logger: logger)
-                    return result
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    throw error
+        do {
+            return try await withReader { client in
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+                    do {
+                        let result = try await body(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return result
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
                 }
             }
+        } catch  where sqlState(error) == "57014" {
+            logger.warning("read query timed out", metadata: ["error.message": "\(error)"])
+            throw Self.queryTimedOut
         }
     }
+
+    /// The answer to a read whose statement ran into the query timeout (SQLSTATE 57014).
+    static let queryTimedOut = APIError.unavailable(
+        "query timeout: the query took longer than the server allows; retry later, or ask for a shorter window or a coarser interval",
+        retryAfter: 5)
 
     /// Reports per group in `window` under `filters`, read from the rollups (whole days
     /// from `group_daily`, edge hours from `group_hourly`, sub-hour edges from raw reports).
@@ -460,20 +475,30 @@ extension CrashDatabase {
 
     /// Project-wide counts per bucket (`hour` or `day`) and key (`kind`, `version` or none).
     func stats(
-        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, on connection: PostgresConnection
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int,
+        on connection: PostgresConnection
     ) async throws -> [(t: Date, key: String?, n: Int64)] {
         let plan = window.hourPlan
         let (h0, h1) = plan.hours[0]
         let (r0, r1) = plan.raw[0], (r2, r3) = plan.raw[1]
+        // Only the buckets of the maxSeries + 1 keys of highest total (ties by key, in byte
+        // order) leave the database: enough for the caller to keep maxSeries and to know that
+        // it cut, without sending every version's buckets (10,000 versions by 2,160 hours).
+        let keys = Int64(min(maxSeries, Int(Int32.max) - 1) + 1)
         let rows = try await connection.query(
             """
-            SELECT date_trunc(\(unit), t), key, sum(n)::bigint FROM (
-                SELECT hour AS t, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version END AS key, count AS n
-                FROM project_hourly WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1)
-                UNION ALL
-                SELECT ts, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version END, 1
-                FROM reports WHERE project_id = \(project) AND ((ts >= \(r0) AND ts < \(r1)) OR (ts >= \(r2) AND ts < \(r3)))
-            ) x GROUP BY 1, 2
+            WITH b AS (
+                SELECT date_trunc(\(unit), t) AS t, key, sum(n)::bigint AS n FROM (
+                    SELECT hour AS t, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version END AS key, count AS n
+                    FROM project_hourly WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1)
+                    UNION ALL
+                    SELECT ts, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version END, 1
+                    FROM reports WHERE project_id = \(project) AND ((ts >= \(r0) AND ts < \(r1)) OR (ts >= \(r2) AND ts < \(r3)))
+                ) x GROUP BY 1, 2
+            ), k AS (
+                SELECT key FROM b GROUP BY key ORDER BY sum(n) DESC, key COLLATE "C" LIMIT \(keys)
+            )
+            SELECT b.t, b.key, b.n FROM b WHERE EXISTS (SELECT 1 FROM k WHERE k.key IS NOT DISTINCT FROM b.key)
             """, logger: logger)
         var out: [(Date, String?, Int64)] = []
         for try await (t, key, n) in rows.decode((Date, String?, Int64).self) { out.append((t, key, n)) }

@@ -49,8 +49,10 @@ protocol CrashStoreReader: Sendable {
         project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
     ) async throws
         -> [(report: StoredReport, micros: Int64)]
+    /// `maxSeries`: the caller keeps at most this many series; the store may leave out keys
+    /// past the `maxSeries + 1` of highest total (ties by key in byte order).
     func stats(
-        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int
     ) async throws
         -> [(t: Date, key: String?, n: Int64)]
     func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)]
@@ -123,11 +125,11 @@ struct PostgresReader: CrashStoreReader {
         try await database.reports(project: project, group: group, after: after, limit: limit, includeStack: includeStack, on: connection)
     }
     func stats(
-        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int
     ) async throws
         -> [(t: Date, key: String?, n: Int64)]
     {
-        try await database.stats(project: project, window: window, unit: unit, groupBy: groupBy, on: connection)
+        try await database.stats(project: project, window: window, unit: unit, groupBy: groupBy, maxSeries: maxSeries, on: connection)
     }
     func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)] {
         try await database.fatalStats(project: project, window: window, unit: unit, on: connection)

@@ -44,9 +44,12 @@ struct QueryController<Store: CrashStore>: Sendable {
         }
         let filters = try q.filters()
         let limit = try q.limit()
-        var window = try q.window()
-        let cursor = try q.string("cursor").map { try ListCursor.decode($0, order: ListCursor.Order(sort)) }
-        if let cursorWindow = try cursor?.window { window = cursorWindow }
+        var window = try trend.map { try q.window(series: $0, parameter: "trend") } ?? q.window()
+        let cursor = try q.string("cursor").map { try ListCursor.decode($0, order: ListCursor.Order(sort), project: project.id) }
+        if let cursorWindow = try cursor?.window {
+            window = cursorWindow
+            if let trend { try window.checkBuckets(trend, parameter: "trend") }
+        }
         let (body, last, snapshot) = try await store.read { reader in
             // The first page's snapshot: current on the first page; after it, the stored one
             // (nil once pruned: the walk goes on over current data).
@@ -88,16 +91,27 @@ struct QueryController<Store: CrashStore>: Sendable {
             let shown = Array(page.prefix(limit))
             var groups = try await reader.groupBodies(
                 project: project.id, counts: shown.map { ($0.id, $0.count) }, window: window, filters: filters)
+            var truncated: Bool?
             if let trend {
-                let counts = try await reader.groupTrends(
-                    project: project.id, ids: groups.compactMap { Int64($0.id) }, window: window, unit: trend, filters: filters)
+                // The page's trends share one point budget: when they would not all fit, the
+                // rows of highest count keep theirs (ties by group id), the others have none.
                 let buckets = window.buckets(trend.seconds)
+                var totals: [Int64: Int64] = [:]
+                for group in groups { if let id = Int64(group.id) { totals[id] = group.count } }
+                let kept = PointBudget.top(totals, limit: PointBudget.series(buckets: buckets.count), key: <)
+                if kept.count < totals.count { truncated = true }
+                let counts = try await reader.groupTrends(
+                    project: project.id, ids: groups.compactMap { Int64($0.id) }.filter(kept.contains), window: window, unit: trend,
+                    filters: filters)
                 for i in groups.indices {
-                    let series = Int64(groups[i].id).flatMap { counts[$0] } ?? [:]
+                    guard let id = Int64(groups[i].id), kept.contains(id) else { continue }
+                    let series = counts[id] ?? [:]
                     groups[i].trend = buckets.map { TimeCount(t: $0, count: series[$0] ?? 0) }
                 }
             }
-            return (GroupListBody(groups: groups, nextCursor: nil), page.count > limit ? shown.last : nil, snapshot)
+            return (
+                GroupListBody(groups: groups, nextCursor: nil, truncated: truncated), page.count > limit ? shown.last : nil, snapshot
+            )
         }
         var list = body
         if let last {
@@ -105,7 +119,7 @@ struct QueryController<Store: CrashStore>: Sendable {
             var snapshotID = cursor?.snapshot
             if cursor == nil, let snapshot { snapshotID = try await store.saveListSnapshot(snapshot) }
             list.nextCursor = ListCursor(
-                order: ListCursor.Order(sort), key: last.key, groupID: last.id, from: ListCursor.micros(window.from),
+                order: ListCursor.Order(sort), project: project.id, key: last.key, groupID: last.id, from: ListCursor.micros(window.from),
                 to: ListCursor.micros(window.to), snapshot: snapshotID
             ).encode()
         }
@@ -146,7 +160,7 @@ struct QueryController<Store: CrashStore>: Sendable {
         let group = try groupID(context)
         var after: (Int64, UUID)?
         if let text = try q.string("cursor") {
-            let cursor = try ListCursor.decode(text, order: .reports)
+            let cursor = try ListCursor.decode(text, order: .reports, project: project.id)
             guard cursor.groupID == group, let id = cursor.reportID else {
                 throw APIError.badRequest("cursor: not a cursor from this list (use nextCursor as returned)")
             }
@@ -160,7 +174,9 @@ struct QueryController<Store: CrashStore>: Sendable {
             var next: String?
             if rows.count > limit {
                 let last = rows[limit - 1]
-                next = ListCursor(order: .reports, key: last.micros, groupID: group, reportID: UUID(uuidString: last.report.id)).encode()
+                next = ListCursor(
+                    order: .reports, project: project.id, key: last.micros, groupID: group, reportID: UUID(uuidString: last.report.id)
+                ).encode()
             }
             return ReportListBody(reports: rows.prefix(limit).map(\.report), nextCursor: next)
         }
@@ -187,14 +203,15 @@ struct QueryController<Store: CrashStore>: Sendable {
         try await statsBody(project: context.requireReadProject(), QueryParameters(request))
     }
 
-    /// Project-wide counts per bucket (the REST stats and the dashboard's overview).
+    /// Project-wide counts per bucket (the REST stats and the dashboard's overview), within
+    /// the point budget (``PointBudget``).
     func statsBody(project: ProjectRef, _ q: QueryParameters) async throws -> StatsBody {
-        let window = try q.window()
         let interval =
             try q.string("interval").map {
                 guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
                 return unit
             } ?? .hour
+        let window = try q.window(series: interval, parameter: "interval")
         let groupBy =
             try q.string("groupBy").map {
                 guard let grouping = StatsGrouping(rawValue: $0) else {
@@ -203,20 +220,25 @@ struct QueryController<Store: CrashStore>: Sendable {
                 return grouping
             } ?? .none
         let buckets = window.buckets(interval.seconds)
-        guard buckets.count <= 10_000 else { throw APIError.badRequest("interval: over 10000 points; use day or a shorter window") }
+        let fit = PointBudget.series(buckets: buckets.count)
         let rows = try await store.read { reader in
             groupBy == .fatal
                 ? try await reader.fatalStats(project: project.id, window: window, unit: interval)
-                : try await reader.stats(project: project.id, window: window, unit: interval, groupBy: groupBy)
+                : try await reader.stats(project: project.id, window: window, unit: interval, groupBy: groupBy, maxSeries: fit)
         }
         var byKey: [String?: [Date: Int64]] = [:]
         if groupBy == .none { byKey[nil] = [:] }
         if groupBy == .fatal { (byKey["fatal"], byKey["nonFatal"]) = ([:], [:]) }
         for row in rows { byKey[row.key, default: [:]][row.t, default: 0] += row.n }
+        // The series of highest total count that fit, ties by key (the store may already have
+        // left out some of the others: it returns at most one more than fit).
+        let kept = PointBudget.top(byKey.mapValues { $0.values.reduce(0, +) }, limit: fit, key: PointBudget.keyOrder)
+        let truncated = kept.count < byKey.count
+        byKey = byKey.filter { kept.contains($0.key) }
         var keys = Array(byKey.keys)
         switch groupBy {
         case .fatal:
-            keys = ["fatal", "nonFatal"]
+            keys = ["fatal", "nonFatal"].filter(kept.contains)
         case .version:
             keys.sort { a, b in
                 let c = AppVersion.compare(a ?? "", b ?? "")
@@ -229,7 +251,7 @@ struct QueryController<Store: CrashStore>: Sendable {
         let series = keys.map { key in
             StatsBody.Series(key: key, points: buckets.map { TimeCount(t: $0, count: byKey[key]?[$0] ?? 0) })
         }
-        return StatsBody(series: series)
+        return StatsBody(series: series, truncated: truncated ? true : nil)
     }
 
     // MARK: - Helpers

@@ -29,6 +29,9 @@ struct GroupBody: Codable, Sendable, Equatable {
 struct GroupListBody: Codable, Sendable {
     var groups: [GroupBody]
     @NullWhenAbsent var nextCursor: String?
+    /// `true` when the page's trends would have held more than the point budget
+    /// (``PointBudget``) and only the rows of highest count kept theirs; absent otherwise.
+    var truncated: Bool? = nil
 }
 
 struct ValueCount: Codable, Sendable, Equatable {
@@ -109,6 +112,9 @@ struct StatsBody: Codable, Sendable {
         var points: [TimeCount]
     }
     var series: [Series]
+    /// `true` when the series would have held more than the point budget (``PointBudget``)
+    /// and only those of highest total count that fit are listed; absent otherwise.
+    var truncated: Bool? = nil
 }
 
 /// `PATCH` body: `{"status": "resolved", "resolvedIn": "1.4.0"}`; each mistake is a 400

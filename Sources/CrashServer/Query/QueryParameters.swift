@@ -91,6 +91,26 @@ struct TimeWindow: Sendable, Hashable {
         return Plan(raw: [(from, h0), (h1, to)], hours: [(h0, h1), (h1, h1)], days: (h1, h1))
     }
 
+    /// How many buckets ``buckets(_:)`` gives, computed without listing them (a window of
+    /// centuries by hour is refused before anything is built for it).
+    func bucketCount(_ unit: Double) -> Int {
+        let start = Self.floor(from, unit)
+        guard start < to else { return 0 }
+        return Int(min((to.timeIntervalSince(start) / unit).rounded(.up), Double(Int32.max)))
+    }
+
+    /// Refuses a window whose `unit` buckets alone are more than an answer may hold
+    /// (``PointBudget/maxPoints``): a 400 naming `parameter`, the interval of the series.
+    func checkBuckets(_ unit: StatsInterval, parameter: String) throws {
+        let count = bucketCount(unit.seconds)
+        guard count <= PointBudget.maxPoints else {
+            let other = unit == .hour ? " \(parameter)=day or" : ""
+            throw APIError.badRequest(
+                "\(parameter): the window has \(count) \(unit == .hour ? "hourly" : "daily") buckets, more than the "
+                    + "\(PointBudget.maxPoints) points an answer may hold (the interval is too fine for the window); use\(other) a shorter window")
+        }
+    }
+
     /// Bucket starts from the bucket holding `from` up to `to` (exclusive).
     func buckets(_ unit: Double) -> [Date] {
         var out: [Date] = []
@@ -100,6 +120,35 @@ struct TimeWindow: Sendable, Hashable {
             t = t.addingTimeInterval(unit)
         }
         return out
+    }
+}
+
+/// The bound on what a stats or trend answer holds (contract, "Bounded queries"): at most
+/// ``maxPoints`` points in all, series times buckets. A window whose buckets alone are more is
+/// a 400 (``TimeWindow/checkBuckets(_:parameter:)``); past that, the series of highest total
+/// count that fit are kept, ties by key, and the answer says `"truncated": true`.
+enum PointBudget {
+    static let maxPoints = 10_000
+
+    /// How many series of `buckets` points fit (at least one).
+    static func series(buckets: Int) -> Int { buckets == 0 ? Int.max : max(1, maxPoints / buckets) }
+
+    /// The `limit` keys of `totals` with the highest totals, ties by key (UTF-8 order, as
+    /// PostgreSQL's `COLLATE "C"`); all of them when they fit.
+    static func top<Key: Hashable>(_ totals: [Key: Int64], limit: Int, key order: (Key, Key) -> Bool) -> Set<Key> {
+        guard totals.count > limit else { return Set(totals.keys) }
+        let ranked = totals.sorted { a, b in a.value != b.value ? a.value > b.value : order(a.key, b.key) }
+        return Set(ranked.prefix(limit).map(\.key))
+    }
+
+    /// Byte order of optional keys, nil first.
+    static func keyOrder(_ a: String?, _ b: String?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return false
+        case (nil, _): return true
+        case (_, nil): return false
+        case let (a?, b?): return a.utf8.lexicographicallyPrecedes(b.utf8)
+        }
     }
 }
 
@@ -161,6 +210,22 @@ struct QueryParameters {
     /// alone means the 7 days before it, a `from` alone ends at the default `to` (so a `from`
     /// past it is after its `to`: 400, as the contract reads).
     func window(now: Date = Date()) throws -> TimeWindow {
+        let window = try requestedWindow(now: now)
+        return try TimeWindow.checked(from: window.from, to: window.to, name: "from")
+    }
+
+    /// ``window(now:)`` for a time series by `unit`: `from` after `to` is a 400 naming `from`,
+    /// then too many buckets for one answer a 400 naming `parameter`
+    /// (``TimeWindow/checkBuckets(_:parameter:)``), then the window's length is checked.
+    func window(now: Date = Date(), series unit: StatsInterval, parameter: String) throws -> TimeWindow {
+        let window = try requestedWindow(now: now)
+        guard window.from <= window.to else { throw APIError.badRequest("from: the window's from is after its to") }
+        try window.checkBuckets(unit, parameter: parameter)
+        return try TimeWindow.checked(from: window.from, to: window.to, name: "from")
+    }
+
+    /// `from`/`to` with their defaults, not yet checked.
+    private func requestedWindow(now: Date) throws -> TimeWindow {
         let from = try date("from")
         let to = try date("to")
         let fallback = TimeWindow.lastSevenDays(now: now)
@@ -171,7 +236,7 @@ struct QueryParameters {
         case let (nil, t?): window = TimeWindow(from: t.addingTimeInterval(-7 * TimeWindow.day), to: t)
         case (nil, nil): window = fallback
         }
-        return try TimeWindow.checked(from: window.from, to: window.to, name: "from")
+        return window
     }
 
     func limit(default value: Int = 50) throws -> Int {
@@ -215,6 +280,11 @@ enum GroupStatus: String, Codable, Sendable, CaseIterable {
 /// stable. Small whatever the database's load: the first page's snapshot is kept
 /// server-side (`list_snapshots`) and the cursor carries only its id. Every field is
 /// checked on the way in, so a forged or damaged cursor is a 400, never a database error.
+///
+/// Bound to the list that issued it (contract, "Bounded queries"): it carries the project
+/// and the list (``Order``: the crash list in one sort, or the reports of one group), and
+/// any other project or list refuses it with a 400 naming `cursor`. A cursor holds no secret
+/// (every field is the reader's own data), so the binding is a check, not a signature.
 struct ListCursor: Codable, Sendable, Equatable {
     /// What the cursor walks: a crash list in one sort, or a group's reports.
     enum Order: String, Codable, Sendable {
@@ -230,6 +300,8 @@ struct ListCursor: Codable, Sendable, Equatable {
     }
 
     var order: Order
+    /// The project whose list issued the cursor.
+    var project: Int64
     /// The last item's sort key: a count, or a time in microseconds since 1970.
     var key: Int64
     /// The last item's group id (for reports: the group listed).
@@ -244,7 +316,7 @@ struct ListCursor: Codable, Sendable, Equatable {
 
     /// Short keys: the cursor travels in a URL.
     private enum CodingKeys: String, CodingKey {
-        case order = "s", key = "k", groupID = "i", reportID = "u", from = "f", to = "t", snapshot = "n"
+        case order = "s", project = "p", key = "k", groupID = "i", reportID = "u", from = "f", to = "t", snapshot = "n"
     }
 
     /// Microseconds of 0001-01-01 and of 9999-12-31T23:59:59.999999Z: the times a cursor may carry.
@@ -265,14 +337,15 @@ struct ListCursor: Codable, Sendable, Equatable {
         }
     }
 
-    /// Decodes and checks a cursor of `order`.
-    static func decode(_ text: String, order: Order) throws -> ListCursor {
-        let unknown = APIError.badRequest("cursor: not a cursor from this list (use nextCursor as returned, with the same sort)")
+    /// Decodes and checks a cursor of `order` issued by a list of `project`.
+    static func decode(_ text: String, order: Order, project: Int64) throws -> ListCursor {
+        let unknown = APIError.badRequest(
+            "cursor: not a cursor from this list (use nextCursor as returned, on the same project, list and sort)")
         guard text.utf8.allSatisfy({ c in Self.base64URL.contains(c) }) else { throw unknown }
         var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while b64.utf8.count % 4 != 0 { b64 += "=" }
         guard let data = Data(base64Encoded: b64), let cursor = try? JSONDecoder().decode(ListCursor.self, from: data),
-            cursor.order == order
+            cursor.order == order, cursor.project == project
         else { throw unknown }
         let malformed = APIError.badRequest("cursor: malformed")
         guard cursor.groupID > 0 else { throw malformed }

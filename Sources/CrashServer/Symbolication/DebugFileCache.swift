@@ -56,6 +56,11 @@ final class DebugFileCache: Sendable {
     private func install(_ spool: DebugFileSpool, at url: URL) async throws {
         let elf = try await spool.parse()
         try await spool.apply(elf.lookupPatches)
+        // Read again as patched: a file whose patches overlap its own headers could name
+        // something still; it is then never given to the symbolizer.
+        guard try await spool.remainingLookups() == [] else {
+            throw SymbolizerError.unavailable("debug file \(elf.buildID) still names other files once patched")
+        }
         try spool.keep(at: url.path)
         let removed = try await NIOThreadPool.singleton.runIfActive { self.prune(keeping: url.lastPathComponent) }
         if removed > 0 { logger.debug("debug file cache pruned", metadata: ["files.removed": "\(removed)"]) }

@@ -96,6 +96,22 @@ final class DebugFileSpool: @unchecked Sendable {
         }
     }
 
+    /// The lookups the file still names (``ELFDebugFile/remainingLookups(in:)``); nil when
+    /// its headers cannot be read.
+    func remainingLookups() async throws -> [ELFDebugFile.Patch]? {
+        let descriptor = self.descriptor
+        let size = self.size
+        return try await NIOThreadPool.singleton.runIfActive {
+            guard size > 0 else { return nil }
+            let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0)
+            guard let mapping, mapping != UnsafeMutableRawPointer(bitPattern: -1) else {
+                throw DebugFileSpoolError("cannot map the file: errno \(errno)")
+            }
+            defer { munmap(mapping, size) }
+            return try? ELFDebugFile.remainingLookups(in: UnsafeRawBufferPointer(start: mapping, count: size))
+        }
+    }
+
     /// Overwrites the bytes each patch names (the copy the symbolizer reads).
     func apply(_ patches: [ELFDebugFile.Patch]) async throws {
         try await NIOThreadPool.singleton.runIfActive {

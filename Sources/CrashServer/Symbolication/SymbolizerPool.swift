@@ -1,6 +1,7 @@
 import DequeModule
 import Foundation
 import Logging
+import NIOPosix
 import ServiceLifecycle
 
 /// One source location `llvm-symbolizer` resolved an address to.
@@ -117,6 +118,12 @@ public actor SymbolizerPool: Service {
     private func checkOut() async throws -> SymbolizerProcess {
         guard !closed else { throw SymbolizerError.closed }
         if let process = idle.popLast() { return process }
+        if debuginfodFlag == nil {
+            let executable = self.executable
+            let flag = (try? await NIOThreadPool.singleton.runIfActive { SymbolizerProcess.debuginfodFlag(executable: executable) }) ?? []
+            if debuginfodFlag == nil { debuginfodFlag = flag }
+            if let process = idle.popLast() { return process }
+        }
         if running < size { return try start() }
         guard waiters.count < maxWaiting else { throw SymbolizerError.busy }
         return try await withCheckedThrowingContinuation { waiters.append($0) }
@@ -144,7 +151,6 @@ public actor SymbolizerPool: Service {
     }
 
     private func start() throws -> SymbolizerProcess {
-        if debuginfodFlag == nil { debuginfodFlag = SymbolizerProcess.debuginfodFlag(executable: executable) }
         let process = try SymbolizerProcess(executable: executable, limits: limits, extraArguments: debuginfodFlag ?? [])
         running += 1
         logger.debug("llvm-symbolizer started", metadata: ["pid": "\(process.pid)"])
@@ -243,8 +249,9 @@ final class SymbolizerProcess: @unchecked Sendable {
             symbol, to: (@convention(c) (pid_t, Int32, UnsafePointer<rlimit>?, UnsafeMutablePointer<rlimit>?) -> Int32).self)
     }()
 
-    /// `--no-debuginfod` when the symbolizer has debuginfod lookups (LLVM 15 and later); none
-    /// otherwise (LLVM 14 has none to turn off).
+    /// `--no-debuginfod` when the symbolizer has that flag (LLVM 15 and later); none otherwise
+    /// (LLVM 14 has no flag: the copies it reads have no build id to look up). Read from its
+    /// `--help`, which gets 5 s (blocking: run it off the cooperative pool).
     static func debuginfodFlag(executable: String) -> [String] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -254,8 +261,12 @@ final class SymbolizerProcess: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         guard (try? process.run()) != nil else { return [] }
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 5, execute: watchdog)
         let help = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        watchdog.cancel()
         return String(decoding: help, as: UTF8.self).contains("--no-debuginfod") ? ["--no-debuginfod"] : []
     }
 
