@@ -57,7 +57,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Largest decompressed body in bytes (env CRASHGUARD_MAX_DECOMPRESSED_BYTES).") var maxDecompressedBytes: Int?
     @Option(help: "Ingest requests per second per project, 0 = off (env CRASHGUARD_RATE_LIMIT).") var rateLimit: Double?
     @Option(help: "Ingest burst per project (env CRASHGUARD_RATE_BURST).") var rateBurst: Double?
-    @Option(help: "Request body bytes in flight across ingest requests (env CRASHGUARD_MAX_INFLIGHT_BODY_BYTES).") var maxInflightBodyBytes: Int?
+    @Option(help: "Request body bytes in flight across uploads; no request or project holds more than half (env CRASHGUARD_MAX_INFLIGHT_BODY_BYTES).")
+    var maxInflightBodyBytes: Int?
     @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
     @Option(help: "Most reports in one group-commit transaction (env CRASHGUARD_MAX_BATCH_REPORTS).") var maxBatchReports: Int?
     @Option(help: "Most estimated report bytes in one group-commit transaction (env CRASHGUARD_MAX_BATCH_BYTES).") var maxBatchBytes: Int?
