@@ -77,7 +77,11 @@ import Testing
         // Nested: gzip of a gzip bomb; the server inflates one layer, then finds no JSON.
         let nested = try Deflater.compress(Array(bomb.prefix(4 << 20)), format: .gzip, level: 9)
         let rssBefore = hostileResidentBytes()
-        let raised = TestEnvironment.configuration { $0.maxBodyBytes = 16 << 20 }
+        // Half the body budget holds one largest request (16 + 16 MiB).
+        let raised = TestEnvironment.configuration {
+            $0.maxBodyBytes = 16 << 20
+            $0.maxInflightBodyBytes = 64 << 20
+        }
         try await withApp(raised) { client in
             let started = ContinuousClock.now
             let response = try await raw(client, key: project.ingestKey, body: bomb, encoding: "gzip")
