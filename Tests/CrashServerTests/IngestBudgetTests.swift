@@ -29,6 +29,13 @@ import Testing
         Array(try! JSONSerialization.data(withJSONObject: ["reports": reports, "pad": String(repeating: "x", count: pad)]))
     }
 
+    /// A request the budget refuses, sent on a connection of its own: the refusal closes its
+    /// connection (`Connection: close`), which must not be the test client's, whose next
+    /// request would race that close.
+    static func refusal(port: Int, key: String, body: [UInt8]) async throws -> HostileHTTPResponse? {
+        try await hostileExchange(port: port, head: hostileRequestHead(key: key, contentLength: body.count), body: body)
+    }
+
     /// Waits until the server's body budget holds what `expected` accepts
     /// (`crashguard_ingest_body_bytes_in_flight`): a slice sent is counted once the server has
     /// read it, which a fixed sleep cannot promise on a busy machine.
@@ -61,10 +68,10 @@ import Testing
             try await Self.awaitBudget(client) { $0 == 2 * held.count }
             // 40 KB more (80 KB of budget) would take the project past its 200 KB: refused, not stored.
             let padded = Self.padded([reportJSON(id: id)])
-            let refused = try await client.ingest(key: project.ingestKey, body: padded, encoding: "identity")
-            #expect(refused.status == .serviceUnavailable)
-            #expect(refused.headers[.retryAfter] == "1")
-            #expect(refused.errorMessage?.contains("in flight") == true)
+            let refused = try await Self.refusal(port: port, key: project.ingestKey, body: padded)
+            #expect(refused?.status == 503)
+            #expect(refused?.headers["retry-after"] == "1")
+            #expect(refused?.errorMessage?.contains("in flight") == true)
             // A small request still fits.
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
             // The holder ends (its body is not JSON): its share comes back.
@@ -102,14 +109,20 @@ import Testing
             #expect(holder.send([UInt8](repeating: 0x20, count: 90_000)))
             try await Self.awaitBudget(client) { $0 >= 180_000 }
             let v1 = Self.padded([reportJSON()])
-            let refusedV1 = try await client.ingest(key: project.ingestKey, body: v1, encoding: "identity")
-            #expect(refusedV1.status == .serviceUnavailable)
-            #expect(refusedV1.errorMessage?.contains("in flight") == true)
-            let refused = try await client.sentry(uri, headers: SentryIngestTests.auth(project.ingestKey), body: paddedEnvelope)
-            #expect(refused.status == .tooManyRequests)
-            #expect(refused.headers[.retryAfter] == "1")
-            #expect(refused.headers[SentryController.rateLimitsHeader] == "1::organization")
-            #expect((try? refused.json()["detail"] as? String)?.contains("in flight") == true)
+            let refusedV1 = try await Self.refusal(port: port, key: project.ingestKey, body: v1)
+            #expect(refusedV1?.status == 503)
+            #expect(refusedV1?.errorMessage?.contains("in flight") == true)
+            let sentryHead =
+                [
+                    "POST \(uri) HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/x-sentry-envelope",
+                    "X-Sentry-Auth: Sentry sentry_version=7, sentry_key=\(project.ingestKey)", "Content-Length: \(paddedEnvelope.count)",
+                ].joined(separator: "\r\n") + "\r\n\r\n"
+            let refused = try await hostileExchange(port: port, head: sentryHead, body: paddedEnvelope)
+            #expect(refused?.status == 429)
+            #expect(refused?.headers["retry-after"] == "1")
+            #expect(refused?.headers[SentryController.rateLimitsHeader.canonicalName] == "1::organization")
+            let detail = refused.flatMap { try? JSONSerialization.jsonObject(with: Data($0.body.utf8)) as? [String: Any] }?["detail"]
+            #expect((detail as? String)?.contains("in flight") == true)
             // The holder ends (its body is no envelope): its share comes back.
             #expect(holder.send("}"))
             let (bytes, _) = await holder.readUntilClosed(timeout: 5)
