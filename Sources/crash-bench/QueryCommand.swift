@@ -81,9 +81,9 @@ struct QueryCommand: AsyncParsableCommand {
         let base = url + "/v1/projects/\(project)/releases"
         let monthAgo = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-30 * 86_400))
             .replacingOccurrences(of: ":", with: "%3A")
-        let list = try await get(client, base + "?from=\(monthAgo)&limit=100")
+        let list = try await get(client, base + "?limit=1")
         guard let rows = list.json["releases"] as? [[String: Any]], !rows.isEmpty else {
-            throw BenchError("no releases in the last 30 days of \(project): seed with --sessions first")
+            throw BenchError("no releases in the last 7 days of \(project): seed with --sessions first")
         }
         let top = rows[0]  // most sessions first
         let version = self.version ?? (top["version"] as? String ?? "")
@@ -103,7 +103,7 @@ struct QueryCommand: AsyncParsableCommand {
             ("dashboard release (30 days)", dashboard + "/\(path)?window=30d", session),
         ]
         print(
-            "query: \(project), \(rows.count) releases in 30 days; detail of \(version) (\(top["sessions"] ?? "?") sessions in 30 days)")
+            "query: \(project), detail of \(version) (the most sessions in the last 7 days: \(top["sessions"] ?? "?"))")
         try await measure(client, cases)
     }
 
