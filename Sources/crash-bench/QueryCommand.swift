@@ -14,6 +14,11 @@ import NIOPosix
 /// the dashboard's pages, signed in with the read token: top crashes (7 days, 25 rows with
 /// hourly sparklines; 30 days with daily ones) and the top group's crash page. Prints
 /// p50/p95/max per request and a ROW line each.
+///
+/// With `--releases`, the release-health requests instead (release-health.md): the releases
+/// list over the default window and over 30 days, the latter also filtered by app; the most
+/// adopted release's detail (hourly over the default window, daily over 30 days); and the
+/// dashboard's Releases pages for both windows.
 struct QueryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query",
@@ -25,8 +30,11 @@ struct QueryCommand: AsyncParsableCommand {
     @Option(help: "The project's read token.") var readToken: String
     @Option(help: "Timed runs per request.") var runs = 50
     @Option(help: "Warm-up runs per request (not timed).") var warmup = 3
+    @Option(help: "Stop timing a request after this many seconds (at least 3 runs).") var caseSeconds = 120.0
     @Option(help: "App version for the filtered top-50 (default: the top group's newest).") var version: String?
     @Option(help: "Server process id: sample its RSS and CPU.") var serverPid: Int32?
+    @Flag(help: "Measure the releases list and detail instead of the crash queries.") var releases = false
+    @Option(help: "App id for the filtered releases list.") var app = "com.example.demo"
 
     func run() async throws {
         // No redirects followed: the dashboard's sign-in answers 303 with the session cookie.
@@ -34,7 +42,7 @@ struct QueryCommand: AsyncParsableCommand {
         configuration.redirectConfiguration = .disallow
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         do {
-            try await measureAll(client)
+            if releases { try await measureReleases(client) } else { try await measureAll(client) }
         } catch {
             try? await client.shutdown()
             throw error
@@ -66,20 +74,69 @@ struct QueryCommand: AsyncParsableCommand {
             ("dashboard crash page (7 days)", url + "/projects/\(project)/crashes/\(id)", session),
         ]
         print("query: \(project), \(groups.count) groups on the first page, top group \(id) with \(first["count"] ?? "?") reports")
+        try await measure(client, cases)
+    }
+
+    private func measureReleases(_ client: HTTPClient) async throws {
+        let base = url + "/v1/projects/\(project)/releases"
+        let monthAgo = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-30 * 86_400))
+            .replacingOccurrences(of: ":", with: "%3A")
+        let list = try await get(client, base + "?limit=1")
+        guard let rows = list.json["releases"] as? [[String: Any]], !rows.isEmpty else {
+            throw BenchError("no releases in the last 7 days of \(project): seed with --sessions first")
+        }
+        let top = rows[0]  // most sessions first
+        let version = self.version ?? (top["version"] as? String ?? "")
+        let path = version.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? version
+        let appQuery = app.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? app
+        let session = try await signIn(client)
+        let dashboard = url + "/projects/\(project)/releases"
+        let cases: [(String, String, String?)] = [
+            ("releases (default window)", base, nil),
+            ("releases (30 days)", base + "?from=\(monthAgo)", nil),
+            ("releases app= (30 days)", base + "?from=\(monthAgo)&app=\(appQuery)", nil),
+            ("release hourly (default window)", base + "/\(path)?interval=hour", nil),
+            ("release daily (30 days)", base + "/\(path)?interval=day&from=\(monthAgo)", nil),
+            ("dashboard releases (default)", dashboard, session),
+            ("dashboard releases (30 days)", dashboard + "?window=30d", session),
+            ("dashboard release (default)", dashboard + "/\(path)", session),
+            ("dashboard release (30 days)", dashboard + "/\(path)?window=30d", session),
+        ]
+        print(
+            "query: \(project), detail of \(version) (the most sessions in the last 7 days: \(top["sessions"] ?? "?"))")
+        try await measure(client, cases)
+    }
+
+    /// Times each case `runs` times after `warmup` calls; p50/p95/max and a ROW line each.
+    private func measure(_ client: HTTPClient, _ cases: [(String, String, String?)]) async throws {
         let sampler = ProcessSampler(pid: serverPid)
         for (name, target, cookie) in cases {
-            for _ in 0..<warmup { _ = try await get(client, target, cookie: cookie) }
-            var samples: [Double] = []
-            for _ in 0..<runs {
+            // A slow request gets fewer runs: warm-up stops after one call over a second, timing
+            // after --case-seconds (at least 3 runs).
+            let caseStart = ContinuousClock.now
+            for _ in 0..<warmup {
                 let start = ContinuousClock.now
-                _ = try await get(client, target, cookie: cookie)
-                samples.append(Bench.seconds(ContinuousClock.now - start))
+                guard (try? await get(client, target, cookie: cookie)) != nil, ContinuousClock.now - start < .seconds(1) else { break }
+            }
+            var samples: [Double] = []
+            do {
+                for i in 0..<runs {
+                    if i >= 3 && Bench.seconds(ContinuousClock.now - caseStart) > caseSeconds { break }
+                    let start = ContinuousClock.now
+                    _ = try await get(client, target, cookie: cookie)
+                    samples.append(Bench.seconds(ContinuousClock.now - start))
+                }
+            } catch {
+                // A request that fails (e.g. past the server's query deadline) is reported; the others still run.
+                print(name.padding(toLength: 32, withPad: " ", startingAt: 0) + " FAILED after \(samples.count) runs: \(error)")
+                print("ROW|\(name)|failed|||\(samples.count)")
+                continue
             }
             let l = Bench.Latency(samples)
             print(
                 name.padding(toLength: 32, withPad: " ", startingAt: 0)
-                    + String(format: " p50 %7.1f ms  p95 %7.1f ms  max %7.1f ms  (%d runs)", l.p50, l.p95, l.max, runs))
-            print("ROW|\(name)|" + String(format: "%.1f|%.1f|%.1f", l.p50, l.p95, l.max) + "|\(runs)")
+                    + String(format: " p50 %7.1f ms  p95 %7.1f ms  max %7.1f ms  (%d runs)", l.p50, l.p95, l.max, samples.count))
+            print("ROW|\(name)|" + String(format: "%.1f|%.1f|%.1f", l.p50, l.p95, l.max) + "|\(samples.count)")
         }
         if let usage = sampler?.finish() {
             print(String(format: "server during queries: peak RSS %.1f MB", Double(usage.peakRSS) / 1_048_576))

@@ -24,7 +24,8 @@ struct SeedCommand: AsyncParsableCommand {
 
     static let configuration = CommandConfiguration(
         commandName: "seed",
-        abstract: "Fill a project with reports (default 10 M in 20,000 groups over 30 days) using set-based SQL."
+        abstract:
+            "Fill a project with reports (default 10 M in 20,000 groups over 30 days) and optionally sessions using set-based SQL."
     )
 
     @Option(help: "PostgreSQL URL.") var databaseURL: String
@@ -33,6 +34,8 @@ struct SeedCommand: AsyncParsableCommand {
     @Option(help: "Crash groups.") var groups = 20_000
     @Option(help: "Days back from now the timestamps cover.") var days = 30
     @Option(help: "Parallel connections for the report inserts.") var jobs = 2
+    @Option(help: "Release-health sessions to create (SeedCommand+sessions.swift; 0: none).") var sessions = 0
+    @Option(help: "Distinct users of the sessions.") var users = 500_000
 
     static let versions = [
         "3.4.0", "3.3.2", "3.3.1", "3.3.0", "3.2.0", "3.1.4", "3.1.0", "3.0.0", "2.9.1", "2.9.0",
@@ -211,6 +214,11 @@ struct SeedCommand: AsyncParsableCommand {
                 format: "seed: derived tables in %.0f s, ANALYZE in %.0f s", Bench.seconds(analyzeStart - derivedStart),
                 Bench.seconds(clock.now - analyzeStart)))
 
+        let sessionTables: Set<String> = ["session_states", "session_aggregates", "session_hourly", "session_user_registers"]
+        if sessions > 0 {
+            try await Self.seedSessions(connection, projectID: projectID, sessions: sessions, users: users, days: days)
+        }
+
         // Tables in the schema that nothing above fills: a rollup added since.
         let tables = try await Bench.values(
             connection,
@@ -218,7 +226,7 @@ struct SeedCommand: AsyncParsableCommand {
             SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             """, as: String.self)
-        let covered = Self.direct.union(Self.derived.map(\.table))
+        let covered = Self.direct.union(Self.derived.map(\.table)).union(sessions > 0 ? sessionTables : [])
         let missing = tables.filter { !covered.contains($0) && !$0.hasPrefix("schema") && $0 != "seed_groups" }
         if !missing.isEmpty {
             print("seed: WARNING: not filled (add a line to SeedCommand.derived): \(missing.sorted().joined(separator: ", "))")

@@ -1,0 +1,164 @@
+import Foundation
+import PostgresNIO
+
+/// `crash-bench seed --sessions N`: release-health sessions for the release queries, set-based.
+///
+/// The sessions are generated in an unlogged staging table, then each session table gets the
+/// rows ingest (CrashDatabase+sessions.swift) would have written for them, one sent session per
+/// transaction: `session_states` (one row per session sent as updates), `session_aggregates`
+/// (the sessions sent as Sentry aggregates, one row per entry), `session_hourly` (counts by hour
+/// of `started`, release and one of 8 shards chosen at random, first and last `started`, the
+/// sorted user hashes while at most 250, else the first 251 and `users_over`) and
+/// `session_user_registers` (the sketch registers of every user of a row past 250).
+///
+/// Shape: `days` days up to now; 40 versions, 10 released before the window and one a day in
+/// it, a session's version the newest released one or an older one with a Zipf-like share
+/// (offset k about k^-1.2); `users` distinct users (first 64 bits of SHA-256 of `user-<n>`, as
+/// ingest hashes a `did`), heavy users more often, each on one app (70 % `com.example.demo`,
+/// 30 % `com.example.demo.widget`) and environment (92 % production, 4 % staging, 4 %
+/// development); 2 % anonymous. 2.5 % crashed, 2 % errored, 0.5 % abnormal, the rest exited;
+/// half of the sessions of the last 30 minutes that would exit still open; 2 % sent as aggregates.
+extension SeedCommand {
+    static let sessionVersions: [String] =
+        versions + (0..<20).map { i in "1.\(19 - i).0" }
+
+    static func seedSessions(
+        _ c: PostgresConnection, projectID: Int64, sessions: Int, users: Int, days: Int
+    ) async throws {
+        let logger = Bench.quietLogger
+        let clock = ContinuousClock()
+        func step(_ name: String, _ sql: String) async throws {
+            let t0 = clock.now
+            var binds = PostgresBindings()
+            if sql.contains("$1") { binds.append(projectID) }
+            try await c.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+            print("seed: sessions: \(name) in " + String(format: "%.0f s", Bench.seconds(clock.now - t0)))
+        }
+        let versions = "ARRAY['" + sessionVersions.joined(separator: "','") + "']"
+        let span = Double(days) * 86_400
+        try await c.query("DROP TABLE IF EXISTS seed_users, seed_sessions", logger: logger)
+        try await step(
+            "\(users) users",
+            """
+            CREATE UNLOGGED TABLE seed_users AS
+            SELECT n AS u, CASE WHEN n % 10 < 7 THEN 'com.example.demo' ELSE 'com.example.demo.widget' END AS app,
+                   CASE WHEN n % 25 = 0 THEN 'staging' WHEN n % 25 = 1 THEN 'development' ELSE 'production' END AS env,
+                   ('x' || encode(substring(sha256(convert_to('user-' || n, 'UTF8')) FROM 1 FOR 8), 'hex'))::bit(64)::bigint AS h
+            FROM generate_series(1, \(users)) AS n
+            """)
+        try await c.query("ALTER TABLE seed_users ADD PRIMARY KEY (u)", logger: logger)
+        try await c.query(
+            """
+            CREATE UNLOGGED TABLE seed_sessions (
+                sid uuid, app text, version text, env text, did_hash bigint, started timestamptz, status text,
+                errors bigint, duration float8, shard int2, agg boolean)
+            """, logger: logger)
+        let chunk = 1_000_000
+        var done = 0
+        while done < sessions {
+            let n = min(chunk, sessions - done)
+            // A session at d days into the window: the newest version then is index 30 - floor(d)
+            // (1-based, newest first), its own the newest + a Zipf-like offset.
+            try await step(
+                "sessions \(done + 1)-\(done + n)",
+                """
+                INSERT INTO seed_sessions
+                SELECT gen_random_uuid(), u.app, (\(versions))[least(\(sessionVersions.count), 30 - least(29, floor(s.d)::int) + s.k)],
+                       u.env, CASE WHEN s.anon THEN NULL ELSE u.h END,
+                       CASE WHEN s.agg THEN date_trunc('minute', s.t) ELSE s.t END, x.status,
+                       CASE WHEN x.status = 'errored' THEN 1 + floor(random() * 3)::bigint ELSE 0 END,
+                       CASE WHEN x.status = 'ok' THEN NULL ELSE round((random() * 900)::numeric, 3)::float8 END,
+                       floor(random() * 8)::int2, s.agg
+                FROM (
+                    SELECT now() - make_interval(secs => \(span) * r) AS t, \(Double(days)) * (1 - r) AS d,
+                           least(1000, floor(power(1 - random(), -0.8333::float8)))::int - 1 AS k, random() AS q,
+                           random() < 0.5 AS o, random() < 0.02 AS anon,
+                           1 + floor(\(users) * power(random(), 2))::int AS uid, random() < 0.02 AS agg, r
+                    FROM (SELECT random() AS r FROM generate_series(1, \(n))) g
+                ) s
+                JOIN seed_users u ON u.u = least(s.uid, \(users))
+                CROSS JOIN LATERAL (
+                    SELECT CASE WHEN s.q < 0.025 THEN 'crashed' WHEN s.q < 0.045 THEN 'errored' WHEN s.q < 0.05 THEN 'abnormal'
+                                WHEN s.o AND NOT s.agg AND s.t > now() - interval '30 minutes' THEN 'ok'
+                                ELSE 'exited' END AS status
+                ) x
+                """)
+            done += n
+        }
+        try await step(
+            "session_states",
+            """
+            INSERT INTO session_states (project_id, sid, app_id, version, environment, did_hash, started, status, seq, errors,
+                                        duration, updated_at)
+            SELECT $1, sid, app, version, env, did_hash, started, status, CASE WHEN status = 'ok' THEN 0 ELSE 1 END, errors,
+                   duration, started + make_interval(secs => COALESCE(duration, 0))
+            FROM seed_sessions WHERE NOT agg ORDER BY sid
+            """)
+        try await step(
+            "session_aggregates",
+            """
+            INSERT INTO session_aggregates (project_id, app_id, version, environment, started, did_hash, sessions, crashed, errored,
+                                            abnormal, received_at)
+            SELECT $1, app, version, env, started, did_hash, count(*), count(*) FILTER (WHERE status = 'crashed'),
+                   count(*) FILTER (WHERE status = 'errored'), count(*) FILTER (WHERE status = 'abnormal'), started + interval '1 minute'
+            FROM seed_sessions WHERE agg GROUP BY app, version, env, started, did_hash ORDER BY started
+            """)
+        try await step(
+            "session_hourly",
+            """
+            INSERT INTO session_hourly (project_id, hour, app_id, version, environment, shard, started, crashed, errored, abnormal,
+                                        first_started, last_started, users, users_over, crashed_users, crashed_users_over)
+            SELECT $1, hour, app, version, env, shard, n, c, er, ab, f, l,
+                   CASE WHEN cardinality(u) > 250 THEN u[1:251] ELSE u END, cardinality(u) > 250,
+                   CASE WHEN cardinality(cu) > 250 THEN cu[1:251] ELSE cu END, cardinality(cu) > 250
+            FROM (
+                SELECT date_trunc('hour', started) AS hour, app, version, env, shard, count(*) AS n,
+                       count(*) FILTER (WHERE status = 'crashed') AS c, count(*) FILTER (WHERE status = 'errored') AS er,
+                       count(*) FILTER (WHERE status = 'abnormal') AS ab, min(started) AS f, max(started) AS l,
+                       COALESCE(array_agg(DISTINCT did_hash ORDER BY did_hash) FILTER (WHERE did_hash IS NOT NULL), '{}') AS u,
+                       COALESCE(array_agg(DISTINCT did_hash ORDER BY did_hash)
+                                FILTER (WHERE did_hash IS NOT NULL AND status = 'crashed'), '{}') AS cu
+                FROM seed_sessions GROUP BY 1, 2, 3, 4, 5
+            ) r
+            ORDER BY hour, app, version, env, shard
+            """)
+        // A register's index is the hash's top 14 bits, its rank one more than the leading zeros
+        // of the other 50 (UserSketch.register(of:)).
+        try await step(
+            "session_user_registers",
+            """
+            INSERT INTO session_user_registers (project_id, hour, app_id, version, environment, shard, crashed, register, rank)
+            SELECT $1, s.hour, s.app, s.version, s.env, s.shard, s.k, ((s.h >> 50) & 16383)::int,
+                   max(CASE WHEN s.h << 14 = 0 THEN 51 ELSE position('1' IN (s.h << 14)::bit(64)::text) END)
+            FROM (
+                SELECT date_trunc('hour', started) AS hour, app, version, env, shard, did_hash AS h, false AS k
+                FROM seed_sessions WHERE did_hash IS NOT NULL
+                UNION ALL
+                SELECT date_trunc('hour', started), app, version, env, shard, did_hash, true
+                FROM seed_sessions WHERE did_hash IS NOT NULL AND status = 'crashed'
+            ) s
+            JOIN session_hourly t ON t.project_id = $1 AND t.hour = s.hour AND t.app_id = s.app AND t.version = s.version
+                                 AND t.environment = s.env AND t.shard = s.shard
+                                 AND CASE WHEN s.k THEN t.crashed_users_over ELSE t.users_over END
+            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+            ORDER BY 2, 3, 4, 5, 6, 7, 8
+            """)
+        try await c.query("DROP TABLE IF EXISTS seed_users, seed_sessions", logger: logger)
+        for table in ["session_states", "session_aggregates", "session_hourly", "session_user_registers"] {
+            try await c.query(PostgresQuery(unsafeSQL: "ANALYZE \(table)"), logger: logger)
+        }
+        let shape = try await Bench.values(
+            c,
+            """
+            SELECT format('%s hourly rows (%s past 250 users), %s registers, %s states, %s aggregates, %s sessions, %s crashed',
+                          (SELECT count(*) FROM session_hourly WHERE project_id = \(projectID)),
+                          (SELECT count(*) FROM session_hourly WHERE project_id = \(projectID) AND users_over),
+                          (SELECT count(*) FROM session_user_registers WHERE project_id = \(projectID)),
+                          (SELECT count(*) FROM session_states WHERE project_id = \(projectID)),
+                          (SELECT count(*) FROM session_aggregates WHERE project_id = \(projectID)),
+                          (SELECT sum(started) FROM session_hourly WHERE project_id = \(projectID)),
+                          (SELECT sum(crashed) FROM session_hourly WHERE project_id = \(projectID)))
+            """, as: String.self)
+        print("seed: sessions: " + (shape.first ?? ""))
+    }
+}
