@@ -8,7 +8,7 @@ package struct CappedOutput {
     /// Where the codec writes its output; ``emit(_:to:)`` hands the first bytes on. Left
     /// uninitialized: only bytes the codec wrote are read, and zeroing 64 KiB for every
     /// request (a fresh allocation each time, page faults included) was about 1.6 % of the
-    /// server's CPU per single-report request (docs/performance.md, session 9).
+    /// server's CPU per single-report request (docs/performance.md).
     package var chunk: [UInt8]
 
     /// `chunkSize` is the most the codec writes per call: 64 KiB by default; igzip, which keeps

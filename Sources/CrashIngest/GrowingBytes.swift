@@ -10,8 +10,7 @@ import Darwin
 /// An array grows by allocating twice its capacity and copying into it, so at the moment a
 /// 16 MiB body outgrows its storage the old and the new copy are both resident: up to twice
 /// what the body budget counts, for each body being read (`heaptrack`: 55 MB of arrays
-/// allocated by the scanner at the peak of the largest bodies x 64; docs/performance.md,
-/// session 20). glibc grows a block that has a mapping of its own (256 KiB and up, as the
+/// allocated by the scanner at the peak of the largest bodies x 64; docs/performance.md). glibc grows a block that has a mapping of its own (256 KiB and up, as the
 /// server sets its allocator) with `mremap`, which moves page-table entries instead of bytes;
 /// the capacity past `count` is address space that nothing has touched, not memory.
 struct GrowingBytes: ~Copyable {

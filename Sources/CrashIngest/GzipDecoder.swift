@@ -4,7 +4,7 @@ import CrashCompression
 /// Streaming gzip decoding (`Content-Encoding: gzip`, RFC 1952) through ISA-L's igzip, with a
 /// hard cap on output like ``Inflater``: the same decisions as zlib (a differential test holds
 /// them together), about 2.5 times zlib's speed on crash reports and 5 times on a zip bomb,
-/// which is what the cap makes every bomb cost (docs/performance.md, session 15).
+/// which is what the cap makes every bomb cost (docs/performance.md).
 ///
 /// Concatenated members are accepted, as gzip(1) does; each member's CRC-32 and length are
 /// checked by igzip. Each member's header is read here (``GzipHeaderReader``): igzip 2.30

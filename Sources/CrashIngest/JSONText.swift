@@ -7,7 +7,7 @@ public enum JSONText {
     ///
     /// Eight bytes at a time (SWAR): every reader and writer of string text spends most of
     /// its time in runs of plain ASCII, and a byte-at-a-time loop was the largest single cost
-    /// of reading a body (docs/performance.md, session 11).
+    /// of reading a body (docs/performance.md).
     public static func endOfPlainText(
         _ bytes: UnsafeBufferPointer<UInt8>, from start: Int, stoppingAtNonASCII: Bool
     ) -> Int {

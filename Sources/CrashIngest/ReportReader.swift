@@ -14,7 +14,7 @@ import Foundation
 ///
 /// The stack's frames are checked and signed where they lie in the body, never copied into
 /// a `String` each: a frame string per frame was about half of the server's allocations
-/// (docs/performance.md, session 16). The report's `stack` stays nil; its text is `stackText`.
+/// (docs/performance.md). The report's `stack` stays nil; its text is `stackText`.
 struct ReportReader {
     /// One element of `reports`: a valid report, or the message that rejects it.
     typealias Slot = Result<Read, Rejection>

@@ -11,14 +11,14 @@ import Glibc
 /// raises the threshold to the size of each such block freed, up to 32 MiB: after the first
 /// commit the bind buffers (4 to 8 MiB), the bodies being read and the HTTP buffers all come
 /// from its heaps, whose freed pages stay resident. Fixing the threshold took the peak RSS at
-/// batch 100 x 64 from 102 to 113 MB to 96 to 99 MB (docs/performance.md, session 10).
+/// batch 100 x 64 from 102 to 113 MB to 96 to 99 MB (docs/performance.md).
 ///
 /// glibc also gives each new thread an arena of its own, up to 8 per core, and a block freed in
 /// one arena serves only the threads of that arena: after a burst every arena keeps its free
 /// pages, and the next burst, on other threads, takes new ones. Two arenas took the peak RSS
 /// under the largest bodies, on a server that had run batches of 100 and 1000 first, from 173 to
 /// 184 MB to 145 to 155 MB, and the RSS left after the load from 138 to 143 MB to 104 to 107 MB,
-/// with the same reports/s (docs/performance.md, session 19).
+/// with the same reports/s (docs/performance.md).
 ///
 /// glibc's own variables (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_ARENA_MAX`) still win when set.
 public enum MallocTuning {

@@ -21,7 +21,7 @@ struct Prepared<Statement: FixedStatement>: PostgresPreparedStatement {
     static var sql: String { Statement.sql }
     /// PostgresNIO's default name, made once per statement: it asks for the name at every
     /// execution, and `String(reflecting:)` (dynamic casts, metadata lookups) was 0.3 % of the
-    /// server's CPU per single-report request (docs/performance.md, session 9).
+    /// server's CPU per single-report request (docs/performance.md).
     static var name: String { typeNames.name(of: Self.self) }
     let binds: PostgresBindings
     func makeBindings() -> PostgresBindings { binds }

@@ -60,7 +60,7 @@ extension Bool: NullableArrayElement {
 /// strings) as a `text` element holding its JSON, written by ``JSONWriter`` straight into the
 /// bind: no JSON `String` per report. The columns are `text`, not `jsonb`: nothing queries
 /// inside them (the API reads them back as text), the reader has checked the body's JSON,
-/// and PostgreSQL would parse it again to build `jsonb` (docs/performance.md, "Session 14").
+/// and PostgreSQL would parse it again to build `jsonb` (docs/performance.md).
 enum JSONColumn: NullableArrayElement {
     case strings([String])
     case object([String: String])

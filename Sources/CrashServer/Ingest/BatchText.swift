@@ -6,7 +6,7 @@ import CrashWire
 /// The rollup rows are added up in dictionaries and sorted by key, so that concurrent batches
 /// lock rows in one order. With the strings in the keys, a stored report's strings were hashed
 /// some 30 times and compared again by every sort: about a tenth of the server's ingest CPU
-/// (docs/performance.md, session 16). Here each value is hashed once per report; the keys hold
+/// (docs/performance.md). Here each value is hashed once per report; the keys hold
 /// ranks, which hash and compare as integers and sort exactly as the strings do.
 struct BatchText {
     /// The ranks of one report's values.

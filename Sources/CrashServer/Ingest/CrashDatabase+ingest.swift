@@ -105,7 +105,7 @@ extension CrashDatabase {
     /// existing groups did: the generic plan of an ingest session made on a fresh database (every
     /// table empty, so every index looked alike) took `crash_groups_by_first_seen` for the
     /// project and filtered its signatures, reading every group of the project for each group of
-    /// the batch until autovacuum's first `ANALYZE` (docs/performance.md, session 19).
+    /// the batch until autovacuum's first `ANALYZE` (docs/performance.md).
     enum ClaimAndCount: FixedStatement {
         /// The batch as the statement binds it: each report's key, time, fatal flag and group
         /// (an index into the groups, from 1), and each group's attributes once. A group's

@@ -105,7 +105,7 @@ extension CrashDatabase {
             // Nullable report columns keep NULL apart from `""` (``NullableArray``); `stack`,
             // `fingerprint` and `context` are JSON `text` elements written by ``JSONWriter``. The
             // groups of the alerts are probed by id (`LATERAL`): as a join, the generic plan made on
-            // a fresh database read the whole of `crash_groups` (docs/performance.md, session 19).
+            // a fresh database read the whole of `crash_groups` (docs/performance.md).
             return """
                 WITH new_reports AS (
                     INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,

@@ -84,7 +84,7 @@ struct IngestBody: Sendable {
     /// Bodies that decode to more than this are read on ``ReadingExecutor`` threads: batches of
     /// 100 and 1000 reports (about 0.3 and 3 MB) are read where they arrived, as before; the
     /// largest bodies (16.5 MB) and the bombs are not. (At 1 MiB, batches of 1000 moved too, and
-    /// cost more server CPU per report in most of six rounds; docs/performance.md, session 13.)
+    /// cost more server CPU per report in most of six rounds; docs/performance.md.)
     static let readingInPlaceBytes = 4 << 20
 
     /// How much of a received chunk is decoded at once: 1 KiB of gzip decodes to at most about

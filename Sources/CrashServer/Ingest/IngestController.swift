@@ -87,7 +87,7 @@ struct IngestController: Sendable {
     }
 
     /// `body` as JSON, written byte by byte: `JSONEncoder` (and the headers built anew) were
-    /// about 2 % of the server's CPU per single-report request (docs/performance.md, session 9).
+    /// about 2 % of the server's CPU per single-report request (docs/performance.md).
     static func acceptedBody(_ body: IngestResponse) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.reserveCapacity(64)

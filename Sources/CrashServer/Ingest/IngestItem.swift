@@ -15,14 +15,14 @@ final class IngestItem: Sendable {
     /// The report's `stack` as the JSON text its `reports` row stores: the body's own text
     /// of the array (`POST /v1/reports`), or written once here from the frames.
     ///
-    /// A queued report used to keep a `String` per frame: at batch 100 x 64 the frames were
-    /// 27 of the server's 46 MB of Swift allocations at its peak (`heaptrack`), about twice
-    /// the text they hold (each frame's header and allocation, and the array). One buffer
-    /// holds the same text, and the committer no longer writes it.
+    /// One buffer rather than a `String` per frame: at batch 100 x 64, strings per frame would
+    /// be 27 of the server's 46 MB of Swift allocations at its peak (`heaptrack`), about twice
+    /// the text they hold (each frame's header and allocation, and the array); the buffer
+    /// holds the text once, and the committer writes it as it is.
     ///
     /// An array, not a `ByteBuffer`: a buffer's capacity is a power of two, and at batch 100 x 64
     /// the stacks' buffers were 23.7 of the server's 67.5 MB of heap at its peak (`heaptrack`,
-    /// docs/performance.md session 10), about 1.5 times the text they held.
+    /// docs/performance.md), about 1.5 times the text they held.
     let stack: [UInt8]?
 
     /// - Parameter stackJSON: `report.stack` as JSON text when the caller has it (the body's

@@ -5,8 +5,7 @@ import Synchronization
 /// Ingest keys already looked up: SHA-256 of the key -> the project (id, slug, grouping
 /// version, `sentryId`), so a warm key costs no database round trip. Keyed by the digest
 /// itself (32 bytes inline): an array and a `Data` made for every lookup were most of the
-/// cache's 0.7 to 1 % of the server's CPU per single-report request (docs/performance.md,
-/// session 9).
+/// cache's 0.7 to 1 % of the server's CPU per single-report request (docs/performance.md).
 ///
 /// Trusted only while ``IngestKeyListener`` is listening on ``channel``: every change to
 /// `projects` notifies it (a trigger in schema.sql), and a notification drops every entry.

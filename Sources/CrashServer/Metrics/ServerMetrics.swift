@@ -80,7 +80,7 @@ struct ServerMetrics: Sendable {
     /// Counts one HTTP request by route pattern, method and status. Each combination's counter
     /// is made once: making it per request (the registry's lookup under its lock, the name and
     /// label checks) was 0.6 % of the server's CPU per single-report request
-    /// (docs/performance.md, session 9).
+    /// (docs/performance.md).
     func countRequest(method: String, route: String, status: Int) {
         let key = RequestCounters.Key(method: method, route: route, status: status)
         let counter = requestCounters.counters.withLock { counters in

@@ -5,7 +5,7 @@ import Logging
 /// `StreamLogHandler` formats all its metadata into text every time an entry is set, whatever
 /// the log level: Hummingbird sets `hb.request.id` on every request's logger, so at the default
 /// level, which writes nothing per request, that was about 1.5 % of the server's CPU per
-/// single-report request (docs/performance.md, session 9). This keeps the metadata as it is
+/// single-report request (docs/performance.md). This keeps the metadata as it is
 /// and hands it to the wrapped handler when a message passes the level: the output is the
 /// wrapped handler's, byte for byte.
 public struct LazyMetadataLogHandler: LogHandler {

@@ -130,7 +130,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// A wait starts. The timer is not cancelled when a wait stops, nor set anew for every
     /// wait: scheduling and cancelling a task for each request was 0.6 to 0.9 % of the server's
-    /// CPU per single-report request (docs/performance.md, session 9). A timer already set is
+    /// CPU per single-report request (docs/performance.md). A timer already set is
     /// due no later than this wait's deadline (a deadline set earlier in the same request had
     /// at most the time waited since then less to go; one set in an earlier request was due at
     /// most the whole timeout after a moment before this one), so it fires in time and then

@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// takes 40 MB). `malloc_trim(0)` hands those pages back without moving anything; it walks
 /// every arena under its lock, so it is called when no ingest body is in flight, and only
 /// when one has been since the last call: an idle server never calls it, a busy one at
-/// most once per ``interval`` (docs/performance.md, session 20).
+/// most once per ``interval`` (docs/performance.md).
 struct HeapTrimmer: Service {
     let budget: BodyByteBudget
     /// How often the budget is looked at.
