@@ -23,13 +23,8 @@ extension DashboardController {
             hasRows: !list.releases.isEmpty,
             rows: list.releases.map { ReleaseRowView($0, href: base + "/" + DashboardQuery.encode($0.version) + detailQuery, now: now) },
             pager: PagerView(
-                shown: "\(list.releases.count) release\(list.releases.count == 1 ? "" : "s") on this page",
-                firstHref: q.values["cursor"] == nil ? nil : base + DashboardQuery.string(kept),
-                nextHref: list.nextCursor.map { cursor in
-                    var values = kept
-                    values["cursor"] = cursor
-                    return base + DashboardQuery.string(values)
-                }),
+                shown: "\(list.releases.count) release\(list.releases.count == 1 ? "" : "s") on this page", base: base, kept: kept,
+                followedCursor: q.values["cursor"] != nil, nextCursor: list.nextCursor),
             renderedAt: DashboardFormat.exact(now))
         return try html(view, "releases")
     }

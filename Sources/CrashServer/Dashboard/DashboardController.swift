@@ -150,13 +150,8 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             hasRows: !list.groups.isEmpty,
             rows: list.groups.map { GroupView($0, project: project, now: now) },
             pager: PagerView(
-                shown: "\(list.groups.count) crash group\(list.groups.count == 1 ? "" : "s") on this page",
-                firstHref: q.values["cursor"] == nil ? nil : base + DashboardQuery.string(kept),
-                nextHref: list.nextCursor.map { cursor in
-                    var values = kept
-                    values["cursor"] = cursor
-                    return base + DashboardQuery.string(values)
-                }),
+                shown: "\(list.groups.count) crash group\(list.groups.count == 1 ? "" : "s") on this page", base: base, kept: kept,
+                followedCursor: q.values["cursor"] != nil, nextCursor: list.nextCursor),
             renderedAt: DashboardFormat.exact(now))
         return try html(view, "crashes")
     }

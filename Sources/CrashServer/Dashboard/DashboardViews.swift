@@ -60,6 +60,18 @@ struct PagerView: Sendable {
     var shown: String
     var firstHref: String?
     var nextHref: String?
+
+    /// The pager of a list page at `base` whose query keeps `kept`: a link back to the first
+    /// page once a cursor was followed, and one to the next page when there is one.
+    init(shown: String, base: String, kept: [String: String], followedCursor: Bool, nextCursor: String?) {
+        self.shown = shown
+        firstHref = followedCursor ? base + DashboardQuery.string(kept) : nil
+        nextHref = nextCursor.map { cursor in
+            var values = kept
+            values["cursor"] = cursor
+            return base + DashboardQuery.string(values)
+        }
+    }
 }
 
 struct CrashesView: Sendable {
