@@ -702,19 +702,7 @@ extension TestClientProtocol {
     func postSessions(
         key: String?, _ body: [UInt8], encoding: String? = nil, contentType: String? = "application/json"
     ) async throws -> TestResponse {
-        var headers = HTTPFields()
-        if let key { headers[HTTPField.Name("X-Crash-Key")!] = key }
-        if let contentType { headers[.contentType] = contentType }
-        if let encoding { headers[.contentEncoding] = encoding }
-        let payload: [UInt8]
-        switch encoding?.lowercased() {
-        case "gzip": payload = gzip(body)
-        case "deflate": payload = try Deflater.compress(body, format: .deflate)
-        case "br": payload = try TestEncoders.brotli(body)
-        case "zstd": payload = try TestEncoders.zstd(body)
-        default: payload = body
-        }
-        return try await execute(uri: "/v1/sessions", method: .post, headers: headers, body: ByteBuffer(bytes: payload))
+        try await postIngest("/v1/sessions", key: key, body: body, encoding: encoding, contentType: contentType)
     }
 
     /// `GET /v1/projects/{project}/<path>` with the project's read token.

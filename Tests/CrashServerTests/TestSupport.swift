@@ -129,6 +129,13 @@ extension TestClientProtocol {
         key: String?, body: [UInt8], encoding: String? = "gzip", contentType: String? = "application/json",
         headers extra: HTTPFields = [:]
     ) async throws -> TestResponse {
+        try await postIngest("/v1/reports", key: key, body: body, encoding: encoding, contentType: contentType, headers: extra)
+    }
+
+    /// A body sent to the ingest door `uri` with the ingest key, encoded as `encoding` says.
+    func postIngest(
+        _ uri: String, key: String?, body: [UInt8], encoding: String?, contentType: String?, headers extra: HTTPFields = [:]
+    ) async throws -> TestResponse {
         var headers = extra
         if let key { headers[HTTPField.Name("X-Crash-Key")!] = key }
         if let contentType { headers[.contentType] = contentType }
@@ -141,7 +148,7 @@ extension TestClientProtocol {
         case "zstd": payload = try TestEncoders.zstd(body)
         default: payload = body
         }
-        return try await execute(uri: "/v1/reports", method: .post, headers: headers, body: ByteBuffer(bytes: payload))
+        return try await execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(bytes: payload))
     }
 }
 
