@@ -64,21 +64,7 @@ final class HostileSocket: @unchecked Sendable {
 
     /// Sends all of `bytes`; false once the peer has closed or reset.
     @discardableResult
-    func send(_ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { buffer in
-                #if canImport(Glibc)
-                Glibc.send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
-                #else
-                Darwin.send(fd, buffer.baseAddress, buffer.count, 0)
-                #endif
-            }
-            if n <= 0 { return false }
-            offset += n
-        }
-        return true
-    }
+    func send(_ bytes: [UInt8]) -> Bool { sendAll(fd, bytes) }
 
     func send(_ text: String) -> Bool { send(Array(text.utf8)) }
 
@@ -130,6 +116,23 @@ final class HostileSocket: @unchecked Sendable {
         }
         return nil
     }
+}
+
+/// Sends all of `bytes` on socket `fd`; false once the peer has closed or reset.
+func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes[offset...].withUnsafeBytes { buffer in
+            #if canImport(Glibc)
+            Glibc.send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
+            #else
+            Darwin.send(fd, buffer.baseAddress, buffer.count, 0)
+            #endif
+        }
+        if n <= 0 { return false }
+        offset += n
+    }
+    return true
 }
 
 /// Sends one request on a new connection and reads its response (nil: none within 10 s).

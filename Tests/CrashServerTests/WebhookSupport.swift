@@ -276,20 +276,5 @@ final class HostileReceiver: Sendable {
     }
 
     /// Sends all of `text`; false once the sender has closed or reset.
-    private func send(_ fd: Int32, _ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { buffer in
-                #if canImport(Glibc)
-                Glibc.send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
-                #else
-                Darwin.send(fd, buffer.baseAddress, buffer.count, 0)
-                #endif
-            }
-            if n <= 0 { return false }
-            offset += n
-        }
-        return true
-    }
+    private func send(_ fd: Int32, _ text: String) -> Bool { sendAll(fd, Array(text.utf8)) }
 }
