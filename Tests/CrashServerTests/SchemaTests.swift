@@ -42,8 +42,8 @@ import Testing
         }
     }
 
-    /// `stack`, `fingerprint` and `context` are `text` (docs/performance.md, session 14) and
-    /// compress with lz4 (session 5) in the parent, every existing partition and partitions
+    /// `stack`, `fingerprint` and `context` are `text` and compress with lz4 (docs/performance.md,
+    /// "Why the code is the way it is") in the parent, every existing partition and partitions
     /// created after the migration.
     @Test func reportJSONColumnsAreTextWithLZ4InEveryPartition() async throws {
         try await withTestDatabase { (db: CrashDatabase) async throws in
