@@ -95,7 +95,7 @@ func buildRouter(
     // however the database fails (a pool that cannot connect would hold them for a minute).
     let bounded = router.group().add(middleware: DatabaseDeadlineMiddleware(limit: timeout))
     QueryController(
-        store: database,
+        store: PostgresQueryStore(database: database),
         symbolicator: symbolizers.map {
             ReportSymbolicator(database: database, pool: $0, cacheBytes: configuration.debugFilesCacheBytes, logger: logger)
         }

@@ -197,7 +197,7 @@ import Testing
             let marker = "bounded-\(UUID().uuidString)"
             let start = ContinuousClock.now
             let error = await #expect(throws: APIError.self) {
-                try await db.read { reader in
+                try await PostgresQueryStore(database: db).read { reader in
                     let rows = try await reader.connection.query("SELECT pg_sleep(20)::text, \(marker)::text", logger: TestEnvironment.logger)
                     for try await _ in rows.decode((String, String).self) {}
                 }
@@ -214,7 +214,7 @@ import Testing
                 WHERE state = 'active' AND query LIKE '%pg_sleep%' AND application_name = \(QueryTimeouts.applicationName)
                 """, logger: TestEnvironment.logger)
             for try await n in rows.decode(Int64.self) { #expect(n == 0) }
-            let one = try await db.read { reader in
+            let one = try await PostgresQueryStore(database: db).read { reader in
                 let rows = try await reader.connection.query("SELECT 1", logger: TestEnvironment.logger)
                 for try await n in rows.decode(Int.self) { return n }
                 return 0

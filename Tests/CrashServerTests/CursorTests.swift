@@ -186,13 +186,15 @@ import Testing
 
     @Test func pruningDeletesOnlyOldSnapshots() async throws {
         try await withTestDatabase { db in
-            let old = try await db.saveListSnapshot("10:10:")
-            let fresh = try await db.saveListSnapshot("10:20:12,15")
+            let store = PostgresQueryStore(database: db)
+            let old = try await store.saveListSnapshot("10:10:")
+            let fresh = try await store.saveListSnapshot("10:20:12,15")
             _ = try await db.client.query(
                 "UPDATE list_snapshots SET created_at = now() - interval '2 days' WHERE id = \(old)", logger: TestEnvironment.logger)
-            _ = try await db.pruneListSnapshots(before: Date().addingTimeInterval(-86_400))
+            _ = try await store.pruneListSnapshots(before: Date().addingTimeInterval(-86_400))
             let (gone, kept) = try await db.client.withConnection { connection in
-                (try await db.listSnapshot(old, on: connection), try await db.listSnapshot(fresh, on: connection))
+                let reader = PostgresQueryStore.Reader(database: db, connection: connection)
+                return (try await reader.listSnapshot(old), try await reader.listSnapshot(fresh))
             }
             #expect(gone == nil)
             #expect(kept == "10:20:12,15")

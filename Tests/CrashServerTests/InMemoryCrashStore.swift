@@ -4,13 +4,13 @@ import Synchronization
 
 @testable import CrashServer
 
-/// A ``CrashStore`` in memory, for route tests that need no PostgreSQL: statuses, headers,
+/// A ``QueryStore`` in memory, for route tests that need no PostgreSQL: statuses, headers,
 /// validation, pagination shapes, authentication. Counts are exact (straight from the
 /// reports), so it checks the controller, never the SQL: the PostgreSQL suites do that.
 ///
 /// Simplifications, on purpose: a read's snapshot is a copy of the state; cursors keep no
 /// snapshot (`timeKeysAsOf` is empty), and every window count is exact.
-final class InMemoryCrashStore: CrashStore {
+final class InMemoryCrashStore: QueryStore {
     struct Report: Sendable {
         var project: Int64
         var group: Int64
@@ -74,7 +74,7 @@ final class InMemoryCrashStore: CrashStore {
         }
     }
 
-    // MARK: - CrashStore
+    // MARK: - QueryStore
 
     func project(readToken: String) async throws -> ProjectRef? { state.withLock { $0.projects[readToken] } }
 
@@ -101,7 +101,7 @@ final class InMemoryCrashStore: CrashStore {
     }
 
     /// Reads over a copy of the state.
-    struct Reader: CrashStoreReader {
+    struct Reader: QueryReader {
         let state: State
 
         private func matching(_ project: Int64, _ window: TimeWindow, _ f: GroupFilters) -> [Report] {

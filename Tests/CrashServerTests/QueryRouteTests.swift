@@ -251,7 +251,7 @@ private func refusedConnectionError() async throws -> PSQLError {
 }
 
 /// A store whose every call fails with `error`.
-private struct FailingStore: CrashStore {
+private struct FailingStore: QueryStore {
     let error: any Error & Sendable
     /// Whether the read token resolves (so the failure is in the query, not in authentication).
     var authenticates = false

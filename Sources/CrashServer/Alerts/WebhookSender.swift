@@ -122,7 +122,7 @@ struct WebhookSender: Service {
     /// The body for the webhook's format, or nil when the group no longer exists.
     func render(_ delivery: ClaimedDelivery) async throws -> [UInt8]? {
         let window = TimeWindow.lastSevenDays()
-        let group = try await database.read { reader in
+        let group = try await PostgresQueryStore(database: database).read { reader in
             try await reader.groupBody(project: delivery.projectID, group: delivery.groupID, window: window)
         }
         guard let group else { return nil }

@@ -35,7 +35,7 @@ protocol DashboardStore: Sendable {
 /// The dashboard on the server's PostgreSQL, through the query API's functions.
 struct PostgresDashboardStore: DashboardStore {
     let database: CrashDatabase
-    var queries: QueryController<CrashDatabase> { QueryController(store: database) }
+    var queries: QueryController<PostgresQueryStore> { QueryController(store: PostgresQueryStore(database: database)) }
 
     func startSession(_ session: DashboardSessions.Session, expires: Date, readToken: String) async throws -> ProjectRef? {
         try await database.startDashboardSession(idHash: session.idHash, expires: expires, readTokenHash: ProjectKeys.hash(readToken))
@@ -58,9 +58,8 @@ struct PostgresDashboardStore: DashboardStore {
     }
 
     func reports(_ project: ProjectRef, id: Int64, limit: Int) async throws -> [StoredReport] {
-        try await database.withReadSnapshot { connection in
-            try await database.reports(project: project.id, group: id, after: nil, limit: limit, includeStack: true, on: connection)
-                .map(\.report)
+        try await PostgresQueryStore(database: database).read { reader in
+            try await reader.reports(project: project.id, group: id, after: nil, limit: limit, includeStack: true).map(\.report)
         }
     }
 
@@ -69,7 +68,7 @@ struct PostgresDashboardStore: DashboardStore {
     }
 
     func triage(_ project: ProjectRef, id: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool {
-        try await database.triage(project: project.id, group: id, status: status, resolvedIn: resolvedIn)
+        try await PostgresQueryStore(database: database).triage(project: project.id, group: id, status: status, resolvedIn: resolvedIn)
     }
 }
 

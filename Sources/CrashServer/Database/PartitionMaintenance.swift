@@ -24,7 +24,7 @@ struct PartitionMaintenance: Service {
             logger.info("report partitions maintained", metadata: ["partitions.created": "\(created)", "partitions.dropped": "\(dropped)"])
         }
         // Cursors older than a day walk on over current data (docs/api.md).
-        _ = try await database.pruneListSnapshots(before: now.addingTimeInterval(-day))
+        _ = try await PostgresQueryStore(database: database).pruneListSnapshots(before: now.addingTimeInterval(-day))
         // Sessions started over 31 days ago can no longer change (release-health.md).
         _ = try await database.pruneSessions(before: now.addingTimeInterval(-31 * day))
     }

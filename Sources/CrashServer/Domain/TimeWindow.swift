@@ -35,58 +35,93 @@ struct TimeWindow: Sendable, Hashable {
     }
 
     /// The window as rollup pieces: sub-hour edges read raw reports, whole hours at the
-    /// ends read `group_hourly`, whole days read `group_daily`. Empty pieces are `(x, x)`.
+    /// ends read hourly rollups, whole days read daily ones. An empty piece is a range of
+    /// length zero (`from == to`), which matches no row.
     struct Plan: Sendable {
-        var raw: [(Date, Date)]  // 2
-        var hours: [(Date, Date)]  // 2
-        var days: (Date, Date)
+        /// The part before the first whole hour, read from raw rows.
+        var rawHead: TimeRange
+        /// The part after the last whole hour, read from raw rows.
+        var rawTail: TimeRange
+        /// The whole hours before the first whole day.
+        var hoursHead: TimeRange
+        /// The whole hours after the last whole day.
+        var hoursTail: TimeRange
+        /// The whole days.
+        var days: TimeRange
+
+        /// ``rawHead`` and ``rawTail`` as `(from, to)` pairs, for readers that take them so.
+        var raw: [(Date, Date)] { [(rawHead.from, rawHead.to), (rawTail.from, rawTail.to)] }
+        /// ``hoursHead`` and ``hoursTail`` as `(from, to)` pairs, for readers that take them so.
+        var hours: [(Date, Date)] { [(hoursHead.from, hoursHead.to), (hoursTail.from, hoursTail.to)] }
+
+        /// The whole window read from raw rows (it holds no whole hour).
+        fileprivate static func raw(_ from: Date, _ to: Date) -> Plan {
+            let none = TimeRange(from: to, to: to)
+            return Plan(rawHead: TimeRange(from: from, to: to), rawTail: none, hoursHead: none, hoursTail: none, days: none)
+        }
     }
 
     var plan: Plan {
-        let h0 = Self.ceil(from, Self.hour)
-        let h1 = Self.floor(to, Self.hour)
-        guard h0 < h1 else { return Plan(raw: [(from, to), (to, to)], hours: [(to, to), (to, to)], days: (to, to)) }
-        let d0 = Self.ceil(h0, Self.day)
-        let d1 = Self.floor(h1, Self.day)
-        let raw = [(from, h0), (h1, to)]
-        guard d0 < d1 else { return Plan(raw: raw, hours: [(h0, h1), (h1, h1)], days: (h1, h1)) }
-        return Plan(raw: raw, hours: [(h0, d0), (d1, h1)], days: (d0, d1))
+        let firstHour = Self.ceil(from, Self.hour)
+        let endHour = Self.floor(to, Self.hour)
+        guard firstHour < endHour else { return .raw(from, to) }
+        let firstDay = Self.ceil(firstHour, Self.day)
+        let endDay = Self.floor(endHour, Self.day)
+        let rawHead = TimeRange(from: from, to: firstHour)
+        let rawTail = TimeRange(from: endHour, to: to)
+        guard firstDay < endDay else {
+            let none = TimeRange(from: endHour, to: endHour)
+            return Plan(
+                rawHead: rawHead, rawTail: rawTail, hoursHead: TimeRange(from: firstHour, to: endHour), hoursTail: none, days: none)
+        }
+        return Plan(
+            rawHead: rawHead, rawTail: rawTail, hoursHead: TimeRange(from: firstHour, to: firstDay),
+            hoursTail: TimeRange(from: endDay, to: endHour), days: TimeRange(from: firstDay, to: endDay))
     }
 
     /// The whole hours and days of the plan, read as cheaply as possible from tables that
     /// hold both days and hours: an edge of more than 12 hours is read as its whole day
     /// minus the hours outside the window, so at most 12 hourly rows per edge and group.
     struct SubtractivePlan: Sendable {
-        var days: (Date, Date)
-        /// Two hour ranges (empty ones are `(to, to)`), each added (+1) or subtracted (-1).
-        var edges: [(from: Date, to: Date, sign: Int64)]
+        /// Hours counted with a sign: +1 adds them to the days, -1 takes them away.
+        struct SignedHours: Sendable {
+            var range: TimeRange
+            var sign: Int64
+        }
+
+        var days: TimeRange
+        /// The hours at the start (empty ones are `(to, to)`).
+        var head: SignedHours
+        /// The hours at the end.
+        var tail: SignedHours
     }
 
     var subtractivePlan: SubtractivePlan {
         let p = plan
-        guard p.days.0 < p.days.1 else {
-            return SubtractivePlan(days: p.days, edges: p.hours.map { ($0.0, $0.1, 1) })
+        var result = SubtractivePlan(
+            days: p.days, head: .init(range: p.hoursHead, sign: 1), tail: .init(range: p.hoursTail, sign: 1))
+        guard p.days.from < p.days.to else { return result }
+        if p.hoursHead.to.timeIntervalSince(p.hoursHead.from) > 12 * Self.hour {
+            result.days.from = p.hoursHead.to.addingTimeInterval(-Self.day)
+            result.head = .init(range: TimeRange(from: result.days.from, to: p.hoursHead.from), sign: -1)
         }
-        var days = p.days
-        var edges: [(from: Date, to: Date, sign: Int64)] = p.hours.map { ($0.0, $0.1, 1) }
-        let (h0, d0) = p.hours[0], (d1, h1) = p.hours[1]
-        if d0.timeIntervalSince(h0) > 12 * Self.hour {
-            days.0 = d0.addingTimeInterval(-Self.day)
-            edges[0] = (days.0, h0, -1)
+        if p.hoursTail.to.timeIntervalSince(p.hoursTail.from) > 12 * Self.hour {
+            result.days.to = p.hoursTail.from.addingTimeInterval(Self.day)
+            result.tail = .init(range: TimeRange(from: p.hoursTail.to, to: result.days.to), sign: -1)
         }
-        if h1.timeIntervalSince(d1) > 12 * Self.hour {
-            days.1 = d1.addingTimeInterval(Self.day)
-            edges[1] = (h1, days.1, -1)
-        }
-        return SubtractivePlan(days: days, edges: edges)
+        return result
     }
 
-    /// Hour-only plan (no daily rollup), for reads from hourly tables.
+    /// Hour-only plan (no daily rollup), for reads from hourly tables: all whole hours are
+    /// ``Plan/hoursHead``.
     var hourPlan: Plan {
-        let h0 = Self.ceil(from, Self.hour)
-        let h1 = Self.floor(to, Self.hour)
-        guard h0 < h1 else { return Plan(raw: [(from, to), (to, to)], hours: [(to, to), (to, to)], days: (to, to)) }
-        return Plan(raw: [(from, h0), (h1, to)], hours: [(h0, h1), (h1, h1)], days: (h1, h1))
+        let firstHour = Self.ceil(from, Self.hour)
+        let endHour = Self.floor(to, Self.hour)
+        guard firstHour < endHour else { return .raw(from, to) }
+        let none = TimeRange(from: endHour, to: endHour)
+        return Plan(
+            rawHead: TimeRange(from: from, to: firstHour), rawTail: TimeRange(from: endHour, to: to),
+            hoursHead: TimeRange(from: firstHour, to: endHour), hoursTail: none, days: none)
     }
 
     /// How many buckets ``buckets(_:)`` gives, computed without listing them (a window of
@@ -119,4 +154,10 @@ struct TimeWindow: Sendable, Hashable {
         }
         return out
     }
+}
+
+/// `[from, to)` of timestamps; empty when `from == to`.
+struct TimeRange: Sendable, Hashable {
+    var from: Date
+    var to: Date
 }

@@ -1,12 +1,21 @@
 import Hummingbird
 
+/// What read authentication needs from storage: the project a read token belongs to.
+/// ``QueryStore`` and ``PostgresProjectStore`` both answer it.
+protocol ReadTokenLookup: Sendable {
+    /// The project a read token belongs to, or nil.
+    func project(readToken: String) async throws -> ProjectRef?
+}
+
+extension PostgresProjectStore: ReadTokenLookup {}
+
 /// Authenticates the read routes of `/v1/projects/{project}/...`: resolves the read token
 /// and puts the project into ``CrashRequestContext/readProject`` before the handler runs.
 ///
 /// 401 without a valid read token, 404 when the token belongs to another project (which so
 /// cannot learn what exists). Only a connection failure is the database being
 /// "unavailable" (503 with `Retry-After`); any other storage error stays an error (500).
-struct ReadAuthenticationMiddleware<Store: CrashStore>: RouterMiddleware {
+struct ReadAuthenticationMiddleware<Store: ReadTokenLookup>: RouterMiddleware {
     typealias Context = CrashRequestContext
 
     let store: Store

@@ -8,9 +8,9 @@ import PostgresNIO
 /// The Query section of the contract: crash list, detail, reports, triage and stats, all
 /// behind a project's read token (``ReadAuthenticationMiddleware``); plus `GET /openapi.json`.
 ///
-/// Generic over its storage: ``CrashDatabase`` in the server, ``InMemoryCrashStore`` in
+/// Generic over its storage: ``PostgresQueryStore`` in the server, ``InMemoryCrashStore`` in
 /// fast route tests.
-struct QueryController<Store: CrashStore>: Sendable {
+struct QueryController<Store: QueryStore>: Sendable {
     let store: Store
     /// Adds `symbolicated` frames to the reports and the detail's latest reports.
     var symbolicator: ReportSymbolicator? = nil
@@ -262,36 +262,6 @@ struct QueryController<Store: CrashStore>: Sendable {
             throw APIError.notFound("no crash group '\(context.parameters.get("id") ?? "")'")
         }
         return id
-    }
-}
-
-extension CrashStoreReader {
-    /// The response bodies of `counts` groups (in that order), with devices and versions.
-    func groupBodies(
-        project: Int64, counts: [(Int64, Int64)], window: TimeWindow, filters: GroupFilters
-    ) async throws -> [GroupBody] {
-        guard !counts.isEmpty else { return [] }
-        let ids = counts.map(\.0)
-        let rows = try await groupRows(project: project, ids: ids)
-        let versionLists = try await self.versions(ids: ids)
-        let devices = try await deviceCounts(
-            project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window, filters: filters)
-        return counts.compactMap { id, count in
-            guard let row = rows[id] else { return nil }
-            return GroupBody(
-                id: String(id), signature: row.signature, kind: row.kind, groupingVersion: row.groupingVersion,
-                title: row.title, count: count,
-                devices: devices[id] ?? 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen, status: row.status,
-                resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versionLists[id] ?? [])
-        }
-    }
-
-    /// One group's body with its count over `window` (triage's answer, a webhook's group).
-    func groupBody(project: Int64, group: Int64, window: TimeWindow) async throws -> GroupBody? {
-        let histogram = try await groupHistogram(group: group, window: window)
-        return try await groupBodies(
-            project: project, counts: [(group, histogram.values.reduce(0, +))], window: window, filters: GroupFilters()
-        ).first
     }
 }
 

@@ -117,7 +117,7 @@ struct ReleasesController: Sendable {
     let database: CrashDatabase
 
     func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
-        let project = router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: database))
+        let project = router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: PostgresProjectStore(database: database)))
         project.get("releases", use: list)
         project.get("releases/:version", use: detail)
     }
@@ -223,9 +223,9 @@ struct ReleasesController: Sendable {
             "version": version, "limit": "10", "from": RFC3339.format(window.from), "to": RFC3339.format(window.to),
         ]
         if let app { parameters["app"] = app }
-        let top = try await QueryController(store: database).listBody(project: project, QueryParameters(parameters)).groups
+        let top = try await QueryController(store: PostgresQueryStore(database: database)).listBody(project: project, QueryParameters(parameters)).groups
         let groupFilters = GroupFilters(app: app, version: version)
-        let introduced = try await database.read { reader in
+        let introduced = try await PostgresQueryStore(database: database).read { reader in
             let ids = try await database.groupsIntroduced(
                 project: project.id, version: version, app: app, window: window, on: reader.connection)
             guard !ids.isEmpty else { return [GroupBody]() }

@@ -1,0 +1,38 @@
+import Logging
+import PostgresNIO
+
+extension CrashDatabase {
+    /// Runs `body` in one read-only REPEATABLE READ transaction: every statement sees the
+    /// same snapshot, so counts from several rollups and `pg_current_snapshot()` agree.
+    /// On the standby when one is configured and usable, else on the primary's query pool
+    /// (`withReader`).
+    ///
+    /// Both pools' sessions carry the statement timeout (``QueryTimeouts``): a statement that
+    /// hits it is rolled back and answered 503 with `Retry-After` (``queryTimedOut``), never
+    /// 500.
+    func withReadSnapshot<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await withReader { client in
+                try await client.withConnection { connection in
+                    try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+                    do {
+                        let result = try await body(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return result
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                }
+            }
+        } catch  where sqlState(error) == "57014" {
+            logger.warning("read query timed out", metadata: ["error.message": "\(error)"])
+            throw Self.queryTimedOut
+        }
+    }
+
+    /// The answer to a read whose statement ran into the query timeout (SQLSTATE 57014).
+    static let queryTimedOut = APIError.unavailable(
+        "query timeout: the query took longer than the server allows; retry later, or ask for a shorter window or a coarser interval",
+        retryAfter: 5)
+}

@@ -1,0 +1,205 @@
+import CrashWire
+import Foundation
+import NIOCore
+import PostgresNIO
+
+extension PostgresQueryStore.Reader {
+    /// Group rows by id.
+    func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow] {
+        let rows = try await connection.query(
+            """
+            SELECT id, signature, kind, grouping_version, title, first_seen, last_seen, status, fatal, resolved_in
+            FROM crash_groups WHERE project_id = \(project) AND id = ANY(\(ids))
+            """, logger: logger)
+        var out: [Int64: GroupRow] = [:]
+        for try await (id, signature, kind, version, title, first, last, status, fatal, resolvedIn) in rows.decode(
+            (Int64, String, String, String, String, Date, Date, GroupStatus, Bool, String?).self)
+        {
+            out[id] = GroupRow(
+                id: id, signature: signature, kind: kind, groupingVersion: version, title: title, firstSeen: first,
+                lastSeen: last,
+                status: status, fatal: fatal, resolvedIn: resolvedIn)
+        }
+        return out
+    }
+
+    /// Every app version seen per group, highest first.
+    func versions(ids: [Int64]) async throws -> [Int64: [String]] {
+        // One row per group (a row per version cost a row-stream step each).
+        let rows = try await connection.query(
+            "SELECT group_id, array_agg(value) FROM group_facets WHERE group_id = ANY(\(ids)) AND facet = 'version' GROUP BY group_id",
+            logger: logger)
+        var out: [Int64: [String]] = [:]
+        for try await (id, list) in rows.decode((Int64, [String]).self) {
+            out[id] = list.map { (key: AppVersion.Key($0), text: $0) }.sorted { a, b in
+                let c = a.key.compare(b.key)
+                return c != 0 ? c > 0 : a.text > b.text
+            }.map(\.text)
+        }
+        return out
+    }
+
+    /// Groups with at most this many reports in a window get an exact `devices`; larger
+    /// ones an estimate from their device sketches (see docs/api.md).
+    static let exactDeviceLimit: Int64 = 250
+
+    /// Distinct non-empty device ids per group in `window` under the report filters.
+    ///
+    /// Exact (from raw reports, `reports_group_ts`) for groups with at most
+    /// ``exactDeviceLimit`` reports in the window, and whenever an `app` or `os` filter is
+    /// set; otherwise estimated from the HyperLogLog sketches of the whole hours and days the
+    /// window touches (about 3 % standard error), for all versions or the filtered one.
+    func deviceCounts(
+        project: Int64, counts: [Int64: Int64], window: TimeWindow, filters f: GroupFilters
+    ) async throws -> [Int64: Int64] {
+        let sketchable = f.app == nil && f.os == nil
+        var exact: [Int64] = [], estimated: [Int64] = []
+        for (id, n) in counts {
+            if sketchable && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
+        }
+        var out: [Int64: Int64] = [:]
+        if !exact.isEmpty {
+            let rows = try await connection.query(
+                """
+                SELECT group_id, count(DISTINCT device_id)::bigint FROM reports
+                WHERE project_id = \(project) AND group_id = ANY(\(exact)) AND ts >= \(window.from) AND ts < \(window.to)
+                  AND device_id <> ''
+                  AND \(reportFilter: f, nullableOS: true)
+                GROUP BY group_id
+                """, logger: logger)
+            for try await (id, n) in rows.decode((Int64, Int64).self) { out[id] = n }
+        }
+        if !estimated.isEmpty {
+            let plan = TimeWindow(from: TimeWindow.floor(window.from, TimeWindow.hour), to: TimeWindow.ceil(window.to, TimeWindow.hour)).plan
+            let version = f.version ?? ""
+            // One row per group: its sketches concatenated (a list of entries in any order is
+            // a valid stored form to merge). A row per sketch cost a row-stream step each, about
+            // 10 ms for the top 25 groups of 7 days at 10 M reports.
+            let rows = try await connection.query(
+                """
+                SELECT group_id, string_agg(sketch, ''::bytea) FROM (
+                    SELECT group_id, sketch FROM group_version_daily
+                    WHERE group_id = ANY(\(estimated)) AND app_version = \(version) AND \("day", in: plan.days)
+                    UNION ALL
+                    SELECT group_id, sketch FROM group_version_hourly
+                    WHERE group_id = ANY(\(estimated)) AND app_version = \(version)
+                      AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
+                ) x GROUP BY group_id
+                """, logger: logger)
+            for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
+                out[id] = DeviceSketch(encoded: bytes.readableBytesView).estimate
+            }
+        }
+        return out
+    }
+
+    /// Hourly counts of one group over `window`, keyed by hour start.
+    func groupHistogram(group: Int64, window: TimeWindow) async throws -> [Date: Int64] {
+        let plan = window.hourPlan
+        // One row, the hours as two arrays (a row per hour cost a row-stream step each).
+        let rows = try await connection.query(
+            """
+            SELECT array_agg(t), array_agg(n) FROM (
+                SELECT t, sum(n)::bigint AS n FROM (
+                    SELECT hour AS t, count AS n FROM group_version_hourly
+                    WHERE group_id = \(group) AND app_version = '' AND \("hour", in: plan.hoursHead)
+                    UNION ALL
+                    SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = \(group)
+                      AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
+                ) x GROUP BY t
+            ) h
+            """, logger: logger)
+        var out: [Date: Int64] = [:]
+        for try await (times, counts) in rows.decode(([Date]?, [Int64]?).self) {
+            out = Dictionary(zip(times ?? [], counts ?? []), uniquingKeysWith: +)
+        }
+        return out
+    }
+
+    /// Top 10 versions, OS names and models of one group over `window` (empty values left out).
+    func breakdown(group: Int64, window: TimeWindow) async throws -> Breakdown {
+        // Versions: whole days and edge hours of the per-version rollups; OS: whole days of
+        // group_daily and edge hours of group_hourly; models: hours (no daily table).
+        let hourly = window.hourPlan
+        let versions = window.subtractivePlan
+        let daily = window.plan
+        let rows = try await connection.query(
+            """
+            SELECT dim, value, n FROM (
+                SELECT dim, value, sum(n)::bigint AS n,
+                       row_number() OVER (PARTITION BY dim ORDER BY sum(n) DESC, value) AS rank
+                FROM (
+                    SELECT 'v' AS dim, app_version AS value, count AS n FROM group_version_daily
+                    WHERE group_id = \(group) AND app_version <> '' AND \("day", in: versions.days)
+                    UNION ALL
+                    SELECT 'v', app_version, count * CASE WHEN \("hour", in: versions.head.range) THEN \(versions.head.sign) ELSE \(versions.tail.sign) END
+                    FROM group_version_hourly
+                    WHERE group_id = \(group) AND app_version <> '' AND (\("hour", in: versions.head.range) OR \("hour", in: versions.tail.range))
+                    UNION ALL
+                    SELECT 'o', os, count FROM group_daily WHERE group_id = \(group) AND \("day", in: daily.days)
+                    UNION ALL
+                    SELECT 'o', os, count FROM group_hourly
+                    WHERE group_id = \(group) AND (\("hour", in: daily.hoursHead) OR \("hour", in: daily.hoursTail))
+                    UNION ALL
+                    SELECT 'm', model, count FROM group_model_hourly WHERE group_id = \(group) AND \("hour", in: hourly.hoursHead)
+                    UNION ALL
+                    SELECT d.dim, d.value, 1 FROM reports r
+                    CROSS JOIN LATERAL (VALUES ('v', r.app_version), ('o', COALESCE(r.os, '')), ('m', COALESCE(r.model, ''))) AS d(dim, value)
+                    WHERE r.group_id = \(group) AND ((\("r.ts", in: hourly.rawHead)) OR (\("r.ts", in: hourly.rawTail)))
+                ) x WHERE value <> '' GROUP BY dim, value HAVING sum(n) > 0
+            ) y WHERE rank <= 10 ORDER BY dim, rank
+            """, logger: logger)
+        var result = Breakdown(versions: [], os: [], models: [])
+        for try await (dim, value, n) in rows.decode((String, String, Int64).self) {
+            let entry = ValueCount(value: value, count: n)
+            switch dim {
+            case "v": result.versions.append(entry)
+            case "o": result.os.append(entry)
+            default: result.models.append(entry)
+            }
+        }
+        return result
+    }
+
+    /// A group's stored reports, newest first (client time, then id), after `cursor`.
+    func reports(
+        project: Int64, group: Int64, after cursor: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+    ) async throws -> [(report: StoredReport, micros: Int64)] {
+        let afterMicros = cursor?.micros
+        let afterID = cursor?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        let rows = try await connection.query(
+            """
+            SELECT id, ts, received_at, kind, reason, CASE WHEN \(includeStack) THEN COALESCE(stack, stack_jsonb::text) END, fatal,
+                   app_id, app_version, app_build, os, os_version, model, device_id,
+                   COALESCE(fingerprint, fingerprint_jsonb::text), COALESCE(context, context_jsonb::text),
+                   (extract(epoch FROM ts) * 1000000)::bigint
+            FROM reports WHERE group_id = \(group) AND project_id = \(project)
+              AND (\(afterMicros)::bigint IS NULL OR (ts, id) < ('epoch'::timestamptz + \(afterMicros) * interval '1 microsecond', \(afterID)))
+            ORDER BY ts DESC, id DESC LIMIT \(limit)
+            """, logger: logger)
+        var out: [(StoredReport, Int64)] = []
+        let decoder = JSONDecoder()
+        func strings(_ json: String?) throws -> [String]? { try json.map { try decoder.decode([String].self, from: Data($0.utf8)) } }
+        for try await row in rows {
+            let (
+                id, timestamp, receivedAt, kind, reason, stack, fatal, appID, appVersion, appBuild, os, osVersion, model, deviceID,
+                fingerprint, context, micros
+            ) = try row.decode(
+                (
+                    UUID, Date, Date, String, String, String?, Bool?, String, String, String?, String?, String?, String?, String?, String?,
+                    String?, Int64
+                ).self)
+            let device: DeviceInfo? =
+                os == nil && osVersion == nil && model == nil && deviceID == nil
+                ? nil : DeviceInfo(os: os, osVersion: osVersion, model: model, id: deviceID)
+            let report = StoredReport(
+                id: id.uuidString.lowercased(), timestamp: timestamp, kind: kind, reason: reason, stack: try strings(stack),
+                fatal: fatal, app: AppInfo(id: appID, version: appVersion, build: appBuild), device: device,
+                fingerprint: try strings(fingerprint),
+                context: try context.map { try decoder.decode([String: String].self, from: Data($0.utf8)) },
+                receivedAt: receivedAt)
+            out.append((report, micros))
+        }
+        return out
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The query store on the server's PostgreSQL: reads in one read-only snapshot through
+/// ``CrashDatabase/withReadSnapshot(_:)`` (the standby when one is usable, else the primary's
+/// query pool), writes (triage, list snapshots) on the primary.
+struct PostgresQueryStore: QueryStore {
+    let database: CrashDatabase
+
+    private var logger: Logger { database.logger }
+
+    /// The project a read token belongs to (``PostgresProjectStore/project(readToken:)``).
+    func project(readToken: String) async throws -> ProjectRef? {
+        try await PostgresProjectStore(database: database).project(readToken: readToken)
+    }
+
+    /// One read-only REPEATABLE READ transaction (``CrashDatabase/withReadSnapshot(_:)``).
+    func read<T: Sendable>(_ body: (Reader) async throws -> T) async throws -> T {
+        try await database.withReadSnapshot { connection in try await body(Reader(database: database, connection: connection)) }
+    }
+
+    /// Keeps a list's first-page snapshot for its cursors; returns its id.
+    func saveListSnapshot(_ snapshot: String) async throws -> Int64 {
+        let rows = try await database.client.query(
+            "INSERT INTO list_snapshots (snapshot) VALUES (\(snapshot)::pg_snapshot) RETURNING id", logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        throw QueryStoreError.snapshotNotSaved
+    }
+
+    /// Deletes list snapshots saved before `cutoff`; returns how many.
+    func pruneListSnapshots(before cutoff: Date) async throws -> Int {
+        let rows = try await database.client.query(
+            "WITH d AS (DELETE FROM list_snapshots WHERE created_at < \(cutoff) RETURNING 1) SELECT count(*)::bigint FROM d",
+            logger: logger)
+        for try await n in rows.decode(Int64.self) { return Int(n) }
+        return 0
+    }
+
+    /// Sets a group's status; returns false when the project has no such group.
+    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool {
+        let rows = try await database.client.query(
+            """
+            UPDATE crash_groups SET status = \(status), resolved_in = \(resolvedIn)
+            WHERE id = \(group) AND project_id = \(project) RETURNING id
+            """, logger: logger)
+        var found = false
+        for try await _ in rows.decode(Int64.self) { found = true }
+        if found { try await database.noteWrite() }
+        return found
+    }
+
+    /// The reads of one snapshot, on its connection. Counts come from the rollups the ingest
+    /// transaction keeps (whole days from the daily ones, edge hours from the hourly ones,
+    /// sub-hour edges from raw reports: ``TimeWindow/plan``).
+    struct Reader: QueryReader {
+        let database: CrashDatabase
+        let connection: PostgresConnection
+
+        var logger: Logger { database.logger }
+
+        func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?) {
+            try await database.firstPageSnapshot(on: connection)
+        }
+
+        /// A saved list snapshot as text; nil when unknown or pruned (see
+        /// ``PostgresQueryStore/pruneListSnapshots(before:)``).
+        ///
+        /// Snapshots are saved on the primary. On a standby that has not replayed the row yet, or
+        /// whose own snapshot does not yet see everything the saved one holds as finished, this
+        /// throws ``ReaderBehind`` and the page is read on the primary instead.
+        func listSnapshot(_ id: Int64) async throws -> String? {
+            let rows = try await connection.query(
+                """
+                SELECT s.snapshot::text, r.standby,
+                       NOT r.standby OR pg_snapshot_xmax(s.snapshot) <= pg_snapshot_xmin(pg_current_snapshot())
+                FROM (SELECT pg_is_in_recovery() AS standby) r LEFT JOIN list_snapshots s ON s.id = \(id)
+                """, logger: logger)
+            for try await (text, standby, covered) in rows.decode((String?, Bool, Bool?).self) {
+                if text == nil, standby { throw ReaderBehind() }
+                if covered == false { throw ReaderBehind() }
+                return text
+            }
+            return nil
+        }
+
+        /// Reports per group in `window` under `filters`, read from the rollups (whole days
+        /// from `group_daily`, edge hours from `group_hourly`, sub-hour edges from raw reports).
+        ///
+        /// - Parameters:
+        ///   - ids: only these groups; nil for every group of the project.
+        ///   - snapshot: count as of this `pg_snapshot`: reports committed after it are subtracted.
+        /// - Returns: groups with a positive count that pass the kind and status filters.
+        func windowCounts(
+            project: Int64, ids: [Int64]?, window: TimeWindow, filters f: GroupFilters, snapshot: String?
+        ) async throws -> [Int64: Int64] {
+            let plan = window.plan
+            // Without app/os filters, whole hours and days come from the per-version rollups: a
+            // few rows per group and day instead of one per app, version and OS.
+            let scoped = f.app == nil && f.os == nil
+            let version = f.version ?? ""
+            let sp = window.subtractivePlan
+            let rows = try await connection.query(
+                """
+                SELECT c.group_id, c.n FROM (
+                    SELECT group_id, sum(n)::bigint AS n FROM (
+                        SELECT group_id, count AS n FROM group_version_daily
+                        WHERE \(scoped) AND app_version = \(version) AND \("day", in: sp.days)
+                          AND (group_id = ANY(\(ids)::bigint[])
+                               OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
+                        UNION ALL
+                        SELECT group_id, count * CASE WHEN \("hour", in: sp.head.range) THEN \(sp.head.sign) ELSE \(sp.tail.sign) END
+                        FROM group_version_hourly
+                        WHERE \(scoped) AND app_version = \(version) AND (\("hour", in: sp.head.range) OR \("hour", in: sp.tail.range))
+                          AND (group_id = ANY(\(ids)::bigint[])
+                               OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
+                        UNION ALL
+                        SELECT group_id, count AS n FROM group_daily
+                        WHERE NOT \(scoped) AND project_id = \(project) AND \("day", in: plan.days)
+                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND \(reportFilter: f)
+                        UNION ALL
+                        SELECT group_id, count FROM group_hourly
+                        WHERE NOT \(scoped) AND project_id = \(project) AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
+                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND \(reportFilter: f)
+                        UNION ALL
+                        SELECT group_id, 1 FROM reports
+                        WHERE project_id = \(project) AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
+                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND \(reportFilter: f, nullableOS: true)
+                        UNION ALL
+                        SELECT group_id, -1 FROM reports
+                        WHERE \(snapshot)::text IS NOT NULL AND project_id = \(project)
+                          AND xact >= pg_snapshot_xmin(\(snapshot)::pg_snapshot)
+                          AND NOT pg_visible_in_snapshot(xact, \(snapshot)::pg_snapshot)
+                          AND ts >= \(window.from) AND ts < \(window.to)
+                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND \(reportFilter: f, nullableOS: true)
+                    ) x GROUP BY group_id
+                ) c JOIN crash_groups g ON g.id = c.group_id
+                WHERE c.n > 0 AND \(groupFilter: f, alias: "g")
+                """, logger: logger)
+            var counts: [Int64: Int64] = [:]
+            for try await (id, n) in rows.decode((Int64, Int64).self) { counts[id] = n }
+            return counts
+        }
+
+        /// The next candidates for a count-sorted page, by an upper bound of their window count
+        /// (all-time count, or all-time count for the filtered version/os/app), highest first;
+        /// only bounds of at least `atLeast` when it is set.
+        func countCandidates(
+            project: Int64, window: TimeWindow, filters f: GroupFilters, after: (bound: Int64, id: Int64)?, atLeast: Int64?,
+            limit: Int
+        ) async throws -> [(id: Int64, bound: Int64)] {
+            let facet: (String, String)? =
+                f.version.map { ("version", $0) } ?? f.os.map { ("os", $0) } ?? f.app.map { ("app", $0) }
+            let afterBound = after?.bound, afterID = after?.id ?? 0
+            let rows: PostgresRowSequence
+            if let (name, value) = facet {
+                rows = try await connection.query(
+                    """
+                    SELECT f.group_id, f.count FROM group_facets f JOIN crash_groups g ON g.id = f.group_id
+                    WHERE f.project_id = \(project) AND f.facet = \(name) AND f.value = \(value)
+                      AND f.last_seen >= \(window.from) AND f.first_seen < \(window.to)
+                      AND (\(afterBound)::bigint IS NULL OR f.count < \(afterBound) OR (f.count = \(afterBound) AND f.group_id > \(afterID)))
+                      AND (\(atLeast)::bigint IS NULL OR f.count >= \(atLeast))
+                      AND \(groupFilter: f, alias: "g")
+                    ORDER BY f.count DESC, f.group_id LIMIT \(limit)
+                    """, logger: logger)
+            } else {
+                rows = try await connection.query(
+                    """
+                    SELECT id, report_count FROM crash_groups
+                    WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
+                      AND (\(afterBound)::bigint IS NULL OR report_count < \(afterBound) OR (report_count = \(afterBound) AND id > \(afterID)))
+                      AND (\(atLeast)::bigint IS NULL OR report_count >= \(atLeast))
+                      AND \(groupFilter: f)
+                    ORDER BY report_count DESC, id LIMIT \(limit)
+                    """, logger: logger)
+            }
+            var out: [(Int64, Int64)] = []
+            for try await (id, bound) in rows.decode((Int64, Int64).self) { out.append((id, bound)) }
+            return out
+        }
+
+        /// The next groups by `lastSeen` or `firstSeen` (descending, ties by id ascending) after
+        /// `after` (microseconds, id), with the time in microseconds.
+        func timeCandidates(
+            project: Int64, sort: GroupSort, window: TimeWindow, filters f: GroupFilters, after: (Int64, Int64)?, limit: Int
+        ) async throws -> [(id: Int64, key: Int64)] {
+            let afterKey = after?.0, afterID = after?.1 ?? 0
+            let column = sort == .firstSeen ? "first_seen" : "last_seen"
+            let rows = try await connection.query(
+                """
+                SELECT id, (extract(epoch FROM \(unescaped: column)) * 1000000)::bigint FROM crash_groups
+                WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
+                  AND (\(afterKey)::bigint IS NULL OR \(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'
+                       OR (\(unescaped: column) = 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond' AND id > \(afterID)))
+                  AND \(groupFilter: f)
+                ORDER BY \(unescaped: column) DESC, id LIMIT \(limit)
+                """, logger: logger)
+            var out: [(Int64, Int64)] = []
+            for try await (id, key) in rows.decode((Int64, Int64).self) { out.append((id, key)) }
+            return out
+        }
+
+        /// `lastSeen`/`firstSeen` (microseconds) as of `snapshot`, for the project's groups whose
+        /// value was moved by reports committed after it (the others keep their current value);
+        /// nil for a group that had no report then.
+        func timeKeysAsOf(project: Int64, sort: GroupSort, snapshot: String) async throws -> [Int64: Int64?] {
+            let last = sort == .lastSeen
+            let rows = try await connection.query(
+                """
+                WITH delta AS (
+                    SELECT group_id, max(ts) AS hi, min(ts) AS lo FROM reports
+                    WHERE project_id = \(project)
+                      AND xact >= pg_snapshot_xmin(\(snapshot)::pg_snapshot) AND NOT pg_visible_in_snapshot(xact, \(snapshot)::pg_snapshot)
+                    GROUP BY group_id
+                )
+                SELECT g.id, (extract(epoch FROM CASE WHEN \(last) THEN
+                        (SELECT max(r.ts) FROM reports r WHERE r.group_id = g.id AND pg_visible_in_snapshot(r.xact, \(snapshot)::pg_snapshot))
+                    ELSE
+                        (SELECT min(r.ts) FROM reports r WHERE r.group_id = g.id AND pg_visible_in_snapshot(r.xact, \(snapshot)::pg_snapshot))
+                    END) * 1000000)::bigint
+                FROM crash_groups g JOIN delta d ON d.group_id = g.id
+                WHERE CASE WHEN \(last) THEN d.hi >= g.last_seen ELSE d.lo <= g.first_seen END
+                """, logger: logger)
+            var out: [Int64: Int64?] = [:]
+            for try await (id, key) in rows.decode((Int64, Int64?).self) { out[id] = key }
+            return out
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+
+/// What the query service (``QueryService``) needs from storage: the crash list, a group's
+/// detail and reports, the stats, triage, and the read token of the query routes.
+///
+/// Two implementations: ``PostgresQueryStore`` (the server's) and `InMemoryCrashStore`
+/// (fast route tests only, never instead of the PostgreSQL tests). Reads go through
+/// ``read(_:)``: one consistent snapshot per request, so counts from several tables agree.
+protocol QueryStore: ReadTokenLookup {
+    associatedtype Reader: QueryReader
+
+    /// Runs `body` over one read snapshot.
+    func read<T: Sendable>(_ body: (Reader) async throws -> T) async throws -> T
+    /// Keeps a list's first-page snapshot for its cursors; returns its id.
+    func saveListSnapshot(_ snapshot: String) async throws -> Int64
+    /// Sets a group's status; false when the project has no such group.
+    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool
+}
+
+/// The reads of one snapshot (see ``QueryStore/read(_:)``); each is documented on its
+/// PostgreSQL implementation (``PostgresQueryStore/Reader``).
+protocol QueryReader: Sendable {
+    /// The first page's snapshot, and the one to read counts as of (nil: current data).
+    func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?)
+    func listSnapshot(_ id: Int64) async throws -> String?
+    func windowCounts(
+        project: Int64, ids: [Int64]?, window: TimeWindow, filters: GroupFilters, snapshot: String?
+    ) async throws
+        -> [Int64: Int64]
+    func countCandidates(
+        project: Int64, window: TimeWindow, filters: GroupFilters, after: (bound: Int64, id: Int64)?, atLeast: Int64?,
+        limit: Int
+    )
+        async throws -> [(id: Int64, bound: Int64)]
+    func timeCandidates(
+        project: Int64, sort: GroupSort, window: TimeWindow, filters: GroupFilters, after: (Int64, Int64)?, limit: Int
+    )
+        async throws -> [(id: Int64, key: Int64)]
+    func timeKeysAsOf(project: Int64, sort: GroupSort, snapshot: String) async throws -> [Int64: Int64?]
+    func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow]
+    func versions(ids: [Int64]) async throws -> [Int64: [String]]
+    func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64]
+    func groupHistogram(group: Int64, window: TimeWindow) async throws -> [Date: Int64]
+    func breakdown(group: Int64, window: TimeWindow) async throws -> Breakdown
+    func reports(
+        project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+    ) async throws
+        -> [(report: StoredReport, micros: Int64)]
+    /// `maxSeries`: the caller keeps at most this many series; the store may leave out keys
+    /// past the `maxSeries + 1` of highest total (ties by key in byte order).
+    func stats(
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int
+    ) async throws
+        -> [(t: Date, key: String?, n: Int64)]
+    func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)]
+    func groupTrends(
+        project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters
+    ) async throws
+        -> [Int64: [Date: Int64]]
+}
+
+extension QueryReader {
+    /// The response bodies of `counts` groups (in that order), with devices and versions.
+    func groupBodies(
+        project: Int64, counts: [(Int64, Int64)], window: TimeWindow, filters: GroupFilters
+    ) async throws -> [GroupBody] {
+        guard !counts.isEmpty else { return [] }
+        let ids = counts.map(\.0)
+        let rows = try await groupRows(project: project, ids: ids)
+        let versionLists = try await self.versions(ids: ids)
+        let devices = try await deviceCounts(
+            project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window, filters: filters)
+        return counts.compactMap { id, count in
+            guard let row = rows[id] else { return nil }
+            return GroupBody(
+                id: String(id), signature: row.signature, kind: row.kind, groupingVersion: row.groupingVersion,
+                title: row.title, count: count,
+                devices: devices[id] ?? 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen, status: row.status,
+                resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versionLists[id] ?? [])
+        }
+    }
+
+    /// One group's body with its count over `window` (triage's answer, a webhook's group).
+    func groupBody(project: Int64, group: Int64, window: TimeWindow) async throws -> GroupBody? {
+        let histogram = try await groupHistogram(group: group, window: window)
+        return try await groupBodies(
+            project: project, counts: [(group, histogram.values.reduce(0, +))], window: window, filters: GroupFilters()
+        ).first
+    }
+}
+
+/// A crash group's stored row.
+struct GroupRow: Sendable {
+    var id: Int64
+    var signature: String
+    var kind: String
+    var groupingVersion: String
+    var title: String
+    var firstSeen: Date
+    var lastSeen: Date
+    var status: GroupStatus
+    var fatal: Bool
+    var resolvedIn: String?
+}
+
+/// A query store failed in a way no client caused (a row PostgreSQL should have returned
+/// did not come back); answered 500 and logged, like any storage error.
+struct QueryStoreError: Error, CustomStringConvertible, Sendable {
+    private enum Code: Sendable { case noSnapshot, snapshotNotSaved }
+    private let code: Code
+
+    /// `pg_current_snapshot()` returned no row.
+    static let noSnapshot = QueryStoreError(code: .noSnapshot)
+    /// The `list_snapshots` insert returned no id.
+    static let snapshotNotSaved = QueryStoreError(code: .snapshotNotSaved)
+
+    var description: String {
+        switch code {
+        case .noSnapshot: "no snapshot"
+        case .snapshotNotSaved: "list snapshot not saved"
+        }
+    }
+}
