@@ -1,5 +1,6 @@
 import Hummingbird
 import Logging
+import NIOCore
 import ServiceLifecycle
 
 /// Wires the whole server: database pool, group-commit batcher, partition upkeep,
@@ -12,7 +13,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let database = try CrashDatabase(configuration: configuration, logger: logger)
     let metrics = ServerMetrics()
     if let reader = database.reader { metrics.observeReads(of: reader) }
-    let timeout = Duration.milliseconds(Int64(configuration.databaseTimeout * 1000))
+    let timeout = configuration.databaseTimeout
     let batcher = IngestBatcher(
         maxQueuedReports: configuration.maxQueuedReports,
         maxBatchReports: configuration.maxBatchReports,
@@ -42,14 +43,14 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     // The batch in flight takes at most three database timeouts (IngestBatcher), plus 5 s.
     let shutdownDeadline = ShutdownDeadline(
-        grace: .milliseconds(Int64(configuration.databaseTimeout * 3000)) + .seconds(5), logger: logger)
+        grace: configuration.databaseTimeout * 3 + .seconds(5), logger: logger)
     let connections = ConnectionCounter()
     var app = Application(
         router: router,
         server: .http1(
             configuration: .init(
                 additionalChannelHandlers: [ConnectionGuardHandler(limits: connectionLimits, counter: connections)],
-                idleTimeout: .milliseconds(Int64(configuration.idleTimeout * 1000)))),
+                idleTimeout: TimeAmount(configuration.idleTimeout))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.

@@ -11,91 +11,61 @@ struct CrashServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crash-server",
         abstract: "CrashGuard crash-report server.",
-        subcommands: [Serve.self, Migrate.self, ProjectCommand.self, Top.self, DebugFilesCommand.self],
+        discussion: ServerConfiguration.flagHelp(for: .other),
+        subcommands: [Serve.self, Migrate.self, ProjectCommand.self, Top.self, DebugFilesCommand.self, Settings.self],
         defaultSubcommand: Serve.self
     )
+
+    /// Takes the settings' flags out of the arguments (they are looked up in
+    /// `ServerConfiguration.settings`, not declared per command), then runs the command the
+    /// rest names.
+    static func main() async {
+        let (settings, rest) = ServerConfiguration.splitSettingFlags(Array(CommandLine.arguments.dropFirst()))
+        await CommonOptions.$settingFlags.withValue(settings) { await main(rest) }
+    }
 }
 
-/// Flags shared by every subcommand. Each overrides its environment variable, which
-/// overrides the default (see `ServerConfiguration`).
+/// The configuration of every command: the settings' defaults, overridden by their
+/// environment variables, overridden by the flags `CrashServerCommand.main()` took out.
 struct CommonOptions: ParsableArguments {
-    @Option(help: "PostgreSQL URL (env DATABASE_URL).")
-    var databaseURL: String?
+    /// The settings' flags and their values.
+    @TaskLocal static var settingFlags: [String] = []
 
-    @Option(help: "trace, debug, info, notice, warning, error, critical (env CRASHGUARD_LOG_LEVEL).")
-    var logLevel: String?
-
-    @Option(help: "URL clients reach the server at: the base of Sentry DSNs and alert links (env CRASHGUARD_PUBLIC_URL).")
-    var publicURL: String?
-
-    func configuration() throws -> ServerConfiguration {
-        var config = try ServerConfiguration(environment: ProcessInfo.processInfo.environment)
-        if let databaseURL { config.databaseURL = databaseURL }
-        if let publicURL { config.publicURL = publicURL }
-        guard SentryDSN.isValidPublicURL(config.publicURL) else {
-            throw ValidationError("--public-url: '\(config.publicURL)' is not an http(s) URL with a host")
-        }
-        if let logLevel {
-            guard let level = Logger.Level(rawValue: logLevel) else {
-                throw ValidationError("--log-level: unknown level '\(logLevel)'")
-            }
-            config.logLevel = level
-        }
+    func configuration(for command: Setting.Command = .other) throws -> ServerConfiguration {
+        let config = try ServerConfiguration(
+            flags: Self.settingFlags, environment: ProcessInfo.processInfo.environment, command: command)
+        try config.validate(for: command)
         return config
     }
 }
 
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply the schema and serve HTTP (the default).")
+    static let configuration = CommandConfiguration(
+        abstract: "Apply the schema and serve HTTP (the default).", discussion: ServerConfiguration.flagHelp(for: .serve))
 
     @OptionGroup var common: CommonOptions
-    @Option(help: "PostgreSQL URL of a hot standby for queries and dashboard reads (env DATABASE_READ_URL).")
-    var databaseReadURL: String?
-    @Option(help: "Address to bind (env CRASHGUARD_HOST).") var host: String?
-    @Option(help: "Port to bind (env CRASHGUARD_PORT).") var port: Int?
-    @Option(help: "Largest compressed body in bytes (env CRASHGUARD_MAX_BODY_BYTES).") var maxBodyBytes: Int?
-    @Option(help: "Largest decompressed body in bytes (env CRASHGUARD_MAX_DECOMPRESSED_BYTES).") var maxDecompressedBytes: Int?
-    @Option(help: "Ingest requests per second per project, 0 = off (env CRASHGUARD_RATE_LIMIT).") var rateLimit: Double?
-    @Option(help: "Ingest burst per project (env CRASHGUARD_RATE_BURST).") var rateBurst: Double?
-    @Option(help: "Request body bytes in flight across uploads; no request or project holds more than half (env CRASHGUARD_MAX_INFLIGHT_BODY_BYTES).")
-    var maxInflightBodyBytes: Int?
-    @Option(help: "Most reports waiting for a commit before 503 (env CRASHGUARD_MAX_QUEUED_REPORTS).") var maxQueuedReports: Int?
-    @Option(help: "Most reports in one group-commit transaction (env CRASHGUARD_MAX_BATCH_REPORTS).") var maxBatchReports: Int?
-    @Option(help: "Most estimated report bytes in one group-commit transaction (env CRASHGUARD_MAX_BATCH_BYTES).") var maxBatchBytes: Int?
-    @Option(help: "Group-commit transactions in flight at once, for single-group requests (env CRASHGUARD_INGEST_LANES).") var ingestLanes: Int?
-    @Option(help: "Days of raw reports kept (env CRASHGUARD_RETENTION_DAYS).") var retentionDays: Int?
-    @Option(help: "Database connections (env CRASHGUARD_DB_POOL_SIZE).") var dbPoolSize: Int?
-    @Option(help: "Client connections served at once; more get 503 (env CRASHGUARD_MAX_CONNECTIONS).") var maxConnections: Int?
-    @Option(help: "Share of the concurrent requests uploads may hold, 0 to 1; the rest is for queries (env CRASHGUARD_INGEST_SHARE).")
-    var ingestShare: Double?
 
     func run() async throws {
-        var config = try common.configuration()
-        if let databaseReadURL { config.databaseReadURL = databaseReadURL }
-        if let host { config.host = host }
-        if let port { config.port = port }
-        if let maxBodyBytes { config.maxBodyBytes = maxBodyBytes }
-        if let maxDecompressedBytes { config.maxDecompressedBytes = maxDecompressedBytes }
-        if let rateLimit { config.rateLimit = rateLimit }
-        if let rateBurst { config.rateBurst = rateBurst }
-        if let maxQueuedReports { config.maxQueuedReports = maxQueuedReports }
-        if let maxBatchReports { config.maxBatchReports = maxBatchReports }
-        if let maxBatchBytes { config.maxBatchBytes = maxBatchBytes }
-        if let ingestLanes { config.ingestLanes = ingestLanes }
-        if let maxInflightBodyBytes { config.maxInflightBodyBytes = maxInflightBodyBytes }
-        if let retentionDays { config.retentionDays = retentionDays }
-        if let dbPoolSize { config.databasePoolSize = dbPoolSize }
-        if let maxConnections { config.maxConnections = maxConnections }
-        if let ingestShare { config.ingestShare = ingestShare }
-        try config.validate()
+        let config = try common.configuration(for: .serve)
         MallocTuning.apply()
         let app = try await buildApplication(configuration: config, logger: makeLogger(config))
         try await app.runService()
     }
 }
 
+/// Prints the settings table README.md carries (`SettingsTableTests` compares the two).
+struct Settings: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print every setting: its environment variable, default, flag and meaning (Markdown).")
+
+    func run() {
+        print(ServerConfiguration.markdownTable())
+    }
+}
+
 struct Migrate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply schema.sql (idempotent, forward-only).")
+    static let configuration = CommandConfiguration(
+        abstract: "Apply schema.sql (idempotent, forward-only).", discussion: ServerConfiguration.flagHelp(for: .other))
 
     @OptionGroup var common: CommonOptions
 

@@ -156,14 +156,14 @@ import Testing
     /// general pool and the ingest pool keep theirs.
     @Test func theQueryPoolsCarryTheStatementTimeout() async throws {
         let config = TestEnvironment.configuration {
-            $0.queryTimeout = 1.5
+            $0.queryTimeout = .seconds(1.5)
             $0.databaseReadURL = TestEnvironment.databaseURL
         }
-        #expect(ServerConfiguration().queryTimeout == 10)
-        #expect(try ServerConfiguration(environment: ["CRASHGUARD_QUERY_TIMEOUT": "2.5"]).queryTimeout == 2.5)
+        #expect(ServerConfiguration().queryTimeout == .seconds(10))
+        #expect(try ServerConfiguration(environment: ["CRASHGUARD_QUERY_TIMEOUT": "2.5"]).queryTimeout == .seconds(2.5))
         #expect(throws: ConfigurationError.self) {
             var bad = TestEnvironment.configuration()
-            bad.queryTimeout = 0
+            bad.queryTimeout = .seconds(0)
             try bad.validate()
         }
         try await withTestDatabase(config) { db in
@@ -192,7 +192,7 @@ import Testing
     /// `Retry-After` at the timeout, not when the statement would have ended, and the session
     /// runs nothing afterwards.
     @Test func aReadPastTheTimeoutIsEndedAndAnswered503() async throws {
-        let config = TestEnvironment.configuration { $0.queryTimeout = 0.3 }
+        let config = TestEnvironment.configuration { $0.queryTimeout = .seconds(0.3) }
         try await withTestDatabase(config) { db in
             let marker = "bounded-\(UUID().uuidString)"
             let start = ContinuousClock.now
@@ -229,7 +229,7 @@ import Testing
     func aSlowStatsQueryIs503WithRetryAfter(standby: Bool) async throws {
         let big = try await BigStatsProject.shared.value
         let config = TestEnvironment.configuration {
-            $0.queryTimeout = 0.02
+            $0.queryTimeout = .seconds(0.02)
             if standby { $0.databaseReadURL = TestEnvironment.databaseURL }
         }
         try await withApp(config) { client in

@@ -12,7 +12,7 @@ import Testing
 /// server's deadline does: the 503 means rolled back, for that batch only.
 @Suite(.serialized) struct DatabaseTimeoutTests {
     /// Deadline 4 s: the ingest transaction's lock and statement timeouts are 2 s.
-    let config = TestEnvironment.configuration { $0.databaseTimeout = 4 }
+    let config = TestEnvironment.configuration { $0.databaseTimeout = .seconds(4) }
 
     /// The ids stored for project `slug`.
     func stored(_ slug: String) async throws -> Set<UUID> {

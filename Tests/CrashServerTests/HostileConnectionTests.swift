@@ -65,7 +65,7 @@ import Testing
 
     @Test func slowBodyGets408AtTheReadTimeoutWhileOthersAreServed() async throws {
         let project = try await makeProject()
-        let config = TestEnvironment.configuration { $0.readTimeout = 2 }
+        let config = TestEnvironment.configuration { $0.readTimeout = .seconds(2) }
         let body = Array(String(decoding: batchBody([reportJSON()]), as: UTF8.self).utf8)
         try await hostileLiveApp(config) { client, port in
             let socket = try HostileSocket(port: port)
@@ -107,7 +107,7 @@ import Testing
             }
             return "\(total)"
         }
-        let limits = ConnectionLimits(readTimeout: 1, maxConnections: 10)
+        let limits = ConnectionLimits(readTimeout: .seconds(1), maxConnections: 10)
         let counter = ConnectionCounter()
         let app = Application(
             router: router,
@@ -130,7 +130,7 @@ import Testing
     }
 
     @Test func slowHeadersGet408AtTheReadTimeout() async throws {
-        let config = TestEnvironment.configuration { $0.readTimeout = 1 }
+        let config = TestEnvironment.configuration { $0.readTimeout = .seconds(1) }
         try await hostileLiveApp(config) { client, port in
             let socket = try HostileSocket(port: port)
             #expect(socket.send("POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Crash-"))
@@ -149,7 +149,7 @@ import Testing
     /// byte, though the connection's timer was set for the request before it (the timer fires
     /// then, and sets itself again for the rest).
     @Test func aLaterRequestOnTheConnectionGetsItsWholeReadTimeout() async throws {
-        let config = TestEnvironment.configuration { $0.readTimeout = 2 }
+        let config = TestEnvironment.configuration { $0.readTimeout = .seconds(2) }
         try await hostileLiveApp(config) { _, port in
             let socket = try HostileSocket(port: port)
             #expect(socket.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
@@ -167,8 +167,8 @@ import Testing
 
     @Test func idleKeepAliveConnectionIsClosedAtTheIdleTimeout() async throws {
         let config = TestEnvironment.configuration {
-            $0.idleTimeout = 1
-            $0.readTimeout = 30
+            $0.idleTimeout = .seconds(1)
+            $0.readTimeout = .seconds(30)
         }
         try await hostileLiveApp(config) { _, port in
             let socket = try HostileSocket(port: port)
@@ -186,7 +186,7 @@ import Testing
         let config = TestEnvironment.configuration {
             $0.maxConcurrentRequests = 4
             $0.ingestShare = 0.5  // two upload slots, two for the rest
-            $0.readTimeout = 10
+            $0.readTimeout = .seconds(10)
         }
         try await hostileLiveApp(config) { client, port in
             // Two uploads in flight fill their pool: heads sent, bodies held back.

@@ -19,7 +19,7 @@ import Testing
             $0.maxBodyBytes = 100_000
             $0.maxDecompressedBytes = 100_000
             $0.maxInflightBodyBytes = 400_000
-            $0.readTimeout = 10
+            $0.readTimeout = .seconds(10)
         }
     }
 
@@ -182,7 +182,7 @@ import Testing
             $0.maxBodyBytes = 100_000
             $0.maxDecompressedBytes = 100_000
             $0.maxInflightBodyBytes = 400_000
-            $0.readTimeout = 2
+            $0.readTimeout = .seconds(2)
         }
         try await hostileLiveApp(config) { client, port in
             let opening = Array(#"{"reports":[""#.utf8)

@@ -17,7 +17,7 @@ import Testing
     /// A read timeout far past the bounds below: an answer within them is not the 408 of a
     /// stalled body.
     static var configuration: ServerConfiguration {
-        TestEnvironment.configuration { $0.readTimeout = 20 }
+        TestEnvironment.configuration { $0.readTimeout = .seconds(20) }
     }
 
     /// The contract's bound: a client that has sent its head and the bytes that decide gets

@@ -95,13 +95,13 @@ import Testing
     @Test func configurationReadsTheReadURLAndRefusesABadOne() throws {
         let config = try ServerConfiguration(environment: ["DATABASE_READ_URL": "postgres://r@standby:5433/db", "CRASHGUARD_READ_MAX_LAG": "2.5"])
         #expect(config.databaseReadURL == "postgres://r@standby:5433/db")
-        #expect(config.readMaxLag == 2.5)
+        #expect(config.readMaxLag == .seconds(2.5))
         #expect(ServerConfiguration().databaseReadURL.isEmpty)
         var bad = TestEnvironment.configuration()
         bad.databaseReadURL = "mysql://x"
         #expect(throws: ConfigurationError.self) { try CrashDatabase(configuration: bad, logger: TestEnvironment.logger) }
         bad.databaseReadURL = ""
-        bad.readMaxLag = 0
+        bad.readMaxLag = .seconds(0)
         #expect(throws: ConfigurationError.self) { try bad.validate() }
     }
 

@@ -244,7 +244,7 @@ import Testing
     /// `Retry-After` that stored nothing; the retry then counts.
     @Test func aLockWaitIs503AndStoresNothing() async throws {
         let project = try await makeProject()
-        let config = TestEnvironment.configuration { $0.databaseTimeout = 2 }
+        let config = TestEnvironment.configuration { $0.databaseTimeout = .seconds(2) }
         try await withApp(config) { client in
             let started = try await client.postSessions(key: project.ingestKey, Self.body([Self.session(Self.sid(1))]))
             #expect(started.status == .accepted)

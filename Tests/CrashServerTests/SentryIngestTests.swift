@@ -376,7 +376,7 @@ import Testing
     @Test func unreachableDatabaseIs429() async throws {
         let config = TestEnvironment.configuration {
             $0.databaseURL = "postgres://crashguard@127.0.0.1:1/crashguard?sslmode=disable"
-            $0.databaseTimeout = 5
+            $0.databaseTimeout = .seconds(5)
         }
         let database = try CrashDatabase(configuration: config, logger: TestEnvironment.logger)
         let batcher = IngestBatcher(

@@ -18,7 +18,7 @@ import Testing
         let url = try await cluster.url("crashguard_outage")
         let config = TestEnvironment.configuration {
             $0.databaseURL = url
-            $0.databaseTimeout = 3
+            $0.databaseTimeout = .seconds(3)
         }
         // A cluster that has just started may still reset the first connections.
         let project = try await retrying { try await makeProject(config) }

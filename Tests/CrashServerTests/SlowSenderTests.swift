@@ -22,7 +22,7 @@ import Testing
             $0.maxConnections = 8
             // Fewer than the slow senders: they must hold no database connection while they trickle.
             $0.databasePoolSize = 2
-            $0.readTimeout = 8
+            $0.readTimeout = .seconds(8)
         }
         let body = gzip(batchBody([reportJSON()]))
         let head = hostileRequestHead(key: project.ingestKey, contentLength: body.count, encoding: "gzip")

@@ -286,7 +286,7 @@ final class TripwireFIFO: Sendable {
         let head = CraftedELF.valid(buildID: Array(repeating: 0x5a, count: 20))
         let spool = DebugFileController.defaultSpoolDirectory
         // The body's 160 MiB may take a loaded machine longer than the default 30 s.
-        try await hostileLiveApp(TestEnvironment.configuration { $0.readTimeout = 600 }) { client, port in
+        try await hostileLiveApp(TestEnvironment.configuration { $0.readTimeout = .seconds(600) }) { client, port in
             let socket = try HostileSocket(port: port)
             #expect(
                 socket.send(

@@ -36,7 +36,7 @@ enum TestEnvironment {
         config.rateLimit = 0
         config.databasePoolSize = 4
         // A starved CI machine must not turn slow commits into 503s in tests that expect 202.
-        config.databaseTimeout = 60
+        config.databaseTimeout = .seconds(60)
         // Webhook delivery and spike detection only where a test turns them on (WebhookTests),
         // so apps of other tests never take that test's deliveries with their own timings.
         config.webhooks.concurrency = 0

@@ -1,6 +1,7 @@
 import Foundation
 
-/// How webhooks are delivered and spikes detected; part of ``ServerConfiguration``.
+/// How webhooks are delivered and spikes detected; part of ``ServerConfiguration``, whose
+/// ``ServerConfiguration/settings`` name, read and check these.
 ///
 /// The defaults meet the contract (delivered within 10 s when the receiver answers, first
 /// retry within 30 s, retried for at least 24 hours); tests shorten them.
@@ -46,38 +47,6 @@ public struct WebhookSettings: Sendable, Equatable {
         return min(retryDelay * Double(1 << doublings), retryMaxDelay) * jitter
     }
 
-    /// Reads the `CRASHGUARD_WEBHOOK_*` and `CRASHGUARD_SPIKE_INTERVAL` variables.
-    mutating func read(environment env: [String: String]) throws {
-        func number(_ name: String) throws -> Double? {
-            guard let raw = env[name], !raw.isEmpty else { return nil }
-            guard let value = Double(raw) else { throw ConfigurationError("\(name): cannot parse '\(raw)'") }
-            return value
-        }
-        if let v = try number("CRASHGUARD_WEBHOOK_TIMEOUT") { timeout = v }
-        if let v = try number("CRASHGUARD_WEBHOOK_POLL_INTERVAL") { pollInterval = v }
-        if let v = try number("CRASHGUARD_WEBHOOK_RETRY_DELAY") { retryDelay = v }
-        if let v = try number("CRASHGUARD_WEBHOOK_RETRY_MAX_DELAY") { retryMaxDelay = v }
-        if let v = try number("CRASHGUARD_WEBHOOK_RETRY_FOR") { retryFor = v }
-        if let v = try number("CRASHGUARD_WEBHOOK_CONCURRENCY") { concurrency = Int(v) }
-        if let v = try number("CRASHGUARD_SPIKE_INTERVAL") { spikeInterval = v }
-        if let raw = env["CRASHGUARD_WEBHOOK_ALLOW_HOSTS"] {
-            _ = try WebhookAllowList(parsing: raw)
-            allowHosts = raw.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        }
-    }
-
-    /// ``allowHosts``, parsed (``validate()`` checked every entry).
+    /// ``allowHosts``, parsed (reading the setting checked every entry).
     var allowList: WebhookAllowList { (try? WebhookAllowList(parsing: allowHosts.joined(separator: ","))) ?? WebhookAllowList() }
-
-    /// Throws when a setting is out of its range.
-    func validate() throws {
-        guard timeout > 0, pollInterval > 0 else { throw ConfigurationError("webhook timeout and poll interval must be positive") }
-        guard retryDelay > 0, retryMaxDelay >= retryDelay else {
-            throw ConfigurationError("webhook retry delay: positive, and at most the retry max delay")
-        }
-        guard retryFor >= 0 else { throw ConfigurationError("webhook retry for: at least 0") }
-        guard (0...256).contains(concurrency) else { throw ConfigurationError("webhook concurrency: 0...256") }
-        guard spikeInterval >= 0 else { throw ConfigurationError("spike interval: at least 0") }
-        _ = try WebhookAllowList(parsing: allowHosts.joined(separator: ","))
-    }
 }

@@ -43,7 +43,7 @@ public struct CrashDatabase: Sendable {
         var backgroundLogger = logger
         backgroundLogger[metadataKey: "db"] = "postgres"
         client = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
-        let queryTimeouts = QueryTimeouts(seconds: configuration.queryTimeout)
+        let queryTimeouts = QueryTimeouts(statementTimeout: configuration.queryTimeout)
         config.options.additionalStartupParameters =
             session + [("application_name", QueryTimeouts.applicationName)] + queryTimeouts.startupParameters
         queryClient = PostgresClient(configuration: config, backgroundLogger: backgroundLogger)
@@ -58,7 +58,7 @@ public struct CrashDatabase: Sendable {
         reader = try (configuration.databaseReadURL.isEmpty ? nil : configuration.databaseReadURL).map {
             try ReadReplica(
                 url: $0, poolSize: configuration.databasePoolSize,
-                maxLag: .milliseconds(Int64(configuration.readMaxLag * 1000)), queryTimeouts: queryTimeouts, logger: logger)
+                maxLag: configuration.readMaxLag, queryTimeouts: queryTimeouts, logger: logger)
         }
         self.logger = logger
         maxStatementBytes = configuration.maxBatchBytes
@@ -100,9 +100,9 @@ struct IngestTimeouts: Sendable {
     /// `idle_in_transaction_session_timeout`.
     var idleMilliseconds: Int
 
-    init(deadline seconds: Double) {
-        statementMilliseconds = max(1, Int(seconds * 500))
-        idleMilliseconds = max(1, Int(seconds * 1000))
+    init(deadline: Duration) {
+        statementMilliseconds = max(1, Int(deadline.inSeconds * 500))
+        idleMilliseconds = max(1, Int(deadline.inSeconds * 1000))
     }
 
     /// The ingest pool's `application_name`, as `pg_stat_activity` shows it.
@@ -140,7 +140,7 @@ struct QueryTimeouts: Sendable {
     /// `statement_timeout`.
     var statementMilliseconds: Int
 
-    init(seconds: Double) { statementMilliseconds = max(1, Int((seconds * 1000).rounded())) }
+    init(statementTimeout: Duration) { statementMilliseconds = max(1, Int((statementTimeout.inSeconds * 1000).rounded())) }
 
     /// The primary's query pool's `application_name`, as `pg_stat_activity` shows it.
     static let applicationName = "crash-server queries"

@@ -97,7 +97,7 @@ final class ReadReplica: Sendable {
 
     init(
         url: String, poolSize: Int, maxLag: Duration, interval: Duration = .milliseconds(250),
-        queryTimeouts: QueryTimeouts = QueryTimeouts(seconds: 10), logger: Logger
+        queryTimeouts: QueryTimeouts = QueryTimeouts(statementTimeout: .seconds(10)), logger: Logger
     ) throws {
         var config: PostgresClient.Configuration
         do { config = try PostgresClient.Configuration(url: url) } catch let error as ConfigurationError {

@@ -31,8 +31,8 @@ import Synchronization
 ///
 /// Idle keep-alive connections are closed by Hummingbird after `CRASHGUARD_IDLE_TIMEOUT`.
 public struct ConnectionLimits: Sendable {
-    /// Seconds a client may take to deliver a request.
-    public var readTimeout: Double
+    /// How long a client may take to deliver a request.
+    public var readTimeout: Duration
     /// Connections served at once.
     public var maxConnections: Int
     /// Header bytes accepted (NIO decoder limit; Hummingbird's default).
@@ -40,7 +40,7 @@ public struct ConnectionLimits: Sendable {
     /// Seconds a connection answered before its request was received keeps discarding input.
     public var lingerSeconds: Double = 2
 
-    public init(readTimeout: Double, maxConnections: Int) {
+    public init(readTimeout: Duration, maxConnections: Int) {
         self.readTimeout = readTimeout
         self.maxConnections = maxConnections
     }
@@ -102,7 +102,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         self.counter = counter
     }
 
-    private var timeout: TimeAmount { .milliseconds(Int64(limits.readTimeout * 1000)) }
+    private var timeout: TimeAmount { TimeAmount(limits.readTimeout) }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -329,7 +329,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         if !responseStarted, unanswered == (headSeen ? 1 : 0) {
             respond(
                 context, status: .requestTimeout, retryAfter: nil,
-                message: "request not received within the \(Self.seconds(limits.readTimeout)) s read timeout")
+                message: "request not received within the \(Self.seconds(limits.readTimeout.inSeconds)) s read timeout")
         } else {
             finished = true
             context.close(promise: nil)
