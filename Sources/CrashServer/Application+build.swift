@@ -14,6 +14,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let metrics = ServerMetrics()
     if let reader = database.reader { metrics.observeReads(of: reader) }
     let timeout = configuration.databaseTimeout
+    let ingestStore = PostgresIngestStore(database: database)
     let batcher = IngestBatcher(
         maxQueuedReports: configuration.maxQueuedReports,
         maxBatchReports: configuration.maxBatchReports,
@@ -21,7 +22,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         timeout: timeout,
         metrics: metrics,
         logger: logger,
-        store: { try await database.store($0, gate: $1) },
+        store: { try await ingestStore.store($0, gate: $1) },
         lanes: configuration.ingestLanes,
         probe: { try await database.ping() }
     )

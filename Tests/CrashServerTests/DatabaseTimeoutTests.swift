@@ -149,7 +149,7 @@ import Testing
             }
             let batch = items
             let started = ContinuousClock.now
-            let fresh = try await db.store(batch, gate: CommitGate())
+            let fresh = try await PostgresIngestStore(database: db).store(batch, gate: CommitGate())
             let elapsed = ContinuousClock.now - started
             #expect(fresh.count == batch.count)
             let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "?"

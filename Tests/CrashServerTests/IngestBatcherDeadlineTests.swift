@@ -7,7 +7,11 @@ import Testing
 
 @testable import CrashServer
 
-/// The batcher's deadline, the database-down rule and the byte bound, with injected stores.
+/// The batcher's own deadline on a transaction, end to end, with injected stores that hang, fail
+/// or answer late: these race real tasks against calls that never return, which the queue's
+/// state machine does not see. The queue's rules (admission, batches, a request's expiry in the
+/// queue, refusing what is queued while the database is down) are `IngestQueueTests`, on a
+/// clock the test moves.
 extension IngestBatcherTests {
     /// Calls that never return and ignore cancellation (a PostgresNIO call hung after a
     /// PostgreSQL restart), released by the test when it ends.
@@ -64,41 +68,8 @@ extension IngestBatcherTests {
         }
     }
 
-    @Test func queuedBatchesFailAtOnceWhileTheDatabaseIsDown() async throws {
-        let calls = Mutex(0)
-        let (entered, enter) = AsyncStream<Void>.makeStream()
-        let (gate, open) = AsyncStream<Void>.makeStream()
-        let batcher = batcher(timeout: .seconds(30), maxBatchReports: 1, probe: { throw DeadlineExceeded() }) { _, _ in
-            calls.withLock { $0 += 1 }
-            enter.yield()
-            for await _ in gate {}
-            throw DeadlineExceeded()  // the connection failed
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await batcher.run() }
-            let first = Task { await self.answer(batcher, [self.item()]) }
-            for await _ in entered { break }
-            // Five more requests queue behind the failing one, one batch each.
-            let queued = (0..<5).map { _ in Task { await self.answer(batcher, [self.item()]) } }
-            while batcher.queuedReports < 5 { try await Task.sleep(for: .milliseconds(5)) }
-            open.finish()
-            for task in [first] + queued {
-                guard case .failure(let refusal) = await task.value else {
-                    Issue.record("a request was stored while the database was down")
-                    continue
-                }
-                #expect(refusal.status == .serviceUnavailable)
-                #expect(refusal.message.contains("unreachable"))
-            }
-            // Only the first batch tried the database; the queued ones failed without a try.
-            #expect(calls.withLock { $0 } == 1)
-            #expect(batcher.isDatabaseDown)
-            group.cancelAll()
-        }
-    }
-
-    /// The reverted branch waited for the transaction to end past the deadline; a call that
-    /// never returns then held the batcher (and SIGTERM) forever.
+    /// Past the deadline the batcher stops waiting for the transaction: a call that never
+    /// returns holds neither the batcher nor SIGTERM.
     @Test func aHungTransactionIsAnswered503AtTheDeadlineAndNeverCommits() async throws {
         let hung = Hung()
         let committedAfterItsAnswer = Mutex<Bool?>(nil)
@@ -214,68 +185,6 @@ extension IngestBatcherTests {
             let unknown = await answer(batcher, [item()])
             #expect((try? unknown.get()) == nil)
             if case .failure(let refusal) = unknown { #expect(refusal.status == .internalServerError) }
-            group.cancelAll()
-        }
-    }
-
-    /// A request that waited a whole deadline in the queue is refused before its batch starts
-    /// (nothing stored), so no answer comes later than 3 deadlines.
-    @Test func aRequestQueuedForAWholeDeadlineIsRefusedUnstored() async throws {
-        let store = GatedStore()
-        let batcher = batcher(timeout: .seconds(2), maxBatchReports: 1) { items, _ in try await store.store(items) }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await batcher.run() }
-            let a = Task { await self.answer(batcher, [self.item()]) }
-            while store.batches.withLock({ $0.count }) < 1 { try await Task.sleep(for: .milliseconds(5)) }
-            let b = Task { await self.answer(batcher, [self.item()]) }
-            while batcher.queuedReports < 1 { try await Task.sleep(for: .milliseconds(5)) }
-            let c = Task { await self.answer(batcher, [self.item()]) }
-            while batcher.queuedReports < 2 { try await Task.sleep(for: .milliseconds(5)) }
-            // Each batch takes 1.2 s (under its 2 s deadline); c has waited 2.4 s when its turn comes.
-            try await Task.sleep(for: .milliseconds(1200))
-            store.open.yield()
-            while store.batches.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
-            try await Task.sleep(for: .milliseconds(1200))
-            store.open.yield()
-            #expect((try? await a.value.get()) == [true])
-            #expect((try? await b.value.get()) == [true])
-            guard case .failure(let refusal) = await c.value else {
-                Issue.record("a request stored after waiting a whole deadline")
-                return
-            }
-            #expect(refusal.status == .serviceUnavailable)
-            #expect(store.batches.withLock { $0.count } == 2)
-            group.cancelAll()
-        }
-    }
-
-    @Test func batchesAreBoundedInBytesAndAnOversizeRequestGoesAlone() async throws {
-        let store = GatedStore()
-        let small = item().estimatedBytes
-        let batcher = batcher(timeout: .seconds(30), maxBatchBytes: 3 * small) { items, _ in try await store.store(items) }
-        let big = item(stack: (0..<8).map { "\($0) Demo 0x1 " + String(repeating: "f", count: 1000) })
-        // The frames count: 8 x 1000 bytes, over the bound on its own.
-        #expect(big.estimatedBytes > 8000 && big.estimatedBytes > 3 * small)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await batcher.run() }
-            let first = Task { try await batcher.submit([self.item()]) }
-            while store.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
-            // Queued in this order behind the blocked batch: four small, the big one, a small one.
-            var jobs: [[IngestItem]] = (0..<4).map { _ in [self.item()] }
-            jobs.append([big])
-            jobs.append([self.item()])
-            var waiting: [Task<IngestBatcher.Outcome, any Error>] = []
-            for (n, job) in jobs.enumerated() {
-                waiting.append(Task { try await batcher.submit(job) })
-                while batcher.queuedReports < n + 1 { try await Task.sleep(for: .milliseconds(5)) }
-            }
-            for _ in 0..<5 { store.open.yield() }
-            _ = try await first.value
-            for task in waiting { #expect(try await task.value == [true]) }
-            let ids = jobs.map { $0[0].report.id }
-            let batches = store.batches.withLock { $0.dropFirst().map { $0.map(\.report.id) } }
-            // Three small ones fill the bound; the fourth would pass it with the big one, which goes alone.
-            #expect(batches == [Array(ids[0..<3]), [ids[3]], [ids[4]], [ids[5]]])
             group.cancelAll()
         }
     }

@@ -34,7 +34,7 @@ import Testing
 
     /// Reasons of two groups in different lanes of two.
     func reasonsInTwoLanes() throws -> (String, String) {
-        let lane = { (reason: String) in IngestBatcher.lane(of: [self.item(reason: reason)], lanes: 2) }
+        let lane = { (reason: String) in IngestLanes.lane(of: [self.item(reason: reason)], lanes: 2) }
         let first = "Bug0 crashed"
         let other = try #require((1..<64).map { "Bug\($0) crashed" }.first { lane($0) != lane(first) })
         return (first, other)
@@ -42,17 +42,17 @@ import Testing
 
     @Test func aRequestOfOneGroupGoesToItsGroupsLaneAnyOtherToTheFirst() throws {
         let (a, b) = try reasonsInTwoLanes()
-        let laneA = IngestBatcher.lane(of: [item(reason: a)], lanes: 2)
+        let laneA = IngestLanes.lane(of: [item(reason: a)], lanes: 2)
         // Every request of one group, whatever its size, goes to the same lane.
-        #expect(IngestBatcher.lane(of: [item(reason: a), item(reason: a)], lanes: 2) == laneA)
-        #expect(IngestBatcher.lane(of: [item(reason: b)], lanes: 2) == 1 - laneA)
+        #expect(IngestLanes.lane(of: [item(reason: a), item(reason: a)], lanes: 2) == laneA)
+        #expect(IngestLanes.lane(of: [item(reason: b)], lanes: 2) == 1 - laneA)
         // Two groups: the first lane, wherever each group's own lane is.
-        #expect(IngestBatcher.lane(of: [item(reason: a), item(reason: b)], lanes: 2) == 0)
-        #expect(IngestBatcher.lane(of: [item(reason: b), item(reason: a)], lanes: 2) == 0)
+        #expect(IngestLanes.lane(of: [item(reason: a), item(reason: b)], lanes: 2) == 0)
+        #expect(IngestLanes.lane(of: [item(reason: b), item(reason: a)], lanes: 2) == 0)
         // One lane: always it.
-        #expect(IngestBatcher.lane(of: [item(reason: b)], lanes: 1) == 0)
+        #expect(IngestLanes.lane(of: [item(reason: b)], lanes: 1) == 0)
         // Groups spread over every lane.
-        #expect(Set((0..<100).map { IngestBatcher.lane(of: [item(reason: "Bug\($0) crashed")], lanes: 3) }) == [0, 1, 2])
+        #expect(Set((0..<100).map { IngestLanes.lane(of: [item(reason: "Bug\($0) crashed")], lanes: 3) }) == [0, 1, 2])
     }
 
     /// Two lanes hold two transactions in flight: while one lane's commit is blocked, a request

@@ -151,13 +151,13 @@ import Testing
             let pa = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(a.ingestKey))?.project)
             let pb = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(b.ingestKey))?.project)
             let first = mine.prefix(20).map { IngestItem(project: pa, report: $0) }
-            #expect(try await db.store(first, gate: CommitGate()) == Set(first.map(\.key)))
+            #expect(try await PostgresIngestStore(database: db).store(first, gate: CommitGate()) == Set(first.map(\.key)))
             let rest = mine.dropFirst(10).map { IngestItem(project: pa, report: $0) }
             let other = theirs.map { IngestItem(project: pb, report: $0) }
             var mixed = rest + other
             var rng = SystemRandomNumberGenerator()
             mixed.shuffle(using: &rng)
-            let fresh = try await db.store(mixed, gate: CommitGate())
+            let fresh = try await PostgresIngestStore(database: db).store(mixed, gate: CommitGate())
             #expect(fresh == Set(rest.dropFirst(10).map(\.key) + other.map(\.key)))
             #expect(try await db.storedReportIDs(slug: a.project).count == mine.count)
             #expect(Set(try await db.storedReportIDs(slug: b.project)) == Set(theirs.map(\.id)))
@@ -180,9 +180,9 @@ import Testing
         try await withTestDatabase(config) { db in
             let project = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
             let items = reports.map { IngestItem(project: project, report: $0) }
-            let parts = CrashDatabase.statementParts(items, maxBytes: db.maxStatementBytes)
+            let parts = PostgresIngestStore.statementParts(items, maxBytes: PostgresIngestStore(database: db).maxStatementBytes)
             #expect(parts.count > 10, "\(parts.count) statements: the test must split the reports")
-            #expect(try await db.store(items, gate: CommitGate()) == Set(items.map(\.key)))
+            #expect(try await PostgresIngestStore(database: db).store(items, gate: CommitGate()) == Set(items.map(\.key)))
             #expect(Set(try await db.storedReportIDs(slug: p.project)) == Set(reports.map(\.id)))
             #expect(try await db.rollupTotal(slug: p.project) == Int64(items.count))
         }
@@ -200,7 +200,7 @@ import Testing
         }
         let sizes = items.map(\.estimatedBytes)
         for bound in [1, 700, 2_000, 10_000] {
-            let parts = CrashDatabase.statementParts(items, maxBytes: bound)
+            let parts = PostgresIngestStore.statementParts(items, maxBytes: bound)
             #expect(parts.flatMap { Array($0) } == Array(items.indices), "bound \(bound)")
             for part in parts {
                 #expect(!part.isEmpty)
@@ -211,8 +211,8 @@ import Testing
                 #expect(sizes[part].reduce(0, +) + sizes[next.lowerBound] > bound, "bound \(bound): \(part)")
             }
         }
-        #expect(CrashDatabase.statementParts(items, maxBytes: sizes.reduce(0, +)) == [items.indices])
-        #expect(CrashDatabase.statementParts([], maxBytes: 1) == [0..<0])
+        #expect(PostgresIngestStore.statementParts(items, maxBytes: sizes.reduce(0, +)) == [items.indices])
+        #expect(PostgresIngestStore.statementParts([], maxBytes: 1) == [0..<0])
     }
 
     /// A group that another transaction creates while this one runs (another replica storing
@@ -232,7 +232,7 @@ import Testing
                     VALUES (\(late.projectID), \(late.signature.hash), \(late.signature.version.rawValue), \(late.report.kind.rawValue),
                             \(late.signature.title), \(late.signature.normalizedReason), \(late.report.timestamp), \(late.report.timestamp))
                     """, logger: TestEnvironment.logger)
-                let store = Task { try await db.store(items, gate: CommitGate()) }
+                let store = Task { try await PostgresIngestStore(database: db).store(items, gate: CommitGate()) }
                 // Commit only once the ingest transaction waits on this uncommitted group.
                 var waited = 0
                 while try await db.ingestTransactionsWaitingOnLocks() == 0 {
@@ -266,8 +266,8 @@ import Testing
         // all fall in one lane about once in eight million runs.
         let decoded = try Self.decoded(reports)
         let lanes = try await withTestDatabase { db in
-            let project = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
-            return Set(decoded.map { IngestBatcher.lane(of: [IngestItem(project: project, report: $0)], lanes: 2) })
+            let project = try #require(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
+            return Set(decoded.map { IngestLanes.lane(of: [IngestItem(project: project, report: $0)], lanes: 2) })
         }
         #expect(lanes == [0, 1])
         var reused = reports[0].object

@@ -382,7 +382,7 @@ import Testing
         let batcher = IngestBatcher(
             maxQueuedReports: 1000, maxBatchReports: 100, maxBatchBytes: .max, timeout: .seconds(5), metrics: ServerMetrics(),
             logger: TestEnvironment.logger,
-            store: { try await database.store($0, gate: $1) }, probe: { try await database.ping() })
+            store: { try await PostgresIngestStore(database: database).store($0, gate: $1) }, probe: { try await database.ping() })
         let router = try buildRouter(
             database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(5),
             logger: TestEnvironment.logger)

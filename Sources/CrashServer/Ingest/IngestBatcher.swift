@@ -1,4 +1,3 @@
-import DequeModule
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -8,18 +7,21 @@ import Synchronization
 /// small ones. A request's `submit` returns only after the transaction holding its
 /// reports has committed: acknowledged means durable.
 ///
-/// The queue is bounded in reports (a request is admitted while the queue is below the bound,
-/// so it holds at most the bound plus one request); when it is full, or while the database is
-/// unreachable, `submit` fails at once with 503 and nothing of the request is stored.
-/// A batch is bounded in reports and in estimated bytes (``IngestItem/estimatedBytes``), so
-/// that its statements stay far below PostgreSQL's 1 GB message limit.
-/// On graceful shutdown every queued request is still committed before `run` returns.
+/// What is admitted, what makes a batch and what waited too long is decided by an
+/// ``IngestQueue`` (no tasks, no I/O): the queue is bounded in reports (a request is admitted
+/// while the queue is below the bound, so it holds at most the bound plus one request); when it
+/// is full, or while the database is unreachable, `submit` fails at once with 503 and nothing
+/// of the request is stored. A batch is bounded in reports and in estimated bytes
+/// (``IngestItem/estimatedBytes``), so that its statements stay far below PostgreSQL's 1 GB
+/// message limit. The batcher holds the queue under a lock and runs the committers, the
+/// deadlines and the probe. On graceful shutdown every queued request is still committed
+/// before `run` returns.
 ///
 /// Lanes: each lane is a queue with its own committer, so that as many transactions are in
 /// flight. A request whose reports are all of one group goes to that group's lane, any other
-/// to the first (``lane(of:lanes:)``), so two lanes never hold one-group requests of the same
-/// group; the queue bound, the database-down mark and the deadline are the batcher's
-/// (docs/server.md, "Lanes").
+/// to the first (``IngestLanes/lane(of:lanes:)``), so two lanes never hold one-group requests
+/// of the same group; the queue bound, the database-down mark and the deadline are shared by
+/// the lanes (docs/server.md, "Lanes").
 ///
 /// A 503 means nothing was stored (docs/server.md, "Database timeouts"): a lock wait or a
 /// slow statement is ended and rolled back by PostgreSQL itself before the deadline ("database
@@ -36,31 +38,15 @@ final class IngestBatcher: Service, Sendable {
     /// the keys newly stored.
     typealias Store = @Sendable ([IngestItem], CommitGate) async throws -> Set<ReportKey>
 
-    private struct Job {
-        var items: [IngestItem]
-        /// The items' estimated bytes, for the batch's byte bound.
-        var bytes: Int
-        /// When it was queued: a job that waited a whole deadline is refused, not stored.
-        var queued: ContinuousClock.Instant
-        var continuation: CheckedContinuation<Outcome, any Error>
-    }
+    /// The queue's decisions (admission, batches, expiry, the down mark); the batcher does the
+    /// waiting and the transactions.
+    private typealias Queue = IngestQueue<CheckedContinuation<Outcome, any Error>, ContinuousClock>
 
-    private struct State {
-        /// One queue per lane.
-        var queues: [Deque<Job>]
-        var queuedReports = 0
-        var draining = false
-        var databaseDown = false
-    }
-
-    private let state: Mutex<State>
+    private let state: Mutex<Queue>
     /// One wake-up stream per lane.
     private let wakeups: [(stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)]
     private let store: Store
     private let probe: @Sendable () async throws -> Void
-    private let maxQueuedReports: Int
-    private let maxBatchReports: Int
-    private let maxBatchBytes: Int
     private let timeout: Duration
     private let metrics: ServerMetrics
     private let logger: Logger
@@ -86,21 +72,20 @@ final class IngestBatcher: Service, Sendable {
         lanes: Int = 1,
         probe: @escaping @Sendable () async throws -> Void
     ) {
-        self.maxQueuedReports = maxQueuedReports
-        self.maxBatchReports = maxBatchReports
-        self.maxBatchBytes = maxBatchBytes
         self.timeout = timeout
         self.metrics = metrics
         self.logger = logger
         self.store = store
         self.probe = probe
-        let lanes = max(1, lanes)
-        state = Mutex(State(queues: Array(repeating: [], count: lanes)))
-        wakeups = (0..<lanes).map { _ in AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1)) }
+        let limits = Queue.Limits(
+            maxQueuedReports: maxQueuedReports, maxBatchReports: maxBatchReports, maxBatchBytes: maxBatchBytes, timeout: timeout)
+        let queue = Queue(limits: limits, lanes: lanes, clock: ContinuousClock())
+        state = Mutex(queue)
+        wakeups = (0..<queue.lanes).map { _ in AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1)) }
     }
 
     /// `true` while the last database attempt failed; ingest answers 503 without trying.
-    var isDatabaseDown: Bool { state.withLock { $0.databaseDown } }
+    var isDatabaseDown: Bool { state.withLock { $0.isDatabaseDown } }
 
     /// Reports waiting for a commit.
     var queuedReports: Int { state.withLock { $0.queuedReports } }
@@ -108,27 +93,10 @@ final class IngestBatcher: Service, Sendable {
     /// Queues `items` and waits for the commit that stores them.
     func submit(_ items: [IngestItem]) async throws -> Outcome {
         guard !items.isEmpty else { return [] }
-        let bytes = items.reduce(0) { $0 + $1.estimatedBytes }
-        let lane = Self.lane(of: items, lanes: wakeups.count)
         return try await withCheckedThrowingContinuation { continuation in
-            let refusal: APIError? = state.withLock { state in
-                if state.draining { return .unavailable("server is shutting down", retryAfter: 5) }
-                if state.databaseDown { return .unavailable("database unreachable", retryAfter: 5) }
-                // Admitted while the queue is below its bound, whatever the request's size: a
-                // 1000-report request waits for room no longer than a single report does (with
-                // "fits whole" it starved while small requests kept the queue nearly full). So
-                // the queue holds at most the bound plus one request.
-                if state.queuedReports >= maxQueuedReports {
-                    return .unavailable("ingest queue is full", retryAfter: 1)
-                }
-                state.queues[lane].append(Job(items: items, bytes: bytes, queued: .now, continuation: continuation))
-                state.queuedReports += items.count
-                return nil
-            }
-            if let refusal {
-                continuation.resume(throwing: refusal)
-            } else {
-                wakeups[lane].continuation.yield()
+            switch state.withLock({ $0.submit(items, waiter: continuation) }) {
+            case .success(let lane): wakeups[lane].continuation.yield()
+            case .failure(let refusal): continuation.resume(throwing: refusal)
             }
         }
     }
@@ -155,93 +123,36 @@ final class IngestBatcher: Service, Sendable {
                     }
                 }
             } onGracefulShutdown: {
-                self.state.withLock { $0.draining = true }
+                self.state.withLock { $0.startDraining() }
                 for wakeup in self.wakeups { wakeup.continuation.finish() }
             }
             group.cancelAll()
         }
         // Nothing can be queued once draining is set; fail anything left defensively.
-        let left = state.withLock { state -> [Job] in
-            defer { for lane in state.queues.indices { state.queues[lane].removeAll() } }
-            return state.queues.flatMap { $0 }
+        for waiter in state.withLock({ $0.removeAll() }) {
+            waiter.resume(throwing: APIError.unavailable("server is shutting down"))
         }
-        for job in left { job.continuation.resume(throwing: APIError.unavailable("server is shutting down")) }
     }
 
-    /// Commits every queued job, in batches of at most `maxBatchReports` and `maxBatchBytes`.
+    /// Commits every queued job of `lane`, batch by batch (``IngestQueue/nextBatch(lane:)``).
     private func drain(_ lane: Int) async {
-        while let jobs = takeBatch(lane) {
-            await commit(jobs)
+        while let batch = state.withLock({ $0.nextBatch(lane: lane) }) {
+            for (waiter, refusal) in batch.refused { waiter.resume(throwing: refusal) }
+            guard !batch.jobs.isEmpty else { continue }
+            await commit(batch)
         }
     }
 
-    /// The next batch: queued jobs in order while both bounds hold; the first job always.
-    private func takeBatch(_ lane: Int) -> [Job]? {
-        state.withLock { state in
-            guard !state.queues[lane].isEmpty else { return nil }
-            var jobs: [Job] = []
-            var reports = 0
-            var bytes = 0
-            while let next = state.queues[lane].first,
-                jobs.isEmpty || (reports + next.items.count <= maxBatchReports && bytes + next.bytes <= maxBatchBytes)
-            {
-                jobs.append(state.queues[lane].removeFirst())
-                reports += next.items.count
-                bytes += next.bytes
-            }
-            state.queuedReports -= reports
-            return jobs
-        }
-    }
-
-    /// The lane of a request: the one of its group when all its reports are of one group
-    /// (a single report, a Sentry event), so that two lanes' one-group requests never create
-    /// or lock the same group; lane 0 for any other request (which may still meet a one-group
-    /// request of another lane on a group: docs/server.md, "Lanes").
-    static func lane(of items: [IngestItem], lanes: Int) -> Int {
-        guard lanes > 1, let group = items.first?.groupKey, items.allSatisfy({ $0.groupKey == group }) else { return 0 }
-        return Int(UInt(bitPattern: group.hashValue) % UInt(lanes))
-    }
-
-    private func commit(_ taken: [Job]) async {
-        // Marked down while these waited (an earlier batch found it unreachable): fail them
-        // at once rather than each batch waiting out the deadline in turn.
-        if isDatabaseDown {
-            for job in taken { job.continuation.resume(throwing: APIError.unavailable("database unreachable", retryAfter: 5)) }
-            return
-        }
-        // A job that waited a whole deadline in the queue (the batches before it were slow) is
-        // refused before any transaction: so a request is answered within 4 x the deadline
-        // (queue, transaction) plus two 2 s probes, before a proxy in front gives up on it.
-        let now = ContinuousClock.now
-        var jobs: [Job] = []
-        for job in taken {
-            if now - job.queued >= timeout {
-                job.continuation.resume(throwing: APIError.unavailable("database busy; retry later", retryAfter: 1))
-            } else {
-                jobs.append(job)
-            }
-        }
-        guard !jobs.isEmpty else { return }
-        // One item per key across the batch: the first occurrence is the one stored.
-        var seen = Set<ReportKey>()
-        var unique: [IngestItem] = []
-        for job in jobs {
-            for item in job.items where seen.insert(item.key).inserted { unique.append(item) }
-        }
+    private func commit(_ batch: Queue.Batch) async {
+        let items = batch.items
         let started = ContinuousClock.now
-        let batch = unique
-        switch await settledStore(batch) {
+        switch await settledStore(items) {
         case .success(let fresh):
-            metrics.recordCommit(reports: batch.count, duration: ContinuousClock.now - started)
-            var claimed = Set<ReportKey>()
-            for job in jobs {
-                let outcome = job.items.map { item in fresh.contains(item.key) && claimed.insert(item.key).inserted }
-                job.continuation.resume(returning: outcome)
-            }
+            metrics.recordCommit(reports: items.count, duration: ContinuousClock.now - started)
+            for (waiter, outcome) in batch.outcomes(fresh: fresh) { waiter.resume(returning: outcome) }
             markUp()
         case .failure(let refusal):
-            for job in jobs { job.continuation.resume(throwing: refusal) }
+            for job in batch.jobs { job.waiter.resume(throwing: refusal) }
         }
     }
 
@@ -330,18 +241,14 @@ final class IngestBatcher: Service, Sendable {
     /// query the database refused) leaves it up.
     func markDown(_ error: any Error) {
         guard isConnectionError(error) || error is CommitOutcomeUnknown else { return }
-        let wasDown = state.withLock { state in
-            defer { state.databaseDown = true }
-            return state.databaseDown
-        }
-        guard !wasDown else { return }
+        guard state.withLock({ $0.markDown() }) else { return }
         logger.warning("database unreachable; ingest answers 503 until it is back", metadata: ["error.message": "\(error)"])
     }
 
     /// While the database is marked down, probes it once a second and clears the mark
     /// when it answers.
     private func probeUntilUp() async {
-        while state.withLock({ $0.databaseDown }), !Task.isCancelled {
+        while isDatabaseDown, !Task.isCancelled {
             if await probeAnswers() {
                 markUp()
             } else {
@@ -352,11 +259,7 @@ final class IngestBatcher: Service, Sendable {
 
     /// Clears the down mark (a commit or a probe reached the database), saying so once.
     private func markUp() {
-        let wasDown = state.withLock { state in
-            defer { state.databaseDown = false }
-            return state.databaseDown
-        }
-        if wasDown { logger.notice("database reachable again") }
+        if state.withLock({ $0.markUp() }) { logger.notice("database reachable again") }
     }
 }
 

@@ -1,12 +1,20 @@
 import CrashWire
 import Foundation
 
-extension CrashDatabase {
-    // Text fields are ``BatchText`` ranks, which sort as their strings do.
-    struct DayKey: Hashable { var p: Int64, g: Int64, d: Date, a: Int32, v: Int32, o: Int32 }
-    struct FacetKey: Hashable { var p: Int64, g: Int64, f: Int32, v: Int32 }
-    struct ModelKey: Hashable { var g: Int64, h: Date, m: Int32 }
-    struct ProjectKey: Hashable { var p: Int64, h: Date, k: Int32, v: Int32 }
+extension PostgresIngestStore {
+    // Text fields (app, version, os, facet, value, model, kind) are ``BatchText`` ranks, which
+    // sort as their strings do.
+
+    /// A `group_daily` row: a group's reports of one UTC day per app, version and os.
+    struct DayKey: Hashable {
+        var project: Int64, group: Int64, day: Date, app: Int32, version: Int32, os: Int32
+    }
+    /// A `group_facets` row: a group's reports with one value of a facet (app, version or os).
+    struct FacetKey: Hashable { var project: Int64, group: Int64, facet: Int32, value: Int32 }
+    /// A `group_model_hourly` row: a group's reports of one hour from one device model.
+    struct ModelKey: Hashable { var group: Int64, hour: Date, model: Int32 }
+    /// A `project_hourly` row: a project's reports of one hour of one kind and version.
+    struct ProjectKey: Hashable { var project: Int64, hour: Date, kind: Int32, version: Int32 }
 
     /// The rows that newly stored reports add to the rollups the query API reads (see
     /// schema.sql): `group_daily`, `group_facets` (app, version, os), `group_model_hourly` and
@@ -27,31 +35,38 @@ extension CrashDatabase {
         var models: [ModelKey: Int64] = [:]
         var projects: [ProjectKey: Int64] = [:]
         let (appFacet, versionFacet, osFacet) = (text.appFacet, text.versionFacet, text.osFacet)
-        for ((item, g), ranks) in zip(zip(stored, groupIDs), text.reports) {
-            let r = item.report
-            let hour = TimeWindow.floor(r.timestamp, TimeWindow.hour)
-            let day = TimeWindow.floor(r.timestamp, TimeWindow.day)
-            days[DayKey(p: item.projectID, g: g, d: day, a: ranks.app, v: ranks.version, o: ranks.os), default: 0] += 1
+        for ((item, group), ranks) in zip(zip(stored, groupIDs), text.reports) {
+            let time = item.report.timestamp
+            let hour = TimeWindow.floor(time, TimeWindow.hour)
+            let day = TimeWindow.floor(time, TimeWindow.day)
+            let dayKey = DayKey(
+                project: item.projectID, group: group, day: day, app: ranks.app, version: ranks.version, os: ranks.os)
+            days[dayKey, default: 0] += 1
             for (facet, value) in [(appFacet, ranks.app), (versionFacet, ranks.version), (osFacet, ranks.os)] {
-                let time = r.timestamp
                 // One hash per facet: the entry is made (or found) and changed in place.
-                Self.count(&facets[FacetKey(p: item.projectID, g: g, f: facet, v: value), default: (0, time, time)], at: time)
+                let facetKey = FacetKey(project: item.projectID, group: group, facet: facet, value: value)
+                Self.count(&facets[facetKey, default: (0, time, time)], at: time)
             }
-            models[ModelKey(g: g, h: hour, m: ranks.model), default: 0] += 1
-            projects[ProjectKey(p: item.projectID, h: hour, k: ranks.kind, v: ranks.version), default: 0] += 1
+            models[ModelKey(group: group, hour: hour, model: ranks.model), default: 0] += 1
+            projects[ProjectKey(project: item.projectID, hour: hour, kind: ranks.kind, version: ranks.version), default: 0] += 1
         }
-        let d = days.sorted {
-            ($0.key.p, $0.key.d, $0.key.g, $0.key.a, $0.key.v, $0.key.o) < ($1.key.p, $1.key.d, $1.key.g, $1.key.a, $1.key.v, $1.key.o)
+        let dayRows = days.sorted {
+            ($0.key.project, $0.key.day, $0.key.group, $0.key.app, $0.key.version, $0.key.os)
+                < ($1.key.project, $1.key.day, $1.key.group, $1.key.app, $1.key.version, $1.key.os)
         }
-        let f = facets.sorted { ($0.key.g, $0.key.f, $0.key.v) < ($1.key.g, $1.key.f, $1.key.v) }
-        let m = models.sorted { ($0.key.g, $0.key.h, $0.key.m) < ($1.key.g, $1.key.h, $1.key.m) }
-        let p = projects.sorted { ($0.key.p, $0.key.h, $0.key.k, $0.key.v) < ($1.key.p, $1.key.h, $1.key.k, $1.key.v) }
-        return QueryRollupRows(days: d, facets: f, models: m, projects: p)
+        let facetRows = facets.sorted {
+            ($0.key.group, $0.key.facet, $0.key.value) < ($1.key.group, $1.key.facet, $1.key.value)
+        }
+        let modelRows = models.sorted { ($0.key.group, $0.key.hour, $0.key.model) < ($1.key.group, $1.key.hour, $1.key.model) }
+        let projectRows = projects.sorted {
+            ($0.key.project, $0.key.hour, $0.key.kind, $0.key.version) < ($1.key.project, $1.key.hour, $1.key.kind, $1.key.version)
+        }
+        return QueryRollupRows(days: dayRows, facets: facetRows, models: modelRows, projects: projectRows)
     }
 
-    private static func count(_ c: inout (n: Int64, first: Date, last: Date), at time: Date) {
-        c.n += 1
-        c.first = min(c.first, time)
-        c.last = max(c.last, time)
+    private static func count(_ entry: inout (n: Int64, first: Date, last: Date), at time: Date) {
+        entry.n += 1
+        entry.first = min(entry.first, time)
+        entry.last = max(entry.last, time)
     }
 }

@@ -2,13 +2,13 @@ import CrashWire
 import Foundation
 import PostgresNIO
 
-extension CrashDatabase {
+extension PostgresIngestStore {
     /// Everything a batch writes once its groups are locked and counted, in one statement (one
     /// round trip whatever the batch's count of reports; its bytes: below): the reports
     /// themselves, the hourly rollups that window queries read instead of raw reports, the
     /// query rollups (``queryRollupRows(_:_:)``), the version rollups and their sketches
     /// (``versionRollupRows(_:_:_:)``, which reads the stored sketches first) and the webhook
-    /// outbox (``alertEventRows(_:regressed:)``). Runs inside the ingest transaction, so
+    /// outbox (``WebhookOutbox/eventRows(_:regressed:)``). Runs inside the ingest transaction, so
     /// rollups and reports never disagree.
     ///
     /// Every part is keyed by a group this transaction holds (inserted, or locked `FOR UPDATE`:
@@ -46,7 +46,7 @@ extension CrashDatabase {
             stored: Array(stored[last]), groupIDs: Array(groupIDs[last]), text: text,
             hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
             rollups: queryRollupRows(stored, groupIDs, text), versionHourly: hourly, versionDaily: daily,
-            alerts: alertEventRows(groupIDs, regressed: regressed))
+            alerts: WebhookOutbox.eventRows(groupIDs, regressed: regressed))
         _ = try await connection.run(WriteBatch.self, input, logger: logger)
     }
 
@@ -68,9 +68,9 @@ extension CrashDatabase {
     }
 
     /// One hash per report: the entry is made (or found) and changed in place.
-    private static func count(_ c: inout (n: Int64, fatal: Int64), fatal: Bool) {
-        c.n += 1
-        if fatal { c.fatal += 1 }
+    private static func count(_ entry: inout (n: Int64, fatal: Int64), fatal: Bool) {
+        entry.n += 1
+        if fatal { entry.fatal += 1 }
     }
 
     /// `app`, `version` and `os` are ``BatchText`` ranks.
@@ -99,9 +99,9 @@ extension CrashDatabase {
 
         static func query(_ input: Input) -> PostgresQuery {
             let reports = input.stored.map(\.report)
-            let (h, text) = (input.hourly, input.text)
-            let (d, f, m, p) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
-            let (vh, vd, alerts) = (input.versionHourly, input.versionDaily, input.alerts)
+            let (hourly, text) = (input.hourly, input.text)
+            let (days, facets, models, projects) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
+            let (versionHourly, versionDaily, alerts) = (input.versionHourly, input.versionDaily, input.alerts)
             // Nullable report columns keep NULL apart from `""` (``NullableArray``); `stack`,
             // `fingerprint` and `context` are JSON `text` elements written by ``JSONWriter``. The
             // groups of the alerts are probed by id (`LATERAL`): as a join, the generic plan made on
@@ -120,41 +120,44 @@ extension CrashDatabase {
                         unnest(\(NullableArray(reports.map { $0.context.map(JSONColumn.object) })))
                 ), hourly AS (
                     INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, count, fatal_count)
-                    SELECT unnest(\(h.map(\.key.project))), unnest(\(h.map(\.key.group))), unnest(\(h.map(\.key.hour))),
-                           unnest(\(h.map { text[$0.key.app] })), unnest(\(h.map { text[$0.key.version] })), unnest(\(h.map { text[$0.key.os] })),
-                           unnest(\(h.map(\.n))), unnest(\(h.map(\.fatal)))
+                    SELECT unnest(\(hourly.map(\.key.project))), unnest(\(hourly.map(\.key.group))), unnest(\(hourly.map(\.key.hour))),
+                           unnest(\(hourly.map { text[$0.key.app] })), unnest(\(hourly.map { text[$0.key.version] })),
+                           unnest(\(hourly.map { text[$0.key.os] })), unnest(\(hourly.map(\.n))), unnest(\(hourly.map(\.fatal)))
                     ON CONFLICT (project_id, hour, group_id, app_id, app_version, os) DO UPDATE SET
                         count = t.count + EXCLUDED.count, fatal_count = t.fatal_count + EXCLUDED.fatal_count
                 ), daily AS (
                     INSERT INTO group_daily AS t (project_id, group_id, day, app_id, app_version, os, count)
-                    SELECT unnest(\(d.map(\.key.p))), unnest(\(d.map(\.key.g))), unnest(\(d.map(\.key.d))), unnest(\(d.map { text[$0.key.a] })),
-                           unnest(\(d.map { text[$0.key.v] })), unnest(\(d.map { text[$0.key.o] })), unnest(\(d.map(\.value)))
+                    SELECT unnest(\(days.map(\.key.project))), unnest(\(days.map(\.key.group))), unnest(\(days.map(\.key.day))),
+                           unnest(\(days.map { text[$0.key.app] })), unnest(\(days.map { text[$0.key.version] })),
+                           unnest(\(days.map { text[$0.key.os] })), unnest(\(days.map(\.value)))
                     ON CONFLICT (project_id, day, group_id, app_id, app_version, os) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), facets AS (
                     INSERT INTO group_facets AS t (project_id, group_id, facet, value, count, first_seen, last_seen)
-                    SELECT unnest(\(f.map(\.key.p))), unnest(\(f.map(\.key.g))), unnest(\(f.map { text[$0.key.f] })), unnest(\(f.map { text[$0.key.v] })),
-                           unnest(\(f.map(\.value.n))), unnest(\(f.map(\.value.first))), unnest(\(f.map(\.value.last)))
+                    SELECT unnest(\(facets.map(\.key.project))), unnest(\(facets.map(\.key.group))), unnest(\(facets.map { text[$0.key.facet] })),
+                           unnest(\(facets.map { text[$0.key.value] })), unnest(\(facets.map(\.value.n))), unnest(\(facets.map(\.value.first))),
+                           unnest(\(facets.map(\.value.last)))
                     ON CONFLICT (group_id, facet, value) DO UPDATE SET count = t.count + EXCLUDED.count,
                         first_seen = LEAST(t.first_seen, EXCLUDED.first_seen), last_seen = GREATEST(t.last_seen, EXCLUDED.last_seen)
                 ), models AS (
                     INSERT INTO group_model_hourly AS t (group_id, hour, model, count)
-                    SELECT unnest(\(m.map(\.key.g))), unnest(\(m.map(\.key.h))), unnest(\(m.map { text[$0.key.m] })), unnest(\(m.map(\.value)))
+                    SELECT unnest(\(models.map(\.key.group))), unnest(\(models.map(\.key.hour))), unnest(\(models.map { text[$0.key.model] })),
+                           unnest(\(models.map(\.value)))
                     ON CONFLICT (group_id, hour, model) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), projects AS (
                     INSERT INTO project_hourly AS t (project_id, hour, kind, app_version, count)
-                    SELECT unnest(\(p.map(\.key.p))), unnest(\(p.map(\.key.h))), unnest(\(p.map { text[$0.key.k] })), unnest(\(p.map { text[$0.key.v] })),
-                           unnest(\(p.map(\.value)))
+                    SELECT unnest(\(projects.map(\.key.project))), unnest(\(projects.map(\.key.hour))), unnest(\(projects.map { text[$0.key.kind] })),
+                           unnest(\(projects.map { text[$0.key.version] })), unnest(\(projects.map(\.value)))
                     ON CONFLICT (project_id, hour, kind, app_version) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), version_hourly AS (
                     INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
-                    SELECT unnest(\(vh.map(\.key.group))), unnest(\(vh.map { text[$0.key.version] })), unnest(\(vh.map(\.key.bucket))),
-                           unnest(\(vh.map(\.n))), unnest(\(vh.map(\.sketch)))
+                    SELECT unnest(\(versionHourly.map(\.key.group))), unnest(\(versionHourly.map { text[$0.key.version] })),
+                           unnest(\(versionHourly.map(\.key.bucket))), unnest(\(versionHourly.map(\.count))), unnest(\(versionHourly.map(\.sketch)))
                     ON CONFLICT (group_id, app_version, hour) DO UPDATE SET count = t.count + EXCLUDED.count,
                         sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
                 ), version_daily AS (
                     INSERT INTO group_version_daily AS t (group_id, app_version, day, count, sketch)
-                    SELECT unnest(\(vd.map(\.key.group))), unnest(\(vd.map { text[$0.key.version] })), unnest(\(vd.map(\.key.bucket))),
-                           unnest(\(vd.map(\.n))), unnest(\(vd.map(\.sketch)))
+                    SELECT unnest(\(versionDaily.map(\.key.group))), unnest(\(versionDaily.map { text[$0.key.version] })),
+                           unnest(\(versionDaily.map(\.key.bucket))), unnest(\(versionDaily.map(\.count))), unnest(\(versionDaily.map(\.sketch)))
                     ON CONFLICT (group_id, app_version, day) DO UPDATE SET count = t.count + EXCLUDED.count,
                         sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
                 )

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import PostgresNIO
 
-extension CrashDatabase {
+extension PostgresIngestStore {
     /// One row of `group_version_hourly` / `group_version_daily`: a group, a version (`""`
     /// for all versions; a ``BatchText`` rank), and the start of an hour or a UTC day.
     struct VersionRollupKey: Hashable, Comparable {
@@ -21,7 +21,7 @@ extension CrashDatabase {
     /// a count, and the merged sketch (empty when no register grew: the stored one is kept).
     struct VersionRollupRow {
         var key: VersionRollupKey
-        var n: Int64
+        var count: Int64
         var sketch: ByteBuffer
     }
 
@@ -76,7 +76,7 @@ extension CrashDatabase {
                 let stored = current[index].map { Array($0.readableBytesView) } ?? []
                 sketch = DeviceSketch.merging(stored: stored, updates: entry.registers).map { ByteBuffer(bytes: $0) } ?? empty
             }
-            let row = VersionRollupRow(key: key, n: entry.n, sketch: sketch)
+            let row = VersionRollupRow(key: key, count: entry.n, sketch: sketch)
             if key.daily { daily.append(row) } else { hourly.append(row) }
         }
         return (hourly, daily)

@@ -4,19 +4,35 @@ import Foundation
 import Logging
 import PostgresNIO
 
-extension CrashDatabase {
+/// The group-commit transaction on PostgreSQL: the ledger, the groups, the reports, the
+/// rollups and the webhook outbox of a batch, in one transaction on the ingest pool.
+///
+/// Claims the ids in the `report_ids` ledger (retries become no-ops), then for the
+/// new reports only: upserts each distinct group, inserts the reports, and adds them
+/// to their groups' counts, regressions and rollups. Everything is set-based: a fixed number
+/// of round trips per batch, whatever its size. Rows are touched in key order so
+/// concurrent batches do not deadlock; a deadlock or serialization failure that
+/// happens anyway is retried.
+struct PostgresIngestStore: IngestStore {
+    /// The ingest pool (``CrashDatabase/ingestClient``): its sessions carry PostgreSQL's own
+    /// lock and statement timeouts (``IngestTimeouts``) and the generic plans.
+    let client: PostgresClient
+    /// Most estimated bytes of reports one statement binds (`maxBatchBytes`): a request over
+    /// it is still one transaction, its reports written in several statements
+    /// (``writeReportsAndRollups(_:_:regressed:_:)``).
+    let maxStatementBytes: Int
+    let logger: Logger
+
+    init(database: CrashDatabase) {
+        client = database.ingestClient
+        maxStatementBytes = database.maxStatementBytes
+        logger = database.logger
+    }
+
     /// Stores `items` (unique by ``ReportKey``) in one transaction: the group-commit.
     ///
-    /// Claims the ids in the `report_ids` ledger (retries become no-ops), then for the
-    /// new reports only: upserts each distinct group, inserts the reports, and adds them
-    /// to their groups' counts, regressions and rollups. Everything is set-based: a fixed number
-    /// of round trips per batch, whatever its size. Rows are touched in key order so
-    /// concurrent batches do not deadlock; a deadlock or serialization failure that
-    /// happens anyway is retried.
-    ///
-    /// The transaction runs on the ingest pool, whose sessions carry PostgreSQL's own lock and
-    /// statement timeouts (``IngestTimeouts``), and sends `COMMIT` only if `gate` lets it: once
-    /// the batcher's deadline has passed it rolls back instead.
+    /// The transaction sends `COMMIT` only if `gate` lets it: once the batcher's deadline has
+    /// passed it rolls back instead.
     ///
     /// - Returns: the keys of the reports stored by this call.
     /// - Throws: ``CommitOutcomeUnknown`` when the connection failed after `COMMIT` was sent,
@@ -25,7 +41,7 @@ extension CrashDatabase {
         var attempt = 0
         while true {
             do {
-                return try await ingestClient.withTransaction(logger: logger) { connection in
+                return try await client.withTransaction(logger: logger) { connection in
                     try gate.begin { Task { try? await connection.close() } }
                     let fresh = try await storeInTransaction(items, connection)
                     try gate.commit()
@@ -205,9 +221,4 @@ extension CrashDatabase {
         }
         return regressedIDs
     }
-}
-
-/// The ingest transaction found the database in a state it cannot explain.
-struct IngestStoreError: Error, CustomStringConvertible {
-    let description: String
 }
