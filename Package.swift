@@ -63,7 +63,12 @@ let package = Package(
         // The ingest pipeline from request bytes to validated, signed reports: capped
         // decoding, the streaming JSON reader, validation. No HTTP, no database.
         .target(
-            name: "CrashIngest", dependencies: ["CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd", "CIsal"],
+            name: "CrashIngest",
+            dependencies: [
+                "CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd", "CIsal",
+                // SHA-256: the ids of MetricKit diagnostics (AppleCrashReports).
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strict),
         // The ELF debug-file reader (build id, load address, bounded header and note parsing).
         // No dependencies, so the fuzz package builds it alone.
