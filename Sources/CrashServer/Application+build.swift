@@ -87,6 +87,8 @@ func buildRouter(
     let body = IngestBody(
         maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes, budget: budget)
     IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
+    // Apple's own crash reports (.ips, MetricKit): the same ingest path (apple.md).
+    AppleReportsController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
     // Release health: sessions through both doors, counted by one store (release-health.md).
     let sessions = SessionIngest(
         store: PostgresSessionStore(database: database, deadline: timeout), batcher: batcher, metrics: metrics, deadline: timeout)

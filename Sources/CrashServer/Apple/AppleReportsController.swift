@@ -1,0 +1,71 @@
+import CrashIngest
+import CrashWire
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// `POST /v1/apple/reports` (the contract, `apple.md`, "The Apple door"): Apple's own crash
+/// reports, an `.ips` (bug type 309) or a MetricKit `MXDiagnosticPayload`, as reports.
+///
+/// A thin door over the ingest path of `/v1/reports`: the same ``IngestAuthenticationMiddleware``
+/// (the `X-Crash-Key` checked before the first body byte is read, the rate limit), the same
+/// ``IngestBody`` (encodings, size limits, the body budget), ``AppleCrashReports`` for the
+/// mapping (pure, in CrashIngest), and the same grouping and ``IngestBatcher`` commit, so the
+/// answer is `/v1/reports`' 202 `{"accepted", "duplicates", "rejected"}` once the reports are
+/// durable. See docs/apple.md.
+struct AppleReportsController: Sendable {
+    let authenticator: IngestAuthenticator
+    let batcher: IngestBatcher
+    let metrics: ServerMetrics
+    let body: IngestBody
+
+    static let path = "/v1/apple/reports"
+    /// The media types taken; either accepts both formats.
+    static let mediaTypes = ["application/x-ips", "application/json"]
+
+    func addRoutes(to router: Router<CrashRequestContext>) {
+        router.group()
+            .add(middleware: IngestAuthenticationMiddleware(authenticator: authenticator, door: .reports))
+            .post(RouterPath(Self.path), use: ingest)
+    }
+
+    @Sendable func ingest(request: Request, context: CrashRequestContext) async throws -> Response {
+        let project = try context.requireIngestProject()
+        try Self.checkContentType(request.headers.value(.contentType))
+        let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
+        try body.checkDeclaredLength(request.headers)
+        // Held until the request ends: the reports are no larger than the body.
+        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
+        let bytes = try await body.read(request.body, format: coding, holding: share)
+        let batch = try await IngestBody.reading(bytes.count) {
+            try IngestBody.ingestError { try AppleCrashReports.read(bytes, receivedAt: Date()) }
+        }
+        let items = batch.accepted.map { IngestItem(project: project, report: $0) }
+        let outcome = items.isEmpty ? [] : try await batcher.submit(items)
+        let accepted = outcome.filter { $0 }.count
+        let duplicates = outcome.count - accepted
+        metrics.recordIngest(reports: batch.count, accepted: accepted, duplicates: duplicates, rejected: batch.rejected.count)
+        context.logger.debug(
+            "apple crash reports ingested",
+            metadata: [
+                "project.slug": "\(project.slug)", "apple.format": "\(batch.format)", "ingest.accepted": "\(accepted)",
+                "ingest.duplicates": "\(duplicates)", "ingest.rejected": "\(batch.rejected.count)",
+            ])
+        withExtendedLifetime(share) {}
+        return IngestController.accepted(IngestResponse(accepted: accepted, duplicates: duplicates, rejected: batch.rejected))
+    }
+
+    /// 415 unless the media type is `application/x-ips` or `application/json` (parameters
+    /// allowed, any case).
+    static func checkContentType(_ value: String?) throws {
+        guard let value, !value.isEmpty else {
+            throw APIError.unsupportedMediaType("missing Content-Type: send application/x-ips or application/json")
+        }
+        let media = value.split(separator: ";", maxSplits: 1).first.map { $0.trimmingWhitespace().lowercased() } ?? ""
+        guard mediaTypes.contains(media) else {
+            throw APIError.unsupportedMediaType(
+                "unsupported Content-Type '\(value)': send application/x-ips or application/json")
+        }
+    }
+}
