@@ -170,7 +170,7 @@ struct Top: AsyncParsableCommand {
         var table = TopCrashesTable()
         table.window = window
         table.limit = limit
-        table.filters = ["version": version, "os": os, "kind": kind, "status": status].compactMapValues { $0 }
+        (table.version, table.os, table.kind, table.status) = (version, os, kind, status)
         let request = table
         let text = try await withDatabase(config, logger: makeLogger(config)) { db in
             try await request.render(database: db, project: name)

@@ -93,13 +93,13 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         let q = DashboardQuery(request)
         let window = q.window
         let range = window.range()
-        let unit = window.hourly ? "hour" : "day"
-        let stats = try await store.stats(project, range.parameters(["interval": unit, "groupBy": "fatal"]))
+        let stats = try await store.queries.stats(project, StatsRequest(window: range.window, interval: window.interval, groupBy: .fatal))
         let fatal = stats.series.first { $0.key == "fatal" }?.points ?? []
         let nonFatal = stats.series.first { $0.key == "nonFatal" }?.points ?? []
         let points = zip(fatal, nonFatal).map { (t: $0.t, total: $0.count + $1.count, fatal: $0.count) }
-        let newest = try await store.crashes(project, range.parameters(["sort": "firstSeen", "limit": "10"]))
-        let regressed = try await store.crashes(project, range.parameters(["status": "regressed", "sort": "lastSeen", "limit": "10"]))
+        let newest = try await store.queries.groups(project, GroupListRequest(window: range.window, sort: .firstSeen, limit: 10))
+        let regressed = try await store.queries.groups(
+            project, GroupListRequest(window: range.window, filters: GroupFilters(status: .regressed), sort: .lastSeen, limit: 10))
         let now = Date()
         let newGroups = newest.groups.filter { $0.firstSeen >= range.from }
         let view = OverviewView(
@@ -122,11 +122,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         let (session, project) = try await signedIn(request, context)
         let q = DashboardQuery(request)
         let window = q.window
-        var parameters = window.range().parameters([
-            "limit": "\(Self.pageSize)", "trend": window.hourly ? "hour" : "day",
-        ])
-        for name in ["version", "os", "kind", "status", "cursor"] { parameters[name] = q.values[name] }
-        let list = try await store.crashes(project, parameters)
+        let list = try await store.queries.groups(project, try q.crashList(project: project, limit: Self.pageSize))
         let now = Date()
         let base = "/projects/\(project.slug)/crashes"
         let kept = q.values.filter { ["window", "version", "os", "kind", "status"].contains($0.key) }
@@ -161,8 +157,8 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         let id = try Self.groupID(context)
         let q = DashboardQuery(request)
         let window = q.window
-        let detail = try await store.crash(project, id: id, window: window.range().window)
-        let reports = try await store.reports(project, id: id, limit: 5)
+        let detail = try await store.queries.group(project, GroupDetailRequest(group: id, window: window.range().window))
+        let reports = try await store.queries.reports(project, ReportListRequest(group: id, limit: 5)).reports
         let now = Date()
         let group = detail.group
         // The hourly histogram, summed per day for the 30-day window.
@@ -214,7 +210,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         case "reopen": status = .open
         default: throw APIError.badRequest("action: must be resolve, ignore or reopen")
         }
-        guard try await store.triage(project, id: id, status: status, resolvedIn: resolvedIn) else {
+        guard try await store.queries.setStatus(project, GroupTriage(group: id, status: status, resolvedIn: resolvedIn)) else {
             throw APIError.notFound("no crash group \(id) in this project")
         }
         logger.info("dashboard triage", metadata: ["project.slug": "\(project.slug)", "group.id": "\(id)", "group.status": "\(status.rawValue)"])
@@ -350,6 +346,9 @@ enum DashboardWindow: String, CaseIterable, Sendable {
     /// Hourly buckets for 24 h and 7 d, daily for 30 d.
     var hourly: Bool { self != .month }
 
+    /// The charts' and sparklines' bucket.
+    var interval: StatsInterval { hourly ? .hour : .day }
+
     /// The window ending at the end of the current hour (whole hours read only rollups).
     func range(now: Date = Date()) -> DashboardRange {
         let to = TimeWindow.floor(now, TimeWindow.hour).addingTimeInterval(TimeWindow.hour)
@@ -392,6 +391,18 @@ struct DashboardQuery: Sendable {
     }
 
     var window: DashboardWindow { values["window"].flatMap(DashboardWindow.init(rawValue:)) ?? .week }
+
+    /// The top-crashes page as a list request: the window's range with trends in its
+    /// interval, the version, OS, kind and status filters and the cursor; a bad value is a
+    /// 400 naming it, as in the API.
+    func crashList(project: ProjectRef, limit: Int, now: Date = Date()) throws -> GroupListRequest {
+        let q = QueryParameters(values)
+        let filters = GroupFilters(
+            version: try q.string("version"), os: try q.string("os"), kind: try q.value("kind"), status: try q.value("status"))
+        let cursor = try q.string("cursor").map { try ListCursor.decode($0, order: .count, project: project.id) }
+        return GroupListRequest(
+            window: window.range(now: now).window, filters: filters, limit: limit, cursor: cursor, trend: window.interval)
+    }
 
     /// `?a=1&b=2` in a stable order, or "" when empty.
     static func string(_ values: [String: String?]) -> String {

@@ -4,8 +4,14 @@ import Foundation
 public struct TopCrashesTable: Sendable {
     /// `24h`, `7d` (default) or `30d`.
     public var window: String = "7d"
-    /// Report and group filters, as the list's query parameters (`version`, `os`, `kind`, `status`).
-    public var filters: [String: String] = [:]
+    /// Only reports of this app version.
+    public var version: String?
+    /// Only reports of this OS.
+    public var os: String?
+    /// Only groups of this kind (a report kind of the contract).
+    public var kind: String?
+    /// Only groups of this status (`open`, `resolved`, `ignored`, `regressed`); nil: all but ignored.
+    public var status: String?
     /// Rows (1...200).
     public var limit: Int = 20
     /// Widest title shown, in characters.
@@ -13,26 +19,40 @@ public struct TopCrashesTable: Sendable {
 
     public init() {}
 
-    /// The table for `project` read through the query API's list function, or a
-    /// `ProjectError` naming what is wrong.
+    /// The table for `project` read through the query service's list, or a `ProjectError`
+    /// naming the option that is wrong.
     public func render(database: CrashDatabase, project slug: String, now: Date = Date()) async throws -> String {
         guard let w = DashboardWindow(rawValue: window) else {
             throw ProjectError(description: "--window: must be 24h, 7d or 30d")
         }
-        guard let project = try await database.project(slug: slug) else {
+        let request = try listRequest(window: w, now: now)
+        guard let project = try await PostgresProjectStore(database: database).project(slug: slug) else {
             throw ProjectError(description: "no project '\(slug)'")
         }
-        let range = w.range(now: now)
-        var parameters = range.parameters(["limit": "\(limit)", "trend": w.hourly ? "hour" : "day"])
-        for (name, value) in filters where !value.isEmpty { parameters[name] = value }
-        let list: GroupListBody
-        do {
-            list = try await PostgresDashboardStore(database: database).crashes(project, parameters)
-        } catch let error as APIError {
-            throw ProjectError(description: error.message)
-        }
+        let list = try await QueryService(store: PostgresQueryStore(database: database)).groups(project, request)
         return Self.format(list.groups, header: "\(slug): top crashes, last \(w.label)", now: now, titleWidth: titleWidth)
     }
+
+    /// The dashboard's top-crashes list for these options; an empty filter means none.
+    func listRequest(window: DashboardWindow, now: Date) throws -> GroupListRequest {
+        guard (1...200).contains(limit) else { throw ProjectError(description: "--limit: must be an integer from 1 to 200") }
+        var filters = GroupFilters(version: Self.nonEmpty(version), os: Self.nonEmpty(os))
+        filters.kind = try Self.option("--kind", kind)
+        filters.status = try Self.option("--status", status)
+        return GroupListRequest(window: window.range(now: now).window, filters: filters, limit: limit, trend: window.interval)
+    }
+
+    /// `text` as one of `T`'s cases (nil when empty); a `ProjectError` listing them otherwise.
+    private static func option<T: RawRepresentable & CaseIterable>(_ name: String, _ text: String?) throws -> T?
+    where T.RawValue == String {
+        guard let text = nonEmpty(text) else { return nil }
+        guard let value = T(rawValue: text) else {
+            throw ProjectError(description: "\(name): not one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return value
+    }
+
+    private static func nonEmpty(_ text: String?) -> String? { text?.isEmpty == false ? text : nil }
 
     /// The rows as aligned columns, with a block-character sparkline per row.
     static func format(_ groups: [GroupBody], header: String, now: Date, titleWidth: Int) -> String {

@@ -91,10 +91,10 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
 
     /// Renders `{"error": message}` with `Retry-After` when set.
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        var headers: HTTPFields = [:]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         if let challenge { headers[.wwwAuthenticate] = challenge }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: Self.body(message)))
+        return JSONResponse.error(status, message, headers: headers)
     }
 
     /// The JSON error body for `message`.

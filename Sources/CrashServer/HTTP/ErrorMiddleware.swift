@@ -15,29 +15,15 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as HTTPError {
             let message =
                 error.body ?? (error.status == .notFound ? "no such route: \(request.method) \(request.uri.path)" : error.status.reasonPhrase)
-            var response = Response(
-                status: error.status,
-                headers: [.contentType: "application/json; charset=utf-8"],
-                body: .init(byteBuffer: APIError.body(message))
-            )
-            for field in error.headers where field.name != .contentType { response.headers.append(field) }
-            return response
+            return JSONResponse.error(error.status, message, headers: error.headers)
         } catch let error as any HTTPResponseError {
-            return Response(
-                status: error.status,
-                headers: [.contentType: "application/json; charset=utf-8"],
-                body: .init(byteBuffer: APIError.body(error.status.reasonPhrase))
-            )
+            return JSONResponse.error(error.status, error.status.reasonPhrase)
         } catch  where isConnectionError(error) {
             context.logger.warning("database unreachable", metadata: ["error.message": "\(error)"])
             throw APIError.unavailable("database unreachable", retryAfter: 5)
         } catch {
             context.logger.error("request failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
-            return Response(
-                status: .internalServerError,
-                headers: [.contentType: "application/json; charset=utf-8"],
-                body: .init(byteBuffer: APIError.body("internal server error"))
-            )
+            return JSONResponse.error(.internalServerError, "internal server error")
         }
     }
 }

@@ -219,12 +219,10 @@ struct ReleasesController: Sendable {
     ) async throws
         -> (top: [GroupBody], introduced: [GroupBody])
     {
-        var parameters = [
-            "version": version, "limit": "10", "from": RFC3339.format(window.from), "to": RFC3339.format(window.to),
-        ]
-        if let app { parameters["app"] = app }
-        let top = try await QueryController(store: PostgresQueryStore(database: database)).listBody(project: project, QueryParameters(parameters)).groups
         let groupFilters = GroupFilters(app: app, version: version)
+        let top = try await QueryService(store: PostgresQueryStore(database: database)).groups(
+            project, GroupListRequest(window: window, filters: groupFilters, limit: 10)
+        ).groups
         let introduced = try await PostgresQueryStore(database: database).read { reader in
             let ids = try await database.groupsIntroduced(
                 project: project.id, version: version, app: app, window: window, on: reader.connection)

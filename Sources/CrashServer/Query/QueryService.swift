@@ -1,0 +1,211 @@
+import CrashWire
+import Foundation
+
+/// The queries of the contract's Query section, over typed requests: the crash list with its
+/// ranking, snapshot and cursors, a group's detail and reports, the stats, and triage.
+///
+/// One service for every reader: the REST routes (``QueryController``), the dashboard and
+/// `crash-server top` call the same functions, so a page, a terminal table and
+/// `GET /v1/...` never disagree. Generic over its storage: ``PostgresQueryStore`` in the
+/// server, `InMemoryCrashStore` in fast route tests.
+struct QueryService<Store: QueryStore>: Sendable {
+    let store: Store
+    /// Adds `symbolicated` frames to the reports and the detail's latest reports.
+    var symbolicator: ReportSymbolicator? = nil
+
+    /// One page of the crash list.
+    ///
+    /// The first page's database snapshot is saved for its cursors, and later pages count as
+    /// of it: time-sorted walks under concurrent ingest list every group that existed when
+    /// the walk started exactly once (contract, "Cursors").
+    func groups(_ project: ProjectRef, _ request: GroupListRequest) async throws -> GroupListBody {
+        let (sort, filters, limit, trend, cursor) = (request.sort, request.filters, request.limit, request.trend, request.cursor)
+        var window = request.window
+        if let cursorWindow = try cursor?.window {
+            window = cursorWindow
+            if let trend { try window.checkBuckets(trend, parameter: "trend") }
+        }
+        let (body, last, snapshot) = try await store.read { reader in
+            // The first page's snapshot: current on the first page; after it, the stored one
+            // (nil once pruned: the walk goes on over current data).
+            var snapshot: String?
+            var asOf: String?
+            if cursor == nil {
+                (snapshot, asOf) = try await reader.firstPageSnapshot()
+            } else if let id = cursor?.snapshot {
+                snapshot = try await reader.listSnapshot(id)
+                asOf = snapshot
+            }
+            let ranking = GroupRanking(limit: limit, after: cursor.map { ($0.key, $0.groupID) })
+            let counts: ([Int64]?) async throws -> [Int64: Int64] = { ids in
+                try await reader.windowCounts(project: project.id, ids: ids, window: window, filters: filters, snapshot: asOf)
+            }
+            let page: [GroupRanking.Entry]
+            switch sort {
+            case .count:
+                page = try await ranking.byCount(
+                    candidates: { after, atLeast, batch in
+                        try await reader.countCandidates(
+                            project: project.id, window: window, filters: filters, after: after, atLeast: atLeast, limit: batch)
+                    },
+                    counts: counts)
+            case .lastSeen, .firstSeen:
+                // Under a cursor, keys are those of the first page's snapshot, so groups that
+                // got reports since keep their place.
+                var placed: [Int64: Int64?] = [:]
+                if let asOf { placed = try await reader.timeKeysAsOf(project: project.id, sort: sort, snapshot: asOf) }
+                page = try await ranking.byTime(
+                    placed: placed,
+                    candidates: { after, batch in
+                        try await reader.timeCandidates(
+                            project: project.id, sort: sort, window: window, filters: filters, after: after, limit: batch)
+                    },
+                    counts: { ids in try await counts(ids) })
+            }
+            let shown = Array(page.prefix(limit))
+            var groups = try await reader.groupBodies(
+                project: project.id, counts: shown.map { ($0.id, $0.count) }, window: window, filters: filters)
+            var truncated: Bool?
+            if let trend {
+                // The page's trends share one point budget: when they would not all fit, the
+                // rows of highest count keep theirs (ties by group id), the others have none.
+                let buckets = window.buckets(trend.seconds)
+                var totals: [Int64: Int64] = [:]
+                for group in groups { if let id = Int64(group.id) { totals[id] = group.count } }
+                let kept = PointBudget.top(totals, limit: PointBudget.series(buckets: buckets.count), key: <)
+                if kept.count < totals.count { truncated = true }
+                let series = try await reader.groupTrends(
+                    project: project.id, ids: groups.compactMap { Int64($0.id) }.filter(kept.contains), window: window, unit: trend,
+                    filters: filters)
+                for i in groups.indices {
+                    guard let id = Int64(groups[i].id), kept.contains(id) else { continue }
+                    let points = series[id] ?? [:]
+                    groups[i].trend = buckets.map { TimeCount(t: $0, count: points[$0] ?? 0) }
+                }
+            }
+            return (
+                GroupListBody(groups: groups, nextCursor: nil, truncated: truncated), page.count > limit ? shown.last : nil, snapshot
+            )
+        }
+        var list = body
+        if let last {
+            // Saved after the read transaction (which is read-only), once per walk.
+            var snapshotID = cursor?.snapshot
+            if cursor == nil, let snapshot { snapshotID = try await store.saveListSnapshot(snapshot) }
+            list.nextCursor = ListCursor(
+                order: ListCursor.Order(sort), project: project.id, key: last.key, groupID: last.id, from: ListCursor.micros(window.from),
+                to: ListCursor.micros(window.to), snapshot: snapshotID
+            ).encode()
+        }
+        return list
+    }
+
+    /// A group's detail over the request's window, its latest reports symbolicated when a
+    /// symbolicator is set; 404 for a group the project does not have.
+    func group(_ project: ProjectRef, _ request: GroupDetailRequest) async throws -> GroupDetailBody {
+        let (group, window) = (request.group, request.window)
+        var body = try await store.read { reader -> GroupDetailBody in
+            let histogram = try await reader.groupHistogram(group: group, window: window)
+            let count = histogram.values.reduce(0, +)
+            guard
+                let base = try await reader.groupBodies(
+                    project: project.id, counts: [(group, count)], window: window, filters: GroupFilters()
+                ).first
+            else { throw APIError.notFound("no crash group \(group) in project '\(project.slug)'") }
+            let breakdown = try await reader.breakdown(group: group, window: window)
+            let points = window.buckets(TimeWindow.hour).map { TimeCount(t: $0, count: histogram[$0] ?? 0) }
+            let latest = try await reader.reports(project: project.id, group: group, after: nil, limit: 5, includeStack: false)
+            return GroupDetailBody(group: base, breakdown: breakdown, histogram: points, latest: latest.map(\.report))
+        }
+        if let symbolicator, !body.latest.isEmpty {
+            body.latest = await symbolicator.symbolicateLatest(project: project.id, group: group, body.latest)
+        }
+        return body
+    }
+
+    /// A page of a group's stored reports (stacks included, symbolicated when a symbolicator is
+    /// set); 404 for a group the project does not have, 400 for a cursor of another list.
+    func reports(_ project: ProjectRef, _ request: ReportListRequest) async throws -> ReportListBody {
+        let (group, limit) = (request.group, request.limit)
+        var after: (Int64, UUID)?
+        if let cursor = request.cursor {
+            guard cursor.order == .reports, cursor.groupID == group, let id = cursor.reportID else {
+                throw APIError.badRequest("cursor: not a cursor from this list (use nextCursor as returned)")
+            }
+            after = (cursor.key, id)
+        }
+        var body = try await store.read { reader -> ReportListBody in
+            guard try await !reader.groupRows(project: project.id, ids: [group]).isEmpty else {
+                throw APIError.notFound("no crash group \(group) in project '\(project.slug)'")
+            }
+            let rows = try await reader.reports(project: project.id, group: group, after: after, limit: limit + 1, includeStack: true)
+            var next: String?
+            if rows.count > limit {
+                let last = rows[limit - 1]
+                next = ListCursor(
+                    order: .reports, project: project.id, key: last.micros, groupID: group, reportID: UUID(uuidString: last.report.id)
+                ).encode()
+            }
+            return ReportListBody(reports: rows.prefix(limit).map(\.report), nextCursor: next)
+        }
+        if let symbolicator { body.reports = await symbolicator.symbolicate(project: project.id, body.reports) }
+        return body
+    }
+
+    /// Sets a group's status; false when the project has no such group.
+    func setStatus(_ project: ProjectRef, _ change: GroupTriage) async throws -> Bool {
+        try await store.triage(project: project.id, group: change.group, status: change.status, resolvedIn: change.resolvedIn)
+    }
+
+    /// Sets a group's status and answers the group as the list shows it over the default
+    /// window; 404 for a group the project does not have.
+    func triage(_ project: ProjectRef, _ change: GroupTriage) async throws -> GroupBody {
+        let group = change.group
+        guard try await setStatus(project, change) else { throw APIError.notFound("no crash group \(group) in project '\(project.slug)'") }
+        let window = TimeWindow.lastSevenDays()
+        return try await store.read { reader -> GroupBody in
+            guard let body = try await reader.groupBody(project: project.id, group: group, window: window) else {
+                throw APIError.notFound("no crash group \(group)")
+            }
+            return body
+        }
+    }
+
+    /// Project-wide counts per bucket, within the point budget (``PointBudget``).
+    func stats(_ project: ProjectRef, _ request: StatsRequest) async throws -> StatsBody {
+        let (window, interval, groupBy) = (request.window, request.interval, request.groupBy)
+        let buckets = window.buckets(interval.seconds)
+        let fit = PointBudget.series(buckets: buckets.count)
+        let rows = try await store.read { reader in
+            groupBy == .fatal
+                ? try await reader.fatalStats(project: project.id, window: window, unit: interval)
+                : try await reader.stats(project: project.id, window: window, unit: interval, groupBy: groupBy, maxSeries: fit)
+        }
+        var byKey: [String?: [Date: Int64]] = [:]
+        if groupBy == .none { byKey[nil] = [:] }
+        if groupBy == .fatal { (byKey["fatal"], byKey["nonFatal"]) = ([:], [:]) }
+        for row in rows { byKey[row.key, default: [:]][row.t, default: 0] += row.n }
+        // The series of highest total count that fit, ties by key (the store may already have
+        // left out some of the others: it returns at most one more than fit).
+        let kept = PointBudget.top(byKey.mapValues { $0.values.reduce(0, +) }, limit: fit, key: PointBudget.keyOrder)
+        let truncated = kept.count < byKey.count
+        byKey = byKey.filter { kept.contains($0.key) }
+        var keys = Array(byKey.keys)
+        switch groupBy {
+        case .fatal:
+            keys = ["fatal", "nonFatal"].filter(kept.contains)
+        case .version:
+            keys.sort { a, b in
+                let c = AppVersion.compare(a ?? "", b ?? "")
+                return c != 0 ? c > 0 : (a ?? "") > (b ?? "")
+            }
+        case .none, .kind:
+            let totals = byKey.mapValues { $0.values.reduce(0, +) }
+            keys.sort { a, b in totals[a]! != totals[b]! ? totals[a]! > totals[b]! : (a ?? "") < (b ?? "") }
+        }
+        let series = keys.map { key in
+            StatsBody.Series(key: key, points: buckets.map { TimeCount(t: $0, count: byKey[key]?[$0] ?? 0) })
+        }
+        return StatsBody(series: series, truncated: truncated ? true : nil)
+    }
+}
