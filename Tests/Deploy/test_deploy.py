@@ -72,6 +72,11 @@ COMPOSE_ONLY_VARS = set(PASSWORD_VARS) | {"MIGRATE_DATABASE_URL"}
 def _swift_constant(expr: str) -> str | None:
     """A default as the environment would spell it: `1 << 20` -> 1048576, `.info` -> info."""
     expr = expr.strip()
+    if expr == "[]":  # an empty list: the variable's empty text
+        return ""
+    m = re.fullmatch(r"\.seconds\((.+)\)", expr)  # a Duration, written in seconds
+    if m:
+        return _swift_constant(m.group(1))
     m = re.fullmatch(r'"([^"\\]*)"', expr)
     if m:
         return m.group(1)
@@ -94,16 +99,19 @@ def _swift_constant(expr: str) -> str | None:
 
 
 def server_env() -> dict[str, str | None]:
-    """NAME -> default, from ServerConfiguration.swift: `if let v = try value("NAME", ...) { prop = v }`
-    and `public var prop(: T)? = default`. Falls back to FIXED_ENV while the file does not exist."""
+    """NAME -> default, from the declarations in ServerConfiguration.swift's `settings` table,
+    `Setting(\\.prop, "NAME", ...)`, and the property's `public var prop(: T)? = default` (in
+    WebhookSettings.swift for `\\.webhooks.prop`). Falls back to FIXED_ENV while the file does
+    not exist."""
     if not CONFIG_SWIFT.exists():
         return dict(FIXED_ENV)
     text = CONFIG_SWIFT.read_text(encoding="utf-8")
+    webhooks = (CONFIG_SWIFT.parent.parent / "Alerts" / "WebhookSettings.swift").read_text(encoding="utf-8")
     out: dict[str, str | None] = {}
-    for name, prop in re.findall(r'value\("([A-Z_][A-Z0-9_]*)"[^)]*\)\)? \{ (\w+) = v \}', text):
-        if name in ALIASES:
-            continue
-        d = re.search(rf"public var {prop}(?:: [\w.]+)? = ([^\n]+)", text)
+    for path, name in re.findall(r'Setting\(\s*\\\.([\w.]+),\s*"([A-Z_][A-Z0-9_]*)"', text):
+        *group, prop = path.split(".")
+        source = webhooks if group == ["webhooks"] else text
+        d = re.search(rf"public var {prop}(?:: [\w.\[\]]+)? = ([^\n]+)", source)
         out[name] = _swift_constant(d.group(1)) if d else None
     return out
 
