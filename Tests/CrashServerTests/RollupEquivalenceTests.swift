@@ -148,8 +148,8 @@ import Testing
         for i in 0..<5 { copied[i].id = mine[i].id }
         let theirs = copied
         try await withTestDatabase { db in
-            let pa = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(a.ingestKey))?.project)
-            let pb = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(b.ingestKey))?.project)
+            let pa = try #require(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(a.ingestKey))?.project)
+            let pb = try #require(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(b.ingestKey))?.project)
             let first = mine.prefix(20).map { IngestItem(project: pa, report: $0) }
             #expect(try await PostgresIngestStore(database: db).store(first, gate: CommitGate()) == Set(first.map(\.key)))
             let rest = mine.dropFirst(10).map { IngestItem(project: pa, report: $0) }
@@ -178,7 +178,7 @@ import Testing
         let p = try await makeProject(config)
         let reports = try Self.decoded(Self.reports(seed: 6))
         try await withTestDatabase(config) { db in
-            let project = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
+            let project = try #require(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
             let items = reports.map { IngestItem(project: project, report: $0) }
             let parts = PostgresIngestStore.statementParts(items, maxBytes: PostgresIngestStore(database: db).maxStatementBytes)
             #expect(parts.count > 10, "\(parts.count) statements: the test must split the reports")
@@ -222,7 +222,7 @@ import Testing
         let p = try await makeProject()
         let reports = try Self.decoded(Self.reports(seed: 5))
         try await withTestDatabase { db in
-            let project = try #require(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
+            let project = try #require(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(p.ingestKey))?.project)
             let items = reports.map { IngestItem(project: project, report: $0) }
             let late = items[0]
             let store = try await db.client.withTransaction(logger: TestEnvironment.logger) { connection in

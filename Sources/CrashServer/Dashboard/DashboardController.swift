@@ -380,6 +380,8 @@ struct DashboardRange: Sendable {
 struct DashboardQuery: Sendable {
     var values: [String: String] = [:]
 
+    init(values: [String: String]) { self.values = values }
+
     init(_ request: Request) {
         for (key, value) in request.uri.queryParameters where !value.isEmpty {
             let name = String(key)

@@ -294,24 +294,6 @@ extension CrashDatabase {
         return try await body(queryClient)
     }
 
-    /// The first page's snapshot for its cursors, and the snapshot to count it as of.
-    ///
-    /// On the primary that is `pg_current_snapshot()`, and the page is counted on current
-    /// data (the same thing). On a standby `pg_current_snapshot()` lists no transactions in
-    /// progress (PostgreSQL keeps them apart during recovery), so it would claim too much;
-    /// the snapshot used instead is `xmin:xmin:` (everything the standby's snapshot sees as
-    /// finished below its xmin) and the page is counted as of it, like the pages after it.
-    func firstPageSnapshot(on connection: PostgresConnection) async throws -> (snapshot: String, asOf: String?) {
-        let rows = try await connection.query(
-            """
-            SELECT CASE WHEN pg_is_in_recovery() THEN pg_snapshot_xmin(s)::text || ':' || pg_snapshot_xmin(s)::text || ':'
-                        ELSE s::text END, pg_is_in_recovery()
-            FROM (SELECT pg_current_snapshot() AS s) x
-            """, logger: logger)
-        for try await (text, standby) in rows.decode((String, Bool).self) { return (text, standby ? text : nil) }
-        throw IngestStoreError(description: "no snapshot")
-    }
-
     /// After a write on the primary: the WAL position past its commit, which the standby
     /// must replay before this server (and the client, through ``ReadAfterMiddleware``)
     /// reads from it again.

@@ -59,8 +59,22 @@ struct PostgresQueryStore: QueryStore {
 
         var logger: Logger { database.logger }
 
+        /// The first page's snapshot for its cursors, and the snapshot to count it as of.
+        ///
+        /// On the primary that is `pg_current_snapshot()`, and the page is counted on current
+        /// data (the same thing). On a standby `pg_current_snapshot()` lists no transactions in
+        /// progress (PostgreSQL keeps them apart during recovery), so it would claim too much;
+        /// the snapshot used instead is `xmin:xmin:` (everything the standby's snapshot sees as
+        /// finished below its xmin) and the page is counted as of it, like the pages after it.
         func firstPageSnapshot() async throws -> (snapshot: String, asOf: String?) {
-            try await database.firstPageSnapshot(on: connection)
+            let rows = try await connection.query(
+                """
+                SELECT CASE WHEN pg_is_in_recovery() THEN pg_snapshot_xmin(s)::text || ':' || pg_snapshot_xmin(s)::text || ':'
+                            ELSE s::text END, pg_is_in_recovery()
+                FROM (SELECT pg_current_snapshot() AS s) x
+                """, logger: logger)
+            for try await (text, standby) in rows.decode((String, Bool).self) { return (text, standby ? text : nil) }
+            throw QueryStoreError.noSnapshot
         }
 
         /// A saved list snapshot as text; nil when unknown or pruned (see

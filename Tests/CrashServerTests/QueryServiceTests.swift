@@ -1,0 +1,97 @@
+import CrashWire
+import Foundation
+import PostgresNIO
+import Testing
+
+@testable import CrashServer
+
+/// The query side's shared pieces without PostgreSQL: the SQL predicates written once, the
+/// named pieces of a time plan, and the typed requests the dashboard and `crash-server top`
+/// hand to ``QueryService``.
+@Suite struct QueryServiceTests {
+    static func date(_ text: String) -> Date { RFC3339.parse(text)! }
+
+    @Test func reportFilterKeepsEachValueABind() {
+        let filters = GroupFilters(app: "com.example'; DROP TABLE reports; --", version: "1.0", os: nil)
+        let rollup: PostgresQuery = "WHERE \(reportFilter: filters)"
+        #expect(
+            rollup.sql
+                == "WHERE ($1::text IS NULL OR app_id = $2) AND ($3::text IS NULL OR app_version = $4)\n  AND ($5::text IS NULL OR os = $6)")
+        #expect(rollup.binds.count == 6)
+        let raw: PostgresQuery = "\(reportFilter: filters, nullableOS: true)"
+        #expect(raw.sql.hasSuffix("AND ($5::text IS NULL OR COALESCE(os, '') = $6)"))
+    }
+
+    @Test func groupFilterHidesIgnoredGroupsUnlessAStatusIsAsked() {
+        let query: PostgresQuery = "\(groupFilter: GroupFilters(kind: .kvo, status: .regressed), alias: "g")"
+        #expect(
+            query.sql
+                == "($1::text IS NULL OR g.kind = $2)\n  AND CASE WHEN $3::text IS NULL THEN g.status <> 'ignored' ELSE g.status = $4 END")
+        #expect(query.binds.count == 4)
+        let bare: PostgresQuery = "\(groupFilter: GroupFilters())"
+        #expect(bare.sql.contains("THEN status <> 'ignored' ELSE status = $4 END"))
+    }
+
+    @Test func timePlanNamesItsPieces() {
+        let window = TimeWindow(from: Self.date("2026-11-20T10:30:00Z"), to: Self.date("2026-11-23T05:15:00Z"))
+        let plan = window.plan
+        #expect(plan.rawHead == TimeRange(from: Self.date("2026-11-20T10:30:00Z"), to: Self.date("2026-11-20T11:00:00Z")))
+        #expect(plan.hoursHead == TimeRange(from: Self.date("2026-11-20T11:00:00Z"), to: Self.date("2026-11-21T00:00:00Z")))
+        #expect(plan.days == TimeRange(from: Self.date("2026-11-21T00:00:00Z"), to: Self.date("2026-11-23T00:00:00Z")))
+        #expect(plan.hoursTail == TimeRange(from: Self.date("2026-11-23T00:00:00Z"), to: Self.date("2026-11-23T05:00:00Z")))
+        #expect(plan.rawTail == TimeRange(from: Self.date("2026-11-23T05:00:00Z"), to: Self.date("2026-11-23T05:15:00Z")))
+        // 13 leading hours are read as their whole day minus the 11 hours before the window;
+        // the 5 trailing hours are added as they are.
+        let subtractive = window.subtractivePlan
+        #expect(subtractive.days == TimeRange(from: Self.date("2026-11-20T00:00:00Z"), to: Self.date("2026-11-23T00:00:00Z")))
+        #expect(subtractive.head.range == TimeRange(from: Self.date("2026-11-20T00:00:00Z"), to: Self.date("2026-11-20T11:00:00Z")))
+        #expect(subtractive.head.sign == -1)
+        #expect(subtractive.tail.range == plan.hoursTail)
+        #expect(subtractive.tail.sign == 1)
+        let query: PostgresQuery = "\("ts", in: plan.rawHead)"
+        #expect(query.sql == "ts >= $1 AND ts < $2")
+    }
+
+    @Test func topBuildsATypedListRequestAndNamesABadOption() throws {
+        let now = Self.date("2026-11-28T12:10:00Z")
+        var table = TopCrashesTable()
+        (table.version, table.os, table.kind, table.status, table.limit) = ("2.0", "", "kvo", "resolved", 5)
+        let request = try table.listRequest(window: .day, now: now)
+        #expect(request.filters == GroupFilters(version: "2.0", os: nil, kind: .kvo, status: .resolved))
+        #expect(request.limit == 5)
+        #expect(request.trend == .hour)
+        #expect(request.window == TimeWindow(from: Self.date("2026-11-27T13:00:00Z"), to: Self.date("2026-11-28T13:00:00Z")))
+        table.status = "closed"
+        #expect { try table.listRequest(window: .day, now: now) } throws: { error in
+            (error as? ProjectError)?.description == "--status: not one of open, resolved, ignored, regressed"
+        }
+        table.status = nil
+        table.limit = 0
+        #expect(throws: ProjectError.self) { try table.listRequest(window: .day, now: now) }
+    }
+
+    /// The dashboard's top-crashes page and `GET .../crashes` with the same filters answer the
+    /// same page: both are one typed request to the same service.
+    @Test func dashboardPageAndRESTListAreTheSameRequest() async throws {
+        let store = InMemoryCrashStore()
+        let project = store.addProject(slug: "demo", readToken: "crt_demo")
+        let now = Date()
+        for i in 0..<3 { store.add(project, signature: "crash \(i)", kind: .kvo, at: now.addingTimeInterval(-Double(i + 1) * 3600)) }
+        store.add(project, signature: "other kind", kind: .timer, at: now.addingTimeInterval(-600))
+        let service = QueryService(store: store)
+        let range = DashboardWindow.week.range(now: now)
+        let page = try DashboardQuery(values: ["kind": "kvo", "window": "7d"]).crashList(project: project, limit: 2, now: now)
+        let rest = try GroupListRequest(
+            QueryParameters([
+                "kind": "kvo", "limit": "2", "trend": "hour", "from": RFC3339.format(range.from), "to": RFC3339.format(range.to),
+            ]), project: project)
+        #expect(page == rest)
+        let body = try await service.groups(project, page)
+        #expect(body.groups.count == 2)
+        #expect(body.groups.allSatisfy { $0.kind == "kvo" && $0.trend?.count == 168 })
+        let next = try #require(body.nextCursor)
+        let second = try DashboardQuery(values: ["kind": "kvo", "cursor": next]).crashList(project: project, limit: 2, now: now)
+        #expect(try await service.groups(project, second).groups.count == 1)
+        #expect(throws: APIError.self) { try DashboardQuery(values: ["status": "closed"]).crashList(project: project, limit: 2) }
+    }
+}
