@@ -37,9 +37,10 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
         keys: keys, budget: budget, symbolizers: symbolizers, logger: logger)
     let webhooks = WebhookSender(
-        store: PostgresWebhookStore(database: database), database: database, settings: configuration.webhooks, publicURL: configuration.publicURL, metrics: metrics,
-        logger: logger)
-    let spikes = SpikeDetector(store: PostgresWebhookStore(database: database), database: database, settings: configuration.webhooks, logger: logger)
+        store: PostgresWebhookStore(database: database), database: database, settings: configuration.webhooks,
+        publicURL: configuration.publicURL, metrics: metrics, logger: logger)
+    let spikes = SpikeDetector(
+        store: PostgresWebhookStore(database: database), database: database, settings: configuration.webhooks, logger: logger)
     let trimmer = HeapTrimmer(budget: budget, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     // The batch in flight takes at most three database timeouts (IngestBatcher), plus 5 s.
@@ -102,17 +103,22 @@ func buildRouter(
         store: PostgresQueryStore(database: database),
         symbolicator: symbolizers.map {
             ReportSymbolicator(
-                store: PostgresDebugFileStore(database: database), database: database, pool: $0, cacheBytes: configuration.debugFilesCacheBytes, logger: logger)
+                store: PostgresDebugFileStore(database: database), database: database, pool: $0,
+                cacheBytes: configuration.debugFilesCacheBytes, logger: logger)
         }
     ).addRoutes(to: bounded)
     ReleasesController(database: database).addRoutes(to: bounded)
     DebugFileController(
-        store: PostgresDebugFileStore(database: database), projects: PostgresProjectStore(database: database), maxBytes: configuration.maxDebugFileBytes,
+        store: PostgresDebugFileStore(database: database), projects: PostgresProjectStore(database: database),
+        maxBytes: configuration.maxDebugFileBytes,
         quota: DebugFileQuota(maxCount: configuration.debugFilesMaxCount, maxBytes: configuration.debugFilesMaxBytes),
         budget: budget, spoolDirectory: DebugFileSpool.uploadDirectory
     ).addRoutes(to: router)
     try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
-    WebhookController(store: PostgresWebhookStore(database: database), projects: PostgresProjectStore(database: database), allowList: configuration.webhooks.allowList).addRoutes(to: bounded)
+    WebhookController(
+        store: PostgresWebhookStore(database: database), projects: PostgresProjectStore(database: database),
+        allowList: configuration.webhooks.allowList
+    ).addRoutes(to: bounded)
     return router
 }
 

@@ -110,7 +110,7 @@ struct ProjectCommand: AsyncParsableCommand {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.createProject(slug: name, grouping: grouping).json(publicURL: config.publicURL)
+                return try await PostgresProjectStore(database: db).create(slug: name, grouping: grouping).json(publicURL: config.publicURL)
             }
             print(json)
         }
@@ -124,7 +124,7 @@ struct ProjectCommand: AsyncParsableCommand {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.listProjectsJSON(publicURL: config.publicURL)
+                return try await PostgresProjectStore(database: db).listJSON(publicURL: config.publicURL)
             }
             print(json)
         }
@@ -146,7 +146,7 @@ struct ProjectCommand: AsyncParsableCommand {
             let keys: KeyRotation = readToken == ingestKey ? .both : readToken ? .readToken : .ingestKey
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
-                return try await db.rotateKeys(slug: name, keys).json(publicURL: config.publicURL)
+                return try await PostgresProjectStore(database: db).rotateKeys(slug: name, keys).json(publicURL: config.publicURL)
             }
             print(json)
         }

@@ -39,7 +39,7 @@ struct DebugFilesCommand: AsyncParsableCommand {
                         guard size <= config.maxDebugFileBytes else {
                             throw ValidationError("over \(config.maxDebugFileBytes) bytes (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
                         }
-                        let upload = try await db.storeDebugFile(
+                        let upload = try await PostgresDebugFileStore(database: db).store(
                             projectSlug: project, name: url.lastPathComponent, path: path,
                             quota: DebugFileQuota(maxCount: config.debugFilesMaxCount, maxBytes: config.debugFilesMaxBytes),
                             spoolDirectory: FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-uploads"))

@@ -32,9 +32,9 @@ extension ProjectCommand {
             let output = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await db.migrate()
                 if preview {
-                    return try await db.groupingPreview(slug: name, target: version, days: days).json()
+                    return try await PostgresProjectStore(database: db).groupingPreview(slug: name, target: version, days: days).json()
                 }
-                let previous = try await db.setGroupingVersion(slug: name, to: version)
+                let previous = try await PostgresProjectStore(database: db).setGroupingVersion(slug: name, to: version)
                 return #"{"groupingVersion":"\#(version)","previousGroupingVersion":"\#(previous)","project":"\#(name)"}"#
             }
             print(output)

@@ -142,9 +142,9 @@ import Testing
             let first = try await client.signIn(token: p.readToken, expecting: p.project)
             let second = try await client.signIn(token: p.readToken, expecting: p.project)
             let elsewhere = try await client.signIn(token: q.readToken, expecting: q.project)
-            _ = try await withTestDatabase { try await $0.rotateKeys(slug: p.project, .ingestKey) }
+            _ = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotateKeys(slug: p.project, .ingestKey) }
             #expect(try await client.page("/projects/\(p.project)", first).status == .ok, "a new ingest key keeps the sessions")
-            let rotated = try await withTestDatabase { try await $0.rotateKeys(slug: p.project, .readToken) }
+            let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotateKeys(slug: p.project, .readToken) }
             for session in [first, second] {
                 let page = try await client.page("/projects/\(p.project)", session)
                 #expect(page.status == .seeOther && page.headers[.location] == "/")

@@ -110,7 +110,7 @@ import Testing
         try await withApp { client in
             let session = try await client.signIn(token: p.readToken, expecting: p.project)
             #expect(try await client.page("/projects/\(p.project)", session).status == .ok)
-            _ = try await withTestDatabase { try await $0.rotateProject(slug: p.project) }
+            _ = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: p.project) }
             let after = try await client.page("/projects/\(p.project)", session)
             #expect(after.status == .seeOther)
             #expect(after.headers[.location] == "/")

@@ -52,7 +52,7 @@ struct GroupingVersionTests {
     func newProjectsDefaultToV2() async throws {
         let v2 = try await makeProject()
         let v1 = try await withTestDatabase {
-            try await $0.createProject(slug: "g1-" + UUID().uuidString.lowercased().prefix(12), grouping: .v1)
+            try await PostgresProjectStore(database: $0).create(slug: "g1-" + UUID().uuidString.lowercased().prefix(12), grouping: .v1)
         }
         try await withApp { client in
             let now = Date()
@@ -74,7 +74,10 @@ struct GroupingVersionTests {
             #expect(detail.json["groupingVersion"] as? String == "v2")
         }
         let versions = try await withTestDatabase { db in
-            (try await db.groupingVersion(slug: v2.project), try await db.groupingVersion(slug: v1.project))
+            (
+                try await PostgresProjectStore(database: db).groupingVersion(slug: v2.project),
+                try await PostgresProjectStore(database: db).groupingVersion(slug: v1.project)
+            )
         }
         #expect(versions.0 == .v2 && versions.1 == .v1)
     }
@@ -82,7 +85,7 @@ struct GroupingVersionTests {
     @Test("a switch groups new reports with the new version and keeps stored groups as they are")
     func switchKeepsStoredGroups() async throws {
         let slug = "g1-" + UUID().uuidString.lowercased().prefix(12)
-        let project = try await withTestDatabase { try await $0.createProject(slug: String(slug), grouping: .v1) }
+        let project = try await withTestDatabase { try await PostgresProjectStore(database: $0).create(slug: String(slug), grouping: .v1) }
         try await withApp { client in
             let now = Date()
             try await client.send(Self.reports(now: now), key: project.ingestKey)
@@ -91,7 +94,7 @@ struct GroupingVersionTests {
 
             // The preview reads and reports; it changes nothing.
             let preview = try await withTestDatabase {
-                try await $0.groupingPreview(slug: project.project, target: .v2, days: 7)
+                try await PostgresProjectStore(database: $0).groupingPreview(slug: project.project, target: .v2, days: 7)
             }
             #expect(preview.currentVersion == "v1" && preview.targetVersion == "v2")
             #expect(preview.reports == 3)
@@ -99,10 +102,12 @@ struct GroupingVersionTests {
             // v1's group of (3) holds both sites: it splits; (-3) joins the reload site: a merge.
             #expect(preview.split == 1 && preview.merged == 1 && preview.unchanged == 0)
             #expect(preview.splitExamples.first?.into == 2)
-            let still = try await withTestDatabase { try await $0.groupingVersion(slug: project.project) }
+            let still = try await withTestDatabase { try await PostgresProjectStore(database: $0).groupingVersion(slug: project.project) }
             #expect(still == .v1)
 
-            let previous = try await withTestDatabase { try await $0.setGroupingVersion(slug: project.project, to: .v2) }
+            let previous = try await withTestDatabase {
+                try await PostgresProjectStore(database: $0).setGroupingVersion(slug: project.project, to: .v2)
+            }
             #expect(previous == .v1)
             // The ingest path reads the version with the key (no restart).
             try await client.send(Self.reports(now: now.addingTimeInterval(1)), key: project.ingestKey)
@@ -116,7 +121,8 @@ struct GroupingVersionTests {
         }
         await #expect(throws: ProjectError.self) {
             try await withTestDatabase {
-                try await $0.setGroupingVersion(slug: "no-such-project-\(UUID().uuidString.prefix(6).lowercased())", to: .v2)
+                try await PostgresProjectStore(database: $0).setGroupingVersion(
+                    slug: "no-such-project-\(UUID().uuidString.prefix(6).lowercased())", to: .v2)
             }
         }
     }
@@ -134,15 +140,15 @@ struct GroupingVersionTests {
                     logger: TestEnvironment.logger)
                 try await db.migrate()
                 try await db.migrate()  // idempotent
-                _ = try await db.createProject(slug: "new")
-                #expect(try await db.groupingVersion(slug: "old") == .v1)
-                #expect(try await db.groupingVersion(slug: "new") == .v2)
+                _ = try await PostgresProjectStore(database: db).create(slug: "new")
+                #expect(try await PostgresProjectStore(database: db).groupingVersion(slug: "old") == .v1)
+                #expect(try await PostgresProjectStore(database: db).groupingVersion(slug: "new") == .v2)
                 // A project inserted without a version (an older server during a rolling deploy) gets v2.
                 _ = try await db.client.query(
                     "INSERT INTO projects (slug, ingest_key_hash, read_token_hash) VALUES ('bare', '\\x03', '\\x04')",
                     logger: TestEnvironment.logger)
-                #expect(try await db.groupingVersion(slug: "bare") == .v2)
-                let list = try await db.listProjectsJSON()
+                #expect(try await PostgresProjectStore(database: db).groupingVersion(slug: "bare") == .v2)
+                let list = try await PostgresProjectStore(database: db).listJSON()
                 #expect(list.contains(#""groupingVersion" : "v1""#) && list.contains(#""groupingVersion" : "v2""#))
             }
         }

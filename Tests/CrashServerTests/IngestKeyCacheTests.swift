@@ -97,7 +97,7 @@ import Testing
 
     // MARK: Real servers on the test database
 
-    /// Two servers on one database, both with the key cached: after `rotateProject` (what
+    /// Two servers on one database, both with the key cached: after `PostgresProjectStore.rotate` (what
     /// `crash-server project rotate` runs) the old key fails on the very next request at both
     /// doors of both servers, and the new key works; a project created meanwhile works at once.
     @Test func aRotationReachesEveryServerOnTheNextRequest() async throws {
@@ -113,7 +113,7 @@ import Testing
                     #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .ok)
                     #expect(try await keyLookups(client, "hit") >= 1, "the second request took the cached key")
                 }
-                let rotated = try await withTestDatabase { try await $0.rotateProject(slug: project.project) }
+                let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
                 for client in [one, two] {
                     let old = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()]))
                     #expect(old.status == .unauthorized)
@@ -133,14 +133,14 @@ import Testing
     /// the version) was cached.
     @Test func aGroupingSwitchTakesEffectOnTheNextRequest() async throws {
         let slug = "t-" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
-        let project = try await withTestDatabase { try await $0.createProject(slug: slug, grouping: .v1) }
+        let project = try await withTestDatabase { try await PostgresProjectStore(database: $0).create(slug: slug, grouping: .v1) }
         try await withApp { client in
             try await waitForKeyListener(client)
             for _ in 0..<2 {
                 #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
             }
             #expect(try await keyLookups(client, "hit") >= 1)
-            _ = try await withTestDatabase { try await $0.setGroupingVersion(slug: slug, to: .v2) }
+            _ = try await withTestDatabase { try await PostgresProjectStore(database: $0).setGroupingVersion(slug: slug, to: .v2) }
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
         }
         let versions = try await withTestDatabase { (db: CrashDatabase) async throws -> [String] in
@@ -191,7 +191,7 @@ import Testing
                 return terminated
             }
             #expect(terminated >= 1)
-            let rotated = try await withTestDatabase { try await $0.rotateProject(slug: project.project) }
+            let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .unauthorized)
             #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .forbidden)
             #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
@@ -211,14 +211,14 @@ import Testing
         configuration.options.additionalStartupParameters = [("application_name", IngestKeyCache.listenerName)]
         let silent = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: TestEnvironment.logger)
         let started = ContinuousClock.now
-        let rotated = try await withTestDatabase { try await $0.rotateProject(slug: project.project) }
+        let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
         let waited = ContinuousClock.now - started
         try await silent.close()
-        #expect(waited >= CrashDatabase.keyCacheConfirmationTimeout)
-        #expect(waited < CrashDatabase.keyCacheConfirmationTimeout + .seconds(30))
+        #expect(waited >= PostgresProjectStore.keyCacheConfirmationTimeout)
+        #expect(waited < PostgresProjectStore.keyCacheConfirmationTimeout + .seconds(30))
         try await withTestDatabase { (db: CrashDatabase) async throws in
-            #expect(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(project.ingestKey)) == nil)
-            #expect(try await db.keyOwner(ingestKeyHash: ProjectKeys.hash(rotated.ingestKey))?.project.slug == project.project)
+            #expect(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(project.ingestKey)) == nil)
+            #expect(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(rotated.ingestKey))?.project.slug == project.project)
         }
     }
 }

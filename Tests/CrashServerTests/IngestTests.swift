@@ -177,7 +177,7 @@ import Testing
         let project = try await makeProject()
         try await withApp { client in
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
-            let rotated = try await withTestDatabase { try await $0.rotateProject(slug: project.project) }
+            let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .unauthorized)
             #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
         }

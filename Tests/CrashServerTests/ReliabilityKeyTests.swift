@@ -67,14 +67,14 @@ import Testing
             let auth = { (token: String) -> HTTPFields in [.authorization: "Bearer \(token)"] }
             let path = "/v1/projects/\(project.project)/crashes"
             #expect(try await client.execute(uri: path, method: .get, headers: auth(project.readToken)).status == .ok)
-            let rotated = try await withTestDatabase { try await $0.rotateProject(slug: project.project) }
+            let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
             #expect(try await client.execute(uri: path, method: .get, headers: auth(project.readToken)).status == .unauthorized)
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .unauthorized)
             #expect(try await client.execute(uri: path, method: .get, headers: auth(rotated.readToken)).status == .ok)
             #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
             // Creating an existing project again keeps its keys.
             await #expect(throws: (any Error).self) {
-                _ = try await withTestDatabase { try await $0.createProject(slug: project.project) }
+                _ = try await withTestDatabase { try await PostgresProjectStore(database: $0).create(slug: project.project) }
             }
             #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
         }

@@ -444,9 +444,9 @@ import Testing
         let printed = try JSONSerialization.jsonObject(with: Data(try a.json(publicURL: "https://crash.example.com").utf8)) as? [String: Any]
         #expect(printed?["sentryId"] as? Int64 == a.sentryId)
         #expect(printed?["sentryDsn"] as? String == "https://\(a.ingestKey)@crash.example.com/\(a.sentryId)")
-        let rotated = try await withTestDatabase { try await $0.rotateProject(slug: a.project) }
+        let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: a.project) }
         #expect(rotated.sentryId == a.sentryId)
-        let list = try await withTestDatabase { try await $0.listProjectsJSON(publicURL: "http://127.0.0.1:8080") }
+        let list = try await withTestDatabase { try await PostgresProjectStore(database: $0).listJSON(publicURL: "http://127.0.0.1:8080") }
         let entries = try JSONSerialization.jsonObject(with: Data(list.utf8)) as? [[String: Any]] ?? []
         let entry = try #require(entries.first { $0["project"] as? String == a.project })
         #expect(entry["sentryDsn"] as? String == "http://<ingestKey>@127.0.0.1:8080/\(a.sentryId)")

@@ -284,7 +284,7 @@ final class TripwireFIFO: Sendable {
         let project = try await makeProject()
         let total = 160 << 20
         let head = CraftedELF.valid(buildID: Array(repeating: 0x5a, count: 20))
-        let spool = DebugFileController.defaultSpoolDirectory
+        let spool = DebugFileSpool.uploadDirectory
         // The body's 160 MiB may take a loaded machine longer than the default 30 s.
         try await hostileLiveApp(TestEnvironment.configuration { $0.readTimeout = .seconds(600) }) { client, port in
             let socket = try HostileSocket(port: port)
@@ -334,7 +334,7 @@ final class TripwireFIFO: Sendable {
                 let info = DebugFileInfo(
                     buildId: buildID, kind: "elf", name: "big", size: size, sha256: sha, hasDebugInfo: false, hasSymbols: false,
                     uploadedAt: Date())
-                let copy = try await cache.file(project: projectID, info: info, database: db)
+                let copy = try await cache.file(project: projectID, info: info, store: PostgresDebugFileStore(database: db))
                 #expect((try FileManager.default.attributesOfItem(atPath: copy.path)[.size] as? Int) == total)
             }
             #expect(found)

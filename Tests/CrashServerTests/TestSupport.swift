@@ -80,7 +80,7 @@ func withPrivateDatabase(
 /// A fresh project with a unique slug, so tests running in parallel never share data.
 func makeProject(_ config: ServerConfiguration = TestEnvironment.configuration()) async throws -> ProjectCredentials {
     let slug = "t-" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
-    return try await withTestDatabase(config) { try await $0.createProject(slug: slug) }
+    return try await withTestDatabase(config) { try await PostgresProjectStore(database: $0).create(slug: slug) }
 }
 
 /// Runs `body` against the full application (real database, real batcher) in router mode.

@@ -252,9 +252,9 @@ struct WebhookTests {
         let now = Date()
         let hour = TimeWindow.floor(now, TimeWindow.hour)
         let (spiking, steady, small, groups) = try await withTestDatabase { db in
-            let project = try #require(try await db.project(readToken: p.readToken))
+            let project = try #require(try await PostgresProjectStore(database: db).project(readToken: p.readToken))
             let hook = WebhookRequest(url: receiver.url("spike"), events: [.groupSpike], format: .json)
-            _ = try await db.createWebhook(project: project.id, hook, secret: "s3cret")
+            _ = try await PostgresWebhookStore(database: db).create(project: project.id, hook, secret: "s3cret")
             // Baseline 1/h and 30 in the current hour: 30 >= 10 and >= 5 x 1.
             let spiking = try await db.seedGroup(project: project.id, title: "spiking", hour: hour, baseline: 1, current: 30)
             // Baseline 10/h: 30 < 5 x 10.
@@ -262,8 +262,8 @@ struct WebhookTests {
             // Nothing before, but only 9.
             let small = try await db.seedGroup(project: project.id, title: "small", hour: hour, baseline: 0, current: 9)
             let mine = Set([spiking, steady, small])
-            let first = try await db.detectSpikes(now: now).filter(mine.contains)
-            let again = try await db.detectSpikes(now: now.addingTimeInterval(60)).filter(mine.contains)
+            let first = try await PostgresWebhookStore(database: db).detectSpikes(now: now).filter(mine.contains)
+            let again = try await PostgresWebhookStore(database: db).detectSpikes(now: now.addingTimeInterval(60)).filter(mine.contains)
             #expect(first == [spiking])
             #expect(again.isEmpty)
             return (spiking, steady, small, mine)

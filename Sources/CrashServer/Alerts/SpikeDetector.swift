@@ -3,9 +3,11 @@ import Logging
 import ServiceLifecycle
 
 /// The `Service` that looks for spiking groups every ``WebhookSettings/spikeInterval``
-/// seconds (see ``CrashDatabase/detectSpikes(now:)``: one statement over the hourly
+/// seconds (see ``PostgresWebhookStore/detectSpikes(now:)``: one statement over the hourly
 /// rollups, safe with several servers) and, once an hour, prunes deliveries older than 30 days.
 struct SpikeDetector: Service {
+    let store: any WebhookStore
+    /// Its ready flag says when the schema exists.
     let database: CrashDatabase
     let settings: WebhookSettings
     let logger: Logger
@@ -16,10 +18,10 @@ struct SpikeDetector: Service {
         var lastPrune = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                let spiking = try await database.detectSpikes()
+                let spiking = try await store.detectSpikes()
                 if !spiking.isEmpty { logger.info("crash groups spiking", metadata: ["groups": "\(spiking)"]) }
                 if ContinuousClock.now - lastPrune >= .seconds(3600) {
-                    try await database.pruneDeliveries(olderThanDays: 30)
+                    try await store.pruneDeliveries(olderThanDays: 30)
                     lastPrune = .now
                 }
             } catch {

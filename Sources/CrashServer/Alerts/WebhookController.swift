@@ -5,13 +5,15 @@ import NIOCore
 
 /// `POST/GET /v1/projects/{project}/webhooks` and `DELETE .../webhooks/{id}`, behind the
 /// project's read token (401 without one, 404 with another project's).
-struct WebhookController: Sendable {
-    let database: CrashDatabase
+struct WebhookController<Store: WebhookStore, Projects: ReadTokenLookup>: Sendable {
+    let store: Store
+    /// Resolves the read token (``ReadAuthenticationMiddleware``).
+    let projects: Projects
     /// `CRASHGUARD_WEBHOOK_ALLOW_HOSTS`: hosts accepted although refused by the address rules.
     let allowList: WebhookAllowList
 
     func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
-        let webhooks = router.group("/v1/projects/:project/webhooks").add(middleware: ReadAuthenticationMiddleware(store: database))
+        let webhooks = router.group("/v1/projects/:project/webhooks").add(middleware: ReadAuthenticationMiddleware(store: projects))
         webhooks.post(use: create)
         webhooks.get(use: list)
         webhooks.delete(":id", use: delete)
@@ -21,7 +23,7 @@ struct WebhookController: Sendable {
         let project = try context.requireReadProject()
         let bytes = Array(buffer: try await request.body.collect(upTo: 16 * 1024))
         let hook = try WebhookRequest.parse(bytes, allowList: allowList)
-        let created = try await database.createWebhook(
+        let created = try await store.create(
             project: project.id, hook, secret: ProjectKeys.generate(prefix: "whsec_"))
         context.logger.info("webhook created", metadata: ["project.slug": "\(project.slug)", "webhook.id": "\(created.id)"])
         return EditedResponse(status: .created, response: created)
@@ -29,13 +31,13 @@ struct WebhookController: Sendable {
 
     @Sendable func list(request: Request, context: CrashRequestContext) async throws -> WebhookListBody {
         let project = try context.requireReadProject()
-        return WebhookListBody(webhooks: try await database.webhooks(project: project.id))
+        return WebhookListBody(webhooks: try await store.list(project: project.id))
     }
 
     @Sendable func delete(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try context.requireReadProject()
         let text = context.parameters.get("id") ?? ""
-        guard let id = Int64(text), id > 0, try await database.deleteWebhook(project: project.id, id: id) else {
+        guard let id = Int64(text), id > 0, try await store.delete(project: project.id, id: id) else {
             throw APIError.notFound("no webhook '\(text)' in project '\(project.slug)'")
         }
         context.logger.info("webhook deleted", metadata: ["project.slug": "\(project.slug)", "webhook.id": "\(id)"])

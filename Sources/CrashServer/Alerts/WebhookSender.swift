@@ -18,6 +18,9 @@ import ServiceLifecycle
 /// claiming and lets the POSTs in flight finish (each bounded by the timeout); a delivery cut
 /// off by a crash is sent again once its lease expires, so a receiver may see one twice.
 struct WebhookSender: Service {
+    let store: any WebhookStore
+    /// The group a payload describes is read through its read snapshot; its ready flag says
+    /// when the schema exists.
     let database: CrashDatabase
     let settings: WebhookSettings
     let publicURL: String
@@ -50,7 +53,7 @@ struct WebhookSender: Service {
                 var claimed: [ClaimedDelivery] = []
                 if free > 0 {
                     do {
-                        claimed = try await database.claimDeliveries(limit: free, lease: settings.lease)
+                        claimed = try await store.claimDeliveries(limit: free, lease: settings.lease)
                     } catch {
                         logger.warning("webhook deliveries not claimed", metadata: ["error.message": "\(String(reflecting: error))"])
                     }
@@ -78,7 +81,7 @@ struct WebhookSender: Service {
         do {
             guard let body = try await render(delivery) else {
                 // The group is gone (its project was deleted in between): nothing to say.
-                try await database.finishDelivery(
+                try await store.finishDelivery(
                     id: delivery.id, delivered: false, httpStatus: nil, error: "crash group no longer exists", retryAfter: nil)
                 metrics.countDelivery(outcome: "dropped")
                 return
@@ -111,7 +114,7 @@ struct WebhookSender: Service {
         if let failure { metadata["error.message"] = "\(failure)" }
         logger.log(level: delivered ? .debug : .notice, "webhook delivery attempted", metadata: metadata)
         do {
-            try await database.finishDelivery(
+            try await store.finishDelivery(
                 id: delivery.id, delivered: delivered, httpStatus: httpStatus, error: failure, retryAfter: retryAfter)
         } catch {
             // The lease runs out and the delivery is sent again: at least once, maybe twice.

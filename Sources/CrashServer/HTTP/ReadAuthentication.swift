@@ -1,13 +1,11 @@
 import Hummingbird
 
 /// What read authentication needs from storage: the project a read token belongs to.
-/// ``QueryStore`` and ``PostgresProjectStore`` both answer it.
+/// ``QueryStore`` and ``ProjectStore`` both answer it.
 protocol ReadTokenLookup: Sendable {
     /// The project a read token belongs to, or nil.
     func project(readToken: String) async throws -> ProjectRef?
 }
-
-extension PostgresProjectStore: ReadTokenLookup {}
 
 /// Authenticates the read routes of `/v1/projects/{project}/...`: resolves the read token
 /// and puts the project into ``CrashRequestContext/readProject`` before the handler runs.

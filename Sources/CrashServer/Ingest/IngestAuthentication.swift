@@ -29,7 +29,7 @@ struct IngestAuthenticator: Sendable {
         let owner: IngestKeyCache.Owner?
         do {
             owner = try await keys.owner(of: key) { hash in
-                try await withDeadline(databaseTimeout) { try await database.keyOwner(ingestKeyHash: hash) }
+                try await withDeadline(databaseTimeout) { try await PostgresProjectStore(database: database).owner(ingestKeyHash: hash) }
             }
         } catch {
             batcher.markDown(error)

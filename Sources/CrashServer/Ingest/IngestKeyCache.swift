@@ -44,7 +44,7 @@ final class IngestKeyCache: Sendable {
     /// The channel `projects`' trigger notifies on (schema.sql).
     static let channel = "crashguard_keys"
     /// Where each listener confirms, with the notification's payload, that it dropped its
-    /// entries (see `CrashDatabase.changingProjects`).
+    /// entries (see `PostgresProjectStore.changingProjects`).
     static let confirmationChannel = "crashguard_keys_dropped"
     /// The `application_name` of a listening connection, once its `LISTEN` succeeded.
     static let listenerName = "crash-server keys"

@@ -29,11 +29,11 @@ final class DebugFileCache: Sendable {
     }
 
     /// The symbolizer's copy of a stored debug file, written from the database when missing.
-    func file(project: Int64, info: DebugFileInfo, database: CrashDatabase) async throws -> URL {
+    func file(project: Int64, info: DebugFileInfo, store: some DebugFileStore) async throws -> URL {
         let url = directory.appendingPathComponent("\(info.buildId)-\(info.sha256.prefix(16)).elf")
         if Self.touch(url.path) { return url }
         let spool = try DebugFileSpool(in: directory)
-        let found = try await database.debugFileChunks(project: project, buildID: info.buildId, sha256: info.sha256) { chunk in
+        let found = try await store.chunks(project: project, buildID: info.buildId, sha256: info.sha256) { chunk in
             try await spool.append(chunk)
         }
         guard found, spool.sha256 == info.sha256 else {

@@ -18,23 +18,20 @@ import NIOCore
 /// once (the chunks received and not yet written) is counted in the server's
 /// ``BodyByteBudget`` under the project (503 past its share) and given back as it reaches the
 /// disk. The headers are parsed from that file on NIO's blocking thread pool.
-struct DebugFileController: Sendable {
-    let database: CrashDatabase
+struct DebugFileController<Store: DebugFileStore, Projects: ReadTokenLookup>: Sendable {
+    let store: Store
+    /// Resolves the read token (``ReadAuthenticationMiddleware``).
+    let projects: Projects
     let maxBytes: Int
     let quota: DebugFileQuota
     let budget: BodyByteBudget
     let spoolDirectory: URL
 
-    /// `$TMPDIR/crashguard-uploads`: uploads as they arrive (each removed when its request ends).
-    static var defaultSpoolDirectory: URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-uploads", isDirectory: true)
-    }
-
     /// Received bytes are written to the file once this many are in memory (or the body ends).
-    static let writeBytes = 1 << 20
+    static var writeBytes: Int { 1 << 20 }
 
     func addRoutes(to router: Router<CrashRequestContext>) {
-        router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: database))
+        router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: projects))
             .post("debug-files", use: upload)
     }
 
@@ -65,7 +62,7 @@ struct DebugFileController: Sendable {
         let upload: DebugFileUpload
         do {
             let elf = try await spool.parse()
-            upload = try await database.storeDebugFile(project: project.id, name: name, spool: spool, elf: elf, quota: quota)
+            upload = try await store.store(project: project.id, name: name, spool: spool, elf: elf, quota: quota)
         } catch let error as ELFDebugFile.Error {
             throw APIError.badRequest("\(error)")
         } catch let error as DebugFileQuotaError {

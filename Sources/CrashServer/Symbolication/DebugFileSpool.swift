@@ -25,6 +25,11 @@ final class DebugFileSpool: @unchecked Sendable {
     /// The size of the chunks a file is read back in (and stored in the database).
     static let chunkBytes = 1 << 20
 
+    /// `$TMPDIR/crashguard-uploads`: uploads as they arrive (each removed when its request ends).
+    static var uploadDirectory: URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-uploads", isDirectory: true)
+    }
+
     /// A new, empty file in `directory` (created if missing), readable only by the server.
     init(in directory: URL) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

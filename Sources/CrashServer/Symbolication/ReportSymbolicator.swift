@@ -30,7 +30,11 @@ public struct SymbolicatedFrame: Codable, Sendable, Equatable {
 /// The SDK sends, per crash report, the images its frames fall in (`context["image.N"]`:
 /// `0x<base> <size> <build id or -> <path>`) and, when it skipped crash machinery,
 /// `context["crash.machineryFrames"]`; each frame is `"<i> <image> 0x<address> ..."`.
-public final class ReportSymbolicator: Sendable {
+final class ReportSymbolicator: Sendable {
+    /// The debug files' lookups and contents.
+    let store: any DebugFileStore
+    /// Reports are read again through the read routing (``CrashDatabase/withReadSnapshot(_:)``),
+    /// like every report the query API shows.
     let database: CrashDatabase
     let pool: SymbolizerPool
     let files: DebugFileCache
@@ -39,10 +43,11 @@ public final class ReportSymbolicator: Sendable {
 
     /// `directory` holds the copies of debug files the symbolizer reads (``DebugFileCache``),
     /// at most `cacheBytes` of them.
-    public init(
-        database: CrashDatabase, pool: SymbolizerPool, directory: URL? = nil, cacheBytes: Int64 = 4 << 30,
+    init(
+        store: any DebugFileStore, database: CrashDatabase, pool: SymbolizerPool, directory: URL? = nil, cacheBytes: Int64 = 4 << 30,
         cacheEntries: Int = 100_000, logger: Logger
     ) {
+        self.store = store
         self.database = database
         self.pool = pool
         self.files = DebugFileCache(
@@ -52,7 +57,7 @@ public final class ReportSymbolicator: Sendable {
     }
 
     /// `$TMPDIR/crashguard-debug-files`.
-    public static var defaultDirectory: URL {
+    static var defaultDirectory: URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("crashguard-debug-files", isDirectory: true)
     }
 
@@ -119,7 +124,7 @@ public final class ReportSymbolicator: Sendable {
         guard !buildIDs.isEmpty else { return reports }
         let files: [(info: DebugFileInfo, loadAddress: UInt64)]
         do {
-            files = try await database.debugFiles(project: project, buildIDs: buildIDs.sorted())
+            files = try await store.files(project: project, buildIDs: buildIDs.sorted())
         } catch {
             logger.warning("debug files not readable", metadata: ["error.message": "\(error)"])
             return reports
@@ -152,11 +157,9 @@ public final class ReportSymbolicator: Sendable {
     func symbolicateLatest(project: Int64, group: Int64, _ latest: [StoredReport]) async -> [StoredReport] {
         let full: [StoredReport]
         do {
-            full = try await database.client.withConnection { connection in
-                try await database.reports(
-                    project: project, group: group, after: nil, limit: latest.count, includeStack: true, on: connection
-                ).map(\.report)
-            }
+            full = try await PostgresQueryStore(database: database).read { reader in
+                try await reader.reports(project: project, group: group, after: nil, limit: latest.count, includeStack: true)
+            }.map(\.report)
         } catch {
             logger.warning("latest reports not readable for symbolication", metadata: ["error.message": "\(error)"])
             return latest
@@ -199,7 +202,7 @@ public final class ReportSymbolicator: Sendable {
 
     /// The symbolizer's copy of the debug file (``DebugFileCache``).
     func localFile(project: Int64, file: DebugFileInfo) async throws -> URL {
-        try await files.file(project: project, info: file, database: database)
+        try await files.file(project: project, info: file, store: store)
     }
 }
 

@@ -1,35 +1,22 @@
 import CrashGrouping
 import CrashWire
 import Foundation
+import Logging
 import PostgresNIO
 
-/// A project as the request path knows it after authentication.
-public struct ProjectRef: Sendable, Hashable {
-    /// Database id.
-    public var id: Int64
-    /// Slug.
-    public var slug: String
-    /// The grouping version the project's new reports are grouped with.
-    public var groupingVersion: GroupingVersion = .newProjectDefault
-}
+/// ``ProjectStore`` on PostgreSQL: the primary's pool (``CrashDatabase/client``), since key
+/// lookups and changes must see the latest commit, never a lagging standby.
+public struct PostgresProjectStore: ProjectStore {
+    let client: PostgresClient
+    let logger: Logger
 
-/// Why a project command failed; the message is printed to the operator.
-public struct ProjectError: Error, CustomStringConvertible {
-    /// What went wrong.
-    public let description: String
-
-    /// Throws unless `slug` is a valid project name, so a command can refuse it before
-    /// touching the database.
-    public static func validate(slug: String) throws {
-        guard ProjectKeys.isValidSlug(slug) else {
-            throw ProjectError(description: "invalid project name '\(slug)': use [a-z0-9][a-z0-9-]{0,63}")
-        }
+    public init(database: CrashDatabase) {
+        client = database.client
+        logger = database.logger
     }
-}
 
-extension CrashDatabase {
     /// Creates a project with new keys. Fails, keeping the old keys, if it exists.
-    public func createProject(
+    public func create(
         slug: String, grouping: GroupingVersion = .newProjectDefault
     ) async throws
         -> ProjectCredentials
@@ -51,7 +38,7 @@ extension CrashDatabase {
     }
 
     /// Replaces both of a project's keys (`project rotate NAME`); see ``rotateKeys(slug:_:)``.
-    public func rotateProject(slug: String) async throws -> ProjectCredentials {
+    public func rotate(slug: String) async throws -> ProjectCredentials {
         let rotated = try await rotateKeys(slug: slug, .both)
         guard let ingestKey = rotated.ingestKey, let readToken = rotated.readToken else {
             preconditionFailure("rotating both keys returns both")
@@ -154,7 +141,7 @@ extension CrashDatabase {
     /// Every project as a JSON array of `{"project", "createdAt", "rotatedAt", "groupingVersion",
     /// "sentryId", "sentryDsn"}`. Only the keys' hashes are stored, so `sentryDsn` is a template
     /// with the literal placeholder `<ingestKey>` where the key goes (docs/sentry.md).
-    public func listProjectsJSON(publicURL: String = ServerConfiguration.defaultPublicURL) async throws -> String {
+    public func listJSON(publicURL: String = ServerConfiguration.defaultPublicURL) async throws -> String {
         struct Entry: Encodable {
             var project: String
             var createdAt: String
@@ -179,7 +166,7 @@ extension CrashDatabase {
     }
 
     /// The project whose ingest key has the SHA-256 `hash`, or nil.
-    func keyOwner(ingestKeyHash hash: Data) async throws -> IngestKeyCache.Owner? {
+    func owner(ingestKeyHash hash: Data) async throws -> IngestKeyCache.Owner? {
         let rows = try await client.query(
             "SELECT id, slug, grouping_version, sentry_id FROM projects WHERE ingest_key_hash = \(hash)", logger: logger)
         for try await (id, slug, grouping, sentryID) in rows.decode((Int64, String, String, Int64).self) {
@@ -191,17 +178,96 @@ extension CrashDatabase {
     }
 
     /// The project named `slug`, or nil.
-    func project(slug: String) async throws -> ProjectRef? {
+    public func project(slug: String) async throws -> ProjectRef? {
         let rows = try await client.query("SELECT id, slug FROM projects WHERE slug = \(slug)", logger: logger)
         for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
         return nil
     }
 
     /// The project a read token belongs to, or nil.
-    func project(readToken: String) async throws -> ProjectRef? {
+    public func project(readToken: String) async throws -> ProjectRef? {
         let rows = try await client.query(
             "SELECT id, slug FROM projects WHERE read_token_hash = \(ProjectKeys.hash(readToken))", logger: logger)
         for try await (id, slug) in rows.decode((Int64, String).self) { return ProjectRef(id: id, slug: slug) }
         return nil
+    }
+
+    /// Switches the version a project's new reports are grouped with, on every server from
+    /// the next request on (``changingProjects(_:)``). Existing groups keep theirs (their
+    /// reports are never regrouped); returns the version before the switch.
+    @discardableResult
+    public func setGroupingVersion(slug: String, to version: GroupingVersion) async throws -> GroupingVersion {
+        let previous: String? = try await changingProjects { (connection) -> (String?, transaction: String?) in
+            let rows = try await connection.query(
+                """
+                UPDATE projects p SET grouping_version = \(version.rawValue)
+                FROM (SELECT id, grouping_version FROM projects WHERE slug = \(slug) FOR UPDATE) old
+                WHERE p.id = old.id RETURNING old.grouping_version, pg_current_xact_id()::text
+                """, logger: logger)
+            for try await (previous, transaction) in rows.decode((String, String).self) { return (previous, transaction) }
+            return (nil, nil)
+        }
+        guard let previous else { throw ProjectError(description: "no project '\(slug)'") }
+        logger.info(
+            "project grouping version switched",
+            metadata: ["project.slug": "\(slug)", "grouping.from": "\(previous)", "grouping.to": "\(version)"])
+        return GroupingVersion(rawValue: previous) ?? .v1
+    }
+
+    /// The grouping version a project's new reports get.
+    public func groupingVersion(slug: String) async throws -> GroupingVersion {
+        let rows = try await client.query("SELECT grouping_version FROM projects WHERE slug = \(slug)", logger: logger)
+        for try await version in rows.decode(String.self) { return GroupingVersion(rawValue: version) ?? .v1 }
+        throw ProjectError(description: "no project '\(slug)'")
+    }
+
+    /// A dry run: groups the project's reports of the last `days` days (by client
+    /// timestamp) with `target`, and compares with the groups they are in. Reads only.
+    public func groupingPreview(
+        slug: String, target: GroupingVersion, days: Int, now: Date = Date()
+    ) async throws
+        -> GroupingPreview
+    {
+        guard (1...3660).contains(days) else { throw ProjectError(description: "--days must be 1 to 3660") }
+        let current = try await groupingVersion(slug: slug)
+        let to = now
+        let from = now.addingTimeInterval(-Double(days) * 86_400)
+        let rows = try await client.query(
+            """
+            SELECT r.group_id, r.kind, r.reason, COALESCE(r.stack, r.stack_jsonb::text), COALESCE(r.fingerprint, r.fingerprint_jsonb::text)
+            FROM reports r JOIN projects p ON p.id = r.project_id
+            WHERE p.slug = \(slug) AND r.ts >= \(from) AND r.ts < \(to)
+            """, logger: logger)
+        let decoder = JSONDecoder()
+        var comparison = RegroupComparison()
+        for try await (group, kindText, reason, stackText, fingerprintText) in rows.decode(
+            (Int64, String, String, String?, String?).self)
+        {
+            let stack = try stackText.map { try decoder.decode([String].self, from: Data($0.utf8)) }
+            let fingerprint = try fingerprintText.map { try decoder.decode([String].self, from: Data($0.utf8)) }
+            let kind = ReportKind(rawValue: kindText) ?? .custom
+            let signature = Grouping.signature(
+                kind: kind, reason: reason, stack: stack, fingerprint: fingerprint, version: target)
+            comparison.add(group: group, signature: signature.hash, title: signature.title)
+        }
+        let result = comparison.result()
+        var titles: [Int64: String] = [:]
+        let ids = Set(result.splits.map(\.group))
+        if !ids.isEmpty {
+            let titleRows = try await client.query(
+                "SELECT id, title FROM crash_groups WHERE id = ANY(\(Array(ids)))", logger: logger)
+            for try await (id, title) in titleRows.decode((Int64, String).self) { titles[id] = title }
+        }
+        return GroupingPreview(
+            project: slug, currentVersion: current.rawValue, targetVersion: target.rawValue, from: RFC3339.format(from),
+            to: RFC3339.format(to), reports: comparison.reports, groupsNow: result.groupsNow,
+            groupsAfter: result.groupsAfter, unchanged: result.unchanged, split: result.splits.count,
+            merged: result.merges.count,
+            splitExamples: result.splits.prefix(20).map {
+                GroupingPreview.Split(group: $0.group, title: titles[$0.group] ?? "", reports: $0.reports, into: $0.into)
+            },
+            mergeExamples: result.merges.prefix(20).map {
+                GroupingPreview.Merge(title: $0.title, reports: $0.reports, groups: $0.groups)
+            })
     }
 }

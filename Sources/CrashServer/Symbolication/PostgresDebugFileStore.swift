@@ -1,44 +1,24 @@
 import CrashDebugFiles
 import Foundation
+import Logging
 import NIOCore
 import PostgresNIO
 
-/// A stored debug file, without its contents.
-public struct DebugFileInfo: Codable, Sendable, Equatable {
-    public var buildId: String
-    public var kind: String
-    public var name: String
-    public var size: Int64
-    public var sha256: String
-    public var hasDebugInfo: Bool
-    public var hasSymbols: Bool
-    public var uploadedAt: Date
-}
+/// ``DebugFileStore`` on PostgreSQL: the primary's pool (``CrashDatabase/client``). Uploads
+/// are writes, and symbolication reads a file right after its upload, which a lagging
+/// standby might not have yet.
+public struct PostgresDebugFileStore: DebugFileStore {
+    let client: PostgresClient
+    let logger: Logger
 
-/// What an upload did.
-public struct DebugFileUpload: Codable, Sendable, Equatable {
-    /// `created` (new build id), `replaced` (the stored file had less: no DWARF, or no
-    /// symbols) or `unchanged` (the same or a no better file was there: a re-upload).
-    public var outcome: String
-    public var file: DebugFileInfo
-}
-
-/// Each project's limits on stored debug files (`CRASHGUARD_DEBUG_FILES_MAX_COUNT`,
-/// `CRASHGUARD_DEBUG_FILES_MAX_BYTES`).
-public struct DebugFileQuota: Sendable, Equatable {
-    public var maxCount: Int
-    public var maxBytes: Int64
-
-    public init(maxCount: Int, maxBytes: Int64) {
-        self.maxCount = maxCount
-        self.maxBytes = maxBytes
+    public init(database: CrashDatabase) {
+        client = database.client
+        logger = database.logger
     }
-}
 
-extension CrashDatabase {
     /// The advisory lock class that serializes the uploads of one project (the second key is
     /// the project id), so that two uploads never both pass the quota on the same room.
-    static let debugFileLockClass: Int32 = 0x6466_696c  // "dfil"
+    static let lockClass: Int32 = 0x6466_696c  // "dfil"
 
     /// Stores the ELF debug file in `spool` (parsed as `elf`) for `project` under its build id.
     /// Idempotent: uploading the same build id again keeps the stored file unless the new one
@@ -49,7 +29,7 @@ extension CrashDatabase {
     ///
     /// The contents go to `debug_file_chunks` chunk by chunk from the spool, in the same
     /// transaction as the file's row: readers see the old file or the new one.
-    func storeDebugFile(
+    func store(
         project: Int64, name: String, spool: DebugFileSpool, elf: ELFDebugFile, quota: DebugFileQuota
     ) async throws -> DebugFileUpload {
         let sha = spool.sha256
@@ -59,7 +39,7 @@ extension CrashDatabase {
         let outcome = try await DebugFileQuotaError.unwrapping {
             try await client.withTransaction(logger: logger) { connection -> String in
                 try await connection.query(
-                    "SELECT pg_advisory_xact_lock(\(Self.debugFileLockClass), \(Int32(truncatingIfNeeded: project)))", logger: logger)
+                    "SELECT pg_advisory_xact_lock(\(Self.lockClass), \(Int32(truncatingIfNeeded: project)))", logger: logger)
                 var stored: Int?
                 let existing = try await connection.query(
                     """
@@ -106,7 +86,7 @@ extension CrashDatabase {
                 return stored == nil ? "created" : "replaced"
             }
         }
-        guard let info = try await debugFiles(project: project, buildIDs: [elf.buildID]).first else {
+        guard let info = try await files(project: project, buildIDs: [elf.buildID]).first else {
             throw APIError.notFound("the debug file's project no longer exists")
         }
         return DebugFileUpload(outcome: outcome, file: info.info)
@@ -114,7 +94,7 @@ extension CrashDatabase {
 
     /// Stores the ELF file at `path` for the command line: by project slug, with the same
     /// parsing, quota and storage as an upload.
-    public func storeDebugFile(
+    public func store(
         projectSlug: String, name: String, path: String, quota: DebugFileQuota, spoolDirectory: URL
     ) async throws -> DebugFileUpload {
         let rows = try await client.query("SELECT id FROM projects WHERE slug = \(projectSlug)", logger: logger)
@@ -124,11 +104,11 @@ extension CrashDatabase {
         let spool = try DebugFileSpool(in: spoolDirectory)
         try await spool.append(contentsOf: path)
         let elf = try await spool.parse()
-        return try await storeDebugFile(project: id, name: name, spool: spool, elf: elf, quota: quota)
+        return try await store(project: id, name: name, spool: spool, elf: elf, quota: quota)
     }
 
     /// The stored debug files of `project` among `buildIDs`, with their load addresses.
-    func debugFiles(project: Int64, buildIDs: [String]) async throws -> [(info: DebugFileInfo, loadAddress: UInt64)] {
+    func files(project: Int64, buildIDs: [String]) async throws -> [(info: DebugFileInfo, loadAddress: UInt64)] {
         guard !buildIDs.isEmpty else { return [] }
         let rows = try await client.query(
             """
@@ -151,7 +131,7 @@ extension CrashDatabase {
     /// the given digest; false when it does not (replaced or deleted). Each chunk is its own
     /// statement: a replacement committed meanwhile shows as a copy whose digest is wrong,
     /// which the caller checks.
-    func debugFileChunks(
+    func chunks(
         project: Int64, buildID: String, sha256: String, _ body: (ByteBuffer) async throws -> Void
     ) async throws -> Bool {
         var count: Int32?
@@ -173,31 +153,5 @@ extension CrashDatabase {
             try await body(chunk)
         }
         return true
-    }
-}
-
-/// An upload that would take its project past a debug-file quota: 413 naming it.
-struct DebugFileQuotaError: Error, CustomStringConvertible {
-    private enum Code { case count, bytes }
-    private let code: Code
-    private let limit: Int64
-    static func count(_ limit: Int) -> Self { Self(code: .count, limit: Int64(limit)) }
-    static func bytes(_ limit: Int64) -> Self { Self(code: .bytes, limit: limit) }
-
-    /// Runs `body`, a transaction: a quota error thrown inside it comes out as itself rather
-    /// than wrapped in PostgresNIO's transaction error.
-    static func unwrapping<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as PostgresTransactionError {
-            if let quota = error.closureError as? DebugFileQuotaError { throw quota }
-            throw error
-        }
-    }
-    var description: String {
-        switch code {
-        case .count: "quota: the project already stores \(limit) debug files (CRASHGUARD_DEBUG_FILES_MAX_COUNT)"
-        case .bytes: "quota: the project's debug files would exceed \(limit) bytes (CRASHGUARD_DEBUG_FILES_MAX_BYTES)"
-        }
     }
 }
