@@ -568,46 +568,103 @@ CREATE TABLE IF NOT EXISTS session_aggregates (
 );
 CREATE INDEX IF NOT EXISTS session_aggregates_project_started ON session_aggregates (project_id, started);
 
--- Hourly rollup by the sessions' `started`: counts, the earliest and latest `started` of the
--- sessions that started in the row (`firstSeen`, `lastSeen`), and the distinct user hashes
--- (sorted) while there are at most 250; past that `users_over` is set and
--- session_user_registers holds a HyperLogLog sketch of all of them (UserSketch.swift). Each
--- transaction adds to one of 8 `shard` rows, chosen at random, so concurrent requests of one
--- release do not all wait for one row lock; queries sum the shards. Kept like the crash rollups.
-CREATE TABLE IF NOT EXISTS session_hourly (
-    project_id         bigint NOT NULL,
-    hour               timestamptz NOT NULL,
-    app_id             text NOT NULL,
-    version            text NOT NULL,
-    environment        text NOT NULL,
-    shard              smallint NOT NULL,
-    started            bigint NOT NULL,
-    crashed            bigint NOT NULL,
-    errored            bigint NOT NULL,
-    abnormal           bigint NOT NULL,
-    first_started      timestamptz,
-    last_started       timestamptz,
-    users              bigint[] NOT NULL,
-    users_over         boolean NOT NULL DEFAULT false,
-    crashed_users      bigint[] NOT NULL,
-    crashed_users_over boolean NOT NULL DEFAULT false,
-    PRIMARY KEY (project_id, hour, app_id, version, environment, shard)
+-- The rollups of sessions, by `started`, in three tables (docs/release-health.md, "Storage"):
+-- each ingest transaction appends what it counted to session_deltas (an insert: no row lock
+-- that concurrent requests of one release would queue on), and SessionCompactor folds the
+-- deltas, about every second, into one row per hour (session_hours) and per UTC day
+-- (session_days) per project, app, version and environment. A query reads whole days from
+-- session_days, the whole hours of its partial edge days from session_hours, the deltas not
+-- folded yet, and its sub-hour edges from the sessions themselves: O(days x releases) rows.
+-- Every row has the counts, the earliest and latest `started` of its sessions (`firstSeen`,
+-- `lastSeen`) and its users and crashed users as SessionUsers.encoded: the hashes while at most
+-- 250, else a HyperLogLog sketch of 16,384 registers (sparse or dense). Folding moves a delta
+-- into both rollups and deletes it in one transaction, so a snapshot counts it exactly once.
+CREATE TABLE IF NOT EXISTS session_deltas (
+    project_id    bigint NOT NULL,
+    hour          timestamptz NOT NULL,
+    app_id        text NOT NULL,
+    version       text NOT NULL,
+    environment   text NOT NULL,
+    started       bigint NOT NULL,
+    crashed       bigint NOT NULL,
+    errored       bigint NOT NULL,
+    abnormal      bigint NOT NULL,
+    first_started timestamptz,
+    last_started  timestamptz,
+    users         bytea NOT NULL,
+    crashed_users bytea NOT NULL
 );
-CREATE INDEX IF NOT EXISTS session_hourly_version ON session_hourly (project_id, version, hour);
+CREATE INDEX IF NOT EXISTS session_deltas_project_hour ON session_deltas (project_id, hour);
 
--- The sketch registers of session_hourly rows past 250 users (`crashed`: of crashed users).
-CREATE TABLE IF NOT EXISTS session_user_registers (
-    project_id  bigint NOT NULL,
-    hour        timestamptz NOT NULL,
-    app_id      text NOT NULL,
-    version     text NOT NULL,
-    environment text NOT NULL,
-    shard       smallint NOT NULL,
-    crashed     boolean NOT NULL,
-    register    integer NOT NULL,
-    rank        integer NOT NULL,
-    PRIMARY KEY (project_id, hour, app_id, version, environment, shard, crashed, register)
+CREATE TABLE IF NOT EXISTS session_hours (
+    project_id    bigint NOT NULL,
+    hour          timestamptz NOT NULL,
+    app_id        text NOT NULL,
+    version       text NOT NULL,
+    environment   text NOT NULL,
+    started       bigint NOT NULL,
+    crashed       bigint NOT NULL,
+    errored       bigint NOT NULL,
+    abnormal      bigint NOT NULL,
+    first_started timestamptz,
+    last_started  timestamptz,
+    users         bytea NOT NULL,
+    crashed_users bytea NOT NULL,
+    PRIMARY KEY (project_id, hour, app_id, version, environment)
 );
+CREATE INDEX IF NOT EXISTS session_hours_version ON session_hours (project_id, version, hour);
+
+CREATE TABLE IF NOT EXISTS session_days (
+    project_id    bigint NOT NULL,
+    day           timestamptz NOT NULL,
+    app_id        text NOT NULL,
+    version       text NOT NULL,
+    environment   text NOT NULL,
+    started       bigint NOT NULL,
+    crashed       bigint NOT NULL,
+    errored       bigint NOT NULL,
+    abnormal      bigint NOT NULL,
+    first_started timestamptz,
+    last_started  timestamptz,
+    users         bytea NOT NULL,
+    crashed_users bytea NOT NULL,
+    PRIMARY KEY (project_id, day, app_id, version, environment)
+);
+-- firstSeen/lastSeen: the first and last day of a version, one probe each.
+CREATE INDEX IF NOT EXISTS session_days_version ON session_days (project_id, version, day);
+-- Out of line and uncompressed: a dense sketch (16 KB) is read whole, and random ranks do not
+-- compress enough to pay for decompressing them on every read.
+ALTER TABLE session_hours ALTER COLUMN users SET STORAGE EXTERNAL, ALTER COLUMN crashed_users SET STORAGE EXTERNAL;
+ALTER TABLE session_days ALTER COLUMN users SET STORAGE EXTERNAL, ALTER COLUMN crashed_users SET STORAGE EXTERNAL;
+
+-- A database whose sessions were counted into 8 shard rows per release and hour
+-- (session_hourly, its sketches as register rows in session_user_registers): its rows become
+-- deltas, folded by the compactor like any other, and the two tables are dropped.
+DO $$
+BEGIN
+    IF to_regclass('session_hourly') IS NOT NULL AND to_regclass('session_user_registers') IS NOT NULL THEN
+        INSERT INTO session_deltas (project_id, hour, app_id, version, environment, started, crashed, errored, abnormal,
+                                    first_started, last_started, users, crashed_users)
+        SELECT h.project_id, h.hour, h.app_id, h.version, h.environment, h.started, h.crashed, h.errored, h.abnormal,
+               h.first_started, h.last_started,
+               CASE WHEN h.users_over THEN '\x01'::bytea || COALESCE((
+                        SELECT string_agg(int2send(r.register::int2) || set_byte('\x00'::bytea, 0, r.rank), ''::bytea ORDER BY r.register)
+                        FROM session_user_registers r
+                        WHERE r.project_id = h.project_id AND r.hour = h.hour AND r.app_id = h.app_id AND r.version = h.version
+                          AND r.environment = h.environment AND r.shard = h.shard AND NOT r.crashed), ''::bytea)
+                    ELSE '\x00'::bytea || COALESCE((SELECT string_agg(int8send(x), ''::bytea) FROM unnest(h.users) x), ''::bytea) END,
+               CASE WHEN h.crashed_users_over THEN '\x01'::bytea || COALESCE((
+                        SELECT string_agg(int2send(r.register::int2) || set_byte('\x00'::bytea, 0, r.rank), ''::bytea ORDER BY r.register)
+                        FROM session_user_registers r
+                        WHERE r.project_id = h.project_id AND r.hour = h.hour AND r.app_id = h.app_id AND r.version = h.version
+                          AND r.environment = h.environment AND r.shard = h.shard AND r.crashed), ''::bytea)
+                    ELSE '\x00'::bytea || COALESCE((SELECT string_agg(int8send(x), ''::bytea) FROM unnest(h.crashed_users) x), ''::bytea) END
+        FROM session_hourly h;
+        DROP TABLE session_user_registers;
+        DROP TABLE session_hourly;
+    END IF;
+END;
+$$;
 
 -- Drops the per-session state and raw aggregates of sessions started before `cutoff`
 -- (no update can change them any more); the rollups are kept.

@@ -41,6 +41,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         publicURL: configuration.publicURL, metrics: metrics, logger: logger)
     let spikes = SpikeDetector(
         store: PostgresWebhookStore(database: database), database: database, settings: configuration.webhooks, logger: logger)
+    let sessionRollups = SessionCompactor(store: PostgresSessionStore(database: database), database: database, logger: logger)
     let trimmer = HeapTrimmer(budget: budget, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     // The batch in flight takes at most three database timeouts (IngestBatcher), plus 5 s.
@@ -56,7 +57,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.
-        services: [shutdownDeadline] + database.services + [keyListener, batcher, partitions, webhooks, spikes, symbolizers, trimmer],
+        services: [shutdownDeadline] + database.services + [keyListener, batcher, partitions, webhooks, spikes, sessionRollups, symbolizers, trimmer],
         logger: logger
     )
     app.beforeServerStarts {

@@ -4,12 +4,11 @@ import PostgresNIO
 /// `crash-bench seed --sessions N`: release-health sessions for the release queries, set-based.
 ///
 /// The sessions are generated in an unlogged staging table, then each session table gets the
-/// rows ingest (CrashDatabase+sessions.swift) would have written for them, one sent session per
+/// rows ingest (PostgresSessionStore.swift) would have written for them, one sent session per
 /// transaction: `session_states` (one row per session sent as updates), `session_aggregates`
-/// (the sessions sent as Sentry aggregates, one row per entry), `session_hourly` (counts by hour
-/// of `started`, release and one of 8 shards chosen at random, first and last `started`, the
-/// sorted user hashes while at most 250, else the first 251 and `users_over`) and
-/// `session_user_registers` (the sketch registers of every user of a row past 250).
+/// (the sessions sent as Sentry aggregates, one row per entry) and `session_deltas` (one per hour
+/// of `started` and release, with its counts, first and last `started` and all its user hashes),
+/// which the server's SessionCompactor folds into `session_hours` and `session_days`.
 ///
 /// Shape: `days` days up to now; 40 versions, 10 released before the window and one a day in
 /// it, a session's version the newest released one or an older one with a Zipf-like share
@@ -103,61 +102,37 @@ extension SeedCommand {
                    count(*) FILTER (WHERE status = 'errored'), count(*) FILTER (WHERE status = 'abnormal'), started + interval '1 minute'
             FROM seed_sessions WHERE agg GROUP BY app, version, env, started, did_hash ORDER BY started
             """)
+        // One delta per hour and release with all of its users, as if one transaction had
+        // counted them; the server folds them into session_hours and session_days
+        // (SessionCompactor) once it runs.
         try await step(
-            "session_hourly",
+            "session_deltas",
             """
-            INSERT INTO session_hourly (project_id, hour, app_id, version, environment, shard, started, crashed, errored, abnormal,
-                                        first_started, last_started, users, users_over, crashed_users, crashed_users_over)
-            SELECT $1, hour, app, version, env, shard, n, c, er, ab, f, l,
-                   CASE WHEN cardinality(u) > 250 THEN u[1:251] ELSE u END, cardinality(u) > 250,
-                   CASE WHEN cardinality(cu) > 250 THEN cu[1:251] ELSE cu END, cardinality(cu) > 250
-            FROM (
-                SELECT date_trunc('hour', started) AS hour, app, version, env, shard, count(*) AS n,
-                       count(*) FILTER (WHERE status = 'crashed') AS c, count(*) FILTER (WHERE status = 'errored') AS er,
-                       count(*) FILTER (WHERE status = 'abnormal') AS ab, min(started) AS f, max(started) AS l,
-                       COALESCE(array_agg(DISTINCT did_hash ORDER BY did_hash) FILTER (WHERE did_hash IS NOT NULL), '{}') AS u,
-                       COALESCE(array_agg(DISTINCT did_hash ORDER BY did_hash)
-                                FILTER (WHERE did_hash IS NOT NULL AND status = 'crashed'), '{}') AS cu
-                FROM seed_sessions GROUP BY 1, 2, 3, 4, 5
-            ) r
-            ORDER BY hour, app, version, env, shard
-            """)
-        // A register's index is the hash's top 14 bits, its rank one more than the leading zeros
-        // of the other 50 (UserSketch.register(of:)).
-        try await step(
-            "session_user_registers",
-            """
-            INSERT INTO session_user_registers (project_id, hour, app_id, version, environment, shard, crashed, register, rank)
-            SELECT $1, s.hour, s.app, s.version, s.env, s.shard, s.k, ((s.h >> 50) & 16383)::int,
-                   max(CASE WHEN s.h << 14 = 0 THEN 51 ELSE position('1' IN (s.h << 14)::bit(64)::text) END)
-            FROM (
-                SELECT date_trunc('hour', started) AS hour, app, version, env, shard, did_hash AS h, false AS k
-                FROM seed_sessions WHERE did_hash IS NOT NULL
-                UNION ALL
-                SELECT date_trunc('hour', started), app, version, env, shard, did_hash, true
-                FROM seed_sessions WHERE did_hash IS NOT NULL AND status = 'crashed'
-            ) s
-            JOIN session_hourly t ON t.project_id = $1 AND t.hour = s.hour AND t.app_id = s.app AND t.version = s.version
-                                 AND t.environment = s.env AND t.shard = s.shard
-                                 AND CASE WHEN s.k THEN t.crashed_users_over ELSE t.users_over END
-            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
-            ORDER BY 2, 3, 4, 5, 6, 7, 8
+            INSERT INTO session_deltas (project_id, hour, app_id, version, environment, started, crashed, errored, abnormal,
+                                        first_started, last_started, users, crashed_users)
+            SELECT $1, date_trunc('hour', started, 'UTC'), app, version, env, count(*), count(*) FILTER (WHERE status = 'crashed'),
+                   count(*) FILTER (WHERE status = 'errored'), count(*) FILTER (WHERE status = 'abnormal'), min(started), max(started),
+                   '\\x00'::bytea || COALESCE((SELECT string_agg(int8send(h), ''::bytea)
+                                              FROM unnest(array_agg(DISTINCT did_hash) FILTER (WHERE did_hash IS NOT NULL)) h), ''::bytea),
+                   '\\x00'::bytea || COALESCE((SELECT string_agg(int8send(h), ''::bytea)
+                                              FROM unnest(array_agg(DISTINCT did_hash)
+                                                          FILTER (WHERE did_hash IS NOT NULL AND status = 'crashed')) h), ''::bytea)
+            FROM seed_sessions GROUP BY 2, 3, 4, 5
+            ORDER BY 2, 3, 4, 5
             """)
         try await c.query("DROP TABLE IF EXISTS seed_users, seed_sessions", logger: logger)
-        for table in ["session_states", "session_aggregates", "session_hourly", "session_user_registers"] {
+        for table in ["session_states", "session_aggregates", "session_deltas"] {
             try await c.query(PostgresQuery(unsafeSQL: "ANALYZE \(table)"), logger: logger)
         }
         let shape = try await Bench.values(
             c,
             """
-            SELECT format('%s hourly rows (%s past 250 users), %s registers, %s states, %s aggregates, %s sessions, %s crashed',
-                          (SELECT count(*) FROM session_hourly WHERE project_id = \(projectID)),
-                          (SELECT count(*) FROM session_hourly WHERE project_id = \(projectID) AND users_over),
-                          (SELECT count(*) FROM session_user_registers WHERE project_id = \(projectID)),
+            SELECT format('%s deltas, %s states, %s aggregates, %s sessions, %s crashed',
+                          (SELECT count(*) FROM session_deltas WHERE project_id = \(projectID)),
                           (SELECT count(*) FROM session_states WHERE project_id = \(projectID)),
                           (SELECT count(*) FROM session_aggregates WHERE project_id = \(projectID)),
-                          (SELECT sum(started) FROM session_hourly WHERE project_id = \(projectID)),
-                          (SELECT sum(crashed) FROM session_hourly WHERE project_id = \(projectID)))
+                          (SELECT sum(started) FROM session_deltas WHERE project_id = \(projectID)),
+                          (SELECT sum(crashed) FROM session_deltas WHERE project_id = \(projectID)))
             """, as: String.self)
         print("seed: sessions: " + (shape.first ?? ""))
     }

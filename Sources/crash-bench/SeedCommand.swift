@@ -214,7 +214,7 @@ struct SeedCommand: AsyncParsableCommand {
                 format: "seed: derived tables in %.0f s, ANALYZE in %.0f s", Bench.seconds(analyzeStart - derivedStart),
                 Bench.seconds(clock.now - analyzeStart)))
 
-        let sessionTables: Set<String> = ["session_states", "session_aggregates", "session_hourly", "session_user_registers"]
+        let sessionTables: Set<String> = ["session_states", "session_aggregates", "session_deltas", "session_hours", "session_days"]
         if sessions > 0 {
             try await Self.seedSessions(connection, projectID: projectID, sessions: sessions, users: users, days: days)
         }

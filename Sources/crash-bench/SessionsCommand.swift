@@ -15,7 +15,7 @@ import PostgresNIO
 /// (`exited`, 3 % `crashed`, 1 % `abnormal`, 2 % `errored`) in the next request, so half of a
 /// batch starts sessions and half ends sessions another request started. Every body is made
 /// and gzip'd before the clock starts; closed loop, `connections` workers. Verification: the
-/// release's sessions and crashed counts in the rollups equal what was acknowledged.
+/// release's sessions and crashed counts in the rollups (hours plus the deltas not folded yet) equal what was acknowledged.
 struct SessionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sessions", abstract: "Session updates through POST /v1/sessions, then verification.")
@@ -149,11 +149,13 @@ struct SessionsCommand: AsyncParsableCommand {
             let totals = try await Bench.values(
                 connection,
                 """
-                SELECT COALESCE(sum(h.started), 0)::bigint FROM session_hourly h JOIN projects p ON p.id = h.project_id
-                WHERE p.slug = \(project)
+                SELECT COALESCE(sum(h.started), 0)::bigint
+                FROM (SELECT project_id, started FROM session_hours UNION ALL SELECT project_id, started FROM session_deltas) h
+                JOIN projects p ON p.id = h.project_id WHERE p.slug = \(project)
                 UNION ALL
-                SELECT COALESCE(sum(h.crashed), 0)::bigint FROM session_hourly h JOIN projects p ON p.id = h.project_id
-                WHERE p.slug = \(project)
+                SELECT COALESCE(sum(h.crashed), 0)::bigint
+                FROM (SELECT project_id, crashed FROM session_hours UNION ALL SELECT project_id, crashed FROM session_deltas) h
+                JOIN projects p ON p.id = h.project_id WHERE p.slug = \(project)
                 """, as: Int64.self)
             try? await connection.close()
             if totals.count == 2, totals[0] != Int64(started.count) {

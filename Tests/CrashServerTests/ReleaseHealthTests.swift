@@ -282,7 +282,9 @@ import Testing
                     Self.session(Self.sid(1), status: "crashed"), Self.session(Self.sid(2), started: Date().addingTimeInterval(-60)),
                 ]
                 _ = try await client.postSessions(key: project.ingestKey, Self.body(sessions))
-                let pruned = try await withTestDatabase(config) { try await $0.pruneSessions(before: Self.base.addingTimeInterval(1)) }
+                let pruned = try await withTestDatabase(config) {
+                    try await PostgresSessionStore(database: $0).pruneSessions(before: Self.base.addingTimeInterval(1))
+                }
                 #expect(pruned == 1)
                 let release = try await client.release(
                     project, "2.4.0", "from=\(RFC3339.format(Self.hour))&to=\(RFC3339.format(Date().addingTimeInterval(3600)))")

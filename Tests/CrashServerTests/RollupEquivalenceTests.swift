@@ -77,7 +77,7 @@ import Testing
         "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes", "debug_files",
         "debug_file_chunks", "dashboard_sessions",
         // Release health: derived from sessions, not reports (ReleaseHealthTests checks them).
-        "session_states", "session_aggregates", "session_hourly", "session_user_registers",
+        "session_states", "session_aggregates", "session_deltas", "session_hours", "session_days",
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with

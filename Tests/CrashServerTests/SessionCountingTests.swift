@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Testing
 
 @testable import CrashServer
@@ -70,7 +71,7 @@ import Testing
     /// Sessions are locked in PostgreSQL's uuid order (bytes, which the hex text also sorts by).
     @Test func sidsSortInByteOrder() {
         let ids = (0..<200).map { _ in UUID() }
-        #expect(ids.sorted(by: CrashDatabase.uuidPrecedes) == ids.sorted { $0.uuidString < $1.uuidString })
+        #expect(ids.sorted(by: PostgresSessionStore.uuidPrecedes) == ids.sorted { $0.uuidString < $1.uuidString })
     }
 
     @Test func releasesSplitAsTheSentryDoor() {
@@ -158,6 +159,26 @@ import Testing
         let none = SessionAggregate.parse(
             SessionJSON.decode(Array(try! JSONSerialization.data(withJSONObject: noRelease)))!, now: Self.now)
         #expect(none.isEmpty)
+    }
+
+    /// The stored users: hashes up to 250, a sketch beyond (sparse, then dense once that is
+    /// smaller), each read back as the same set; merging is a union, so merging twice changes nothing.
+    @Test(arguments: [0, 250, 251, 3000, 20_000])
+    func storedUsersReadBackAndMergeOnce(_ n: Int) {
+        let users = SessionUsers((0..<n).map { SessionCounting.userHash("user-\($0)") })
+        let bytes = users.encoded
+        #expect(bytes.readableBytesView.first == (n <= 250 ? 0 : n < 5000 ? 1 : 2))
+        #expect(SessionUsers(encoded: bytes) == users)
+        #expect(users.isSketch == (n > 250))
+        if n <= 250 { #expect(users.count == Int64(n)) }
+        var twice = users
+        twice.merge(users)
+        twice.merge(encoded: bytes)
+        #expect(twice == users)
+        // Two halves merged are the whole, whichever side was a sketch.
+        var half = SessionUsers((0..<n / 2).map { SessionCounting.userHash("user-\($0)") })
+        half.merge(encoded: SessionUsers((n / 2..<n).map { SessionCounting.userHash("user-\($0)") }).encoded)
+        #expect(half.count == users.count)
     }
 
     @Test(arguments: [300, 1000, 20_000])

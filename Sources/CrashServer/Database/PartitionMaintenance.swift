@@ -26,7 +26,7 @@ struct PartitionMaintenance: Service {
         // Cursors older than a day walk on over current data (docs/api.md).
         _ = try await PostgresQueryStore(database: database).pruneListSnapshots(before: now.addingTimeInterval(-day))
         // Sessions started over 31 days ago can no longer change (release-health.md).
-        _ = try await database.pruneSessions(before: now.addingTimeInterval(-31 * day))
+        _ = try await PostgresSessionStore(database: database).pruneSessions(before: now.addingTimeInterval(-31 * day))
     }
 
     func run() async throws {

@@ -1,6 +1,7 @@
 import CrashWire
 import Foundation
 import Hummingbird
+import Logging
 import PostgresNIO
 
 /// A release in the list and the detail (release-health.md, "Queries").
@@ -18,7 +19,7 @@ struct ReleaseBody: Codable, Sendable, Equatable {
     @NullWhenAbsent var firstSeen: Date?
     @NullWhenAbsent var lastSeen: Date?
 
-    init(_ t: ReleaseTotals, allSessions: Int64, seen: (first: Date, last: Date)?) {
+    init(_ t: ReleaseTotals, allSessions: Int64, seen: ReleaseSeen?) {
         version = t.version
         sessions = t.sessions
         crashedSessions = t.crashed
@@ -115,9 +116,16 @@ struct ReleaseCursor: Codable, Sendable, Equatable {
 /// `GET /v1/projects/{project}/releases` and `.../releases/{version}` (read token).
 struct ReleasesController: Sendable {
     let database: CrashDatabase
+    let store: any SessionStore
+
+    init(database: CrashDatabase, store: (any SessionStore)? = nil) {
+        self.database = database
+        self.store = store ?? PostgresSessionStore(database: database)
+    }
 
     func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
-        let project = router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: PostgresProjectStore(database: database)))
+        let project = router.group("/v1/projects/:project").add(
+            middleware: ReadAuthenticationMiddleware(store: PostgresProjectStore(database: database)))
         project.get("releases", use: list)
         project.get("releases/:version", use: detail)
     }
@@ -145,37 +153,20 @@ struct ReleasesController: Sendable {
         // Not through `string`'s 256 bytes: a cursor holds a version of up to 200 bytes.
         let cursor = try q.values["cursor"].map(ReleaseCursor.decode)
         if let cursor { window = try cursor.window }
-        return try await database.withReadSnapshot { connection in
-            let totals = try await database.releaseTotals(
-                project: project.id, window: window, filters: filters, version: nil, on: connection)
-            let all = totals.reduce(0) { $0 + $1.sessions }
-            var ordered = totals.sorted(by: Self.before)
-            if let cursor {
-                let last = ReleaseTotals(version: cursor.version, sessions: cursor.sessions)
-                ordered = ordered.filter { Self.before(last, $0) }
-            }
-            let page = Array(ordered.prefix(limit))
-            let seen = try await database.releaseSeen(
-                project: project.id, filters: filters, versions: page.map(\.version), on: connection)
-            let next = ordered.count > limit ? page.last : nil
-            return ReleaseListBody(
-                releases: page.map { ReleaseBody($0, allSessions: all, seen: seen[$0.version]) },
-                nextCursor: next.map {
-                    ReleaseCursor(
-                        sessions: $0.sessions, version: $0.version, from: ListCursor.micros(window.from),
-                        to: ListCursor.micros(window.to)
-                    ).encode()
-                })
-        }
+        let page = try await store.releasePage(
+            project: project.id, window: window, filters: filters,
+            after: cursor.map { ReleaseTotals(version: $0.version, sessions: $0.sessions) }, limit: limit)
+        return ReleaseListBody(
+            releases: page.releases.map { ReleaseBody($0, allSessions: page.allSessions, seen: page.seen[$0.version]) },
+            nextCursor: page.next.map {
+                ReleaseCursor(
+                    sessions: $0.sessions, version: $0.version, from: ListCursor.micros(window.from), to: ListCursor.micros(window.to)
+                ).encode()
+            })
     }
 
     /// Most sessions first; ties: highest version first (numeric dotted), then by text.
-    static func before(_ a: ReleaseTotals, _ b: ReleaseTotals) -> Bool {
-        if a.sessions != b.sessions { return a.sessions > b.sessions }
-        let order = AppVersion.compare(a.version, b.version)
-        if order != 0 { return order > 0 }
-        return a.version > b.version
-    }
+    static func before(_ a: ReleaseTotals, _ b: ReleaseTotals) -> Bool { ReleaseTotals.before(a, b) }
 
     /// One release's detail over the window.
     func detailBody(project: ProjectRef, version: String, _ q: QueryParameters) async throws -> ReleaseDetailBody {
@@ -186,31 +177,11 @@ struct ReleasesController: Sendable {
                 guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
                 return unit
             } ?? .hour
-        let (release, series) = try await database.withReadSnapshot { connection in
-            let totals = try await database.releaseTotals(
-                project: project.id, window: window, filters: filters, version: nil, on: connection)
-            let all = totals.reduce(0) { $0 + $1.sessions }
-            let mine = totals.first { $0.version == version } ?? ReleaseTotals(version: version)
-            let seen = try await database.releaseSeen(project: project.id, filters: filters, versions: [version], on: connection)
-            let buckets = window.buckets(interval.seconds)
-            let hours = try await database.releaseSeries(
-                project: project.id, version: version, from: buckets.first ?? window.from, to: window.to, filters: filters,
-                on: connection)
-            var points: [Date: ReleaseSeriesPoint] = [:]
-            for (hour, p) in hours {
-                let t = TimeWindow.floor(hour, interval.seconds)
-                var point = points[t] ?? ReleaseSeriesPoint(t: t, sessions: 0, crashed: 0, errored: 0, abnormal: 0)
-                point.sessions += p.sessions
-                point.crashed += p.crashed
-                point.errored += p.errored
-                point.abnormal += p.abnormal
-                points[t] = point
-            }
-            let series = buckets.map { points[$0] ?? ReleaseSeriesPoint(t: $0, sessions: 0, crashed: 0, errored: 0, abnormal: 0) }
-            return (ReleaseBody(mine, allSessions: all, seen: seen[version]), series)
-        }
+        let detail = try await store.releaseDetail(
+            project: project.id, version: version, window: window, filters: filters, interval: interval)
+        let release = ReleaseBody(detail.totals, allSessions: detail.allSessions, seen: detail.seen)
         let (top, introduced) = try await groups(project: project, version: version, app: filters.app, window: window)
-        return ReleaseDetailBody(release, series: series, topGroups: top, newGroups: introduced)
+        return ReleaseDetailBody(release, series: detail.series, topGroups: top, newGroups: introduced)
     }
 
     /// The release's top crash groups in the window, and those it introduced (10 each, most first).
@@ -224,8 +195,8 @@ struct ReleasesController: Sendable {
             project, GroupListRequest(window: window, filters: groupFilters, limit: 10)
         ).groups
         let introduced = try await PostgresQueryStore(database: database).read { reader in
-            let ids = try await database.groupsIntroduced(
-                project: project.id, version: version, app: app, window: window, on: reader.connection)
+            let ids = try await Self.groupsIntroduced(
+                project: project.id, version: version, app: app, window: window, on: reader.connection, logger: database.logger)
             guard !ids.isEmpty else { return [GroupBody]() }
             let counts = try await reader.windowCounts(
                 project: project.id, ids: ids, window: window, filters: groupFilters, snapshot: nil)
@@ -234,5 +205,24 @@ struct ReleasesController: Sendable {
                 project: project.id, counts: ranked.prefix(10).map { ($0.key, $0.value) }, window: window, filters: groupFilters)
         }
         return (top, introduced)
+    }
+
+    /// Groups whose first report ever is of `version` (and `app`), ignored ones left out.
+    static func groupsIntroduced(
+        project: Int64, version: String, app: String?, window: TimeWindow, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Int64] {
+        let rows = try await connection.query(
+            """
+            SELECT g.id FROM crash_groups g
+            JOIN group_facets fv ON fv.group_id = g.id AND fv.facet = 'version' AND fv.value = \(version)
+            WHERE g.project_id = \(project) AND g.status <> 'ignored' AND fv.first_seen = g.first_seen
+              AND fv.last_seen >= \(window.from) AND fv.first_seen < \(window.to)
+              AND (\(app)::text IS NULL OR EXISTS (
+                  SELECT 1 FROM group_facets fa
+                  WHERE fa.group_id = g.id AND fa.facet = 'app' AND fa.value = \(app) AND fa.first_seen = g.first_seen))
+            """, logger: logger)
+        var ids: [Int64] = []
+        for try await id in rows.decode(Int64.self) { ids.append(id) }
+        return ids
     }
 }

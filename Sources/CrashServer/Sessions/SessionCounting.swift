@@ -77,7 +77,7 @@ struct UserSketch: Sendable, Equatable {
     static let precision = 14
     static let registerCount = 1 << precision
 
-    private(set) var registers = [UInt8](repeating: 0, count: registerCount)
+    var registers = [UInt8](repeating: 0, count: registerCount)
 
     /// The register and rank of a user hash: the top 14 bits choose the register, the rank is
     /// one more than the leading zeros of the other 50 (51 when they are all zero).

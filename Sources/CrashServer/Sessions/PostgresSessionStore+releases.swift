@@ -1,0 +1,242 @@
+import Foundation
+import NIOCore
+import PostgresNIO
+
+/// The pieces a window is read from: whole UTC days from `session_days`, the whole hours of
+/// its partial edge days from `session_hours`, the deltas of every whole hour not folded yet
+/// from `session_deltas`, and the sub-hour edges from the sessions and aggregates themselves.
+/// Empty pieces are `(x, x)`.
+struct SessionReadPlan: Sendable {
+    var days: (Date, Date)
+    var hours: [(Date, Date)]
+    var deltas: (Date, Date)
+    var raw: [(Date, Date)]
+
+    init(_ window: TimeWindow) {
+        let (from, to) = (window.from, window.to)
+        let h0 = TimeWindow.ceil(from, TimeWindow.hour)
+        let h1 = TimeWindow.floor(to, TimeWindow.hour)
+        guard h0 < h1 else {
+            (days, hours, deltas, raw) = ((to, to), [(to, to), (to, to)], (to, to), [(from, to), (to, to)])
+            return
+        }
+        raw = [(from, h0), (h1, to)]
+        deltas = (h0, h1)
+        let d0 = TimeWindow.ceil(h0, TimeWindow.day)
+        let d1 = TimeWindow.floor(h1, TimeWindow.day)
+        if d0 < d1 {
+            days = (d0, d1)
+            hours = [(h0, d0), (d1, h1)]
+        } else {
+            days = (h1, h1)
+            hours = [(h0, h1), (h1, h1)]
+        }
+    }
+}
+
+extension PostgresSessionStore {
+    func releasePage(
+        project: Int64, window: TimeWindow, filters: SessionFilters, after: ReleaseTotals?, limit: Int
+    ) async throws -> ReleasePage {
+        try await database.withReadSnapshot { connection in
+            let totals = try await releaseCounts(project: project, window: window, filters: filters, on: connection)
+            let all = totals.reduce(0) { $0 + $1.sessions }
+            var ordered = totals.sorted(by: ReleaseTotals.before)
+            if let after { ordered = ordered.filter { ReleaseTotals.before(after, $0) } }
+            var page = Array(ordered.prefix(limit))
+            let users = try await releaseUsers(
+                project: project, window: window, filters: filters, versions: page.map(\.version), on: connection)
+            for i in page.indices {
+                page[i].users = users[page[i].version]?.users ?? 0
+                page[i].crashedUsers = users[page[i].version]?.crashedUsers ?? 0
+            }
+            let seen = try await releaseSeen(project: project, filters: filters, versions: page.map(\.version), on: connection)
+            return ReleasePage(releases: page, allSessions: all, seen: seen, next: ordered.count > limit ? page.last : nil)
+        }
+    }
+
+    func releaseDetail(
+        project: Int64, version: String, window: TimeWindow, filters: SessionFilters, interval: StatsInterval
+    ) async throws -> ReleaseDetail {
+        try await database.withReadSnapshot { connection in
+            let totals = try await releaseCounts(project: project, window: window, filters: filters, on: connection)
+            var mine = totals.first { $0.version == version } ?? ReleaseTotals(version: version)
+            if mine.sessions > 0 {
+                let users = try await releaseUsers(project: project, window: window, filters: filters, versions: [version], on: connection)
+                mine.users = users[version]?.users ?? 0
+                mine.crashedUsers = users[version]?.crashedUsers ?? 0
+            }
+            let seen = try await releaseSeen(project: project, filters: filters, versions: [version], on: connection)
+            let series = try await releaseSeries(
+                project: project, version: version, window: window, interval: interval, filters: filters, on: connection)
+            return ReleaseDetail(
+                totals: mine, allSessions: totals.reduce(0) { $0 + $1.sessions }, seen: seen[version], series: series)
+        }
+    }
+
+    /// Each version's counts in `window` (users not yet), the versions with sessions only.
+    func releaseCounts(
+        project: Int64, window: TimeWindow, filters f: SessionFilters, on connection: PostgresConnection
+    ) async throws -> [ReleaseTotals] {
+        let p = SessionReadPlan(window)
+        let (d0, d1) = p.days, (a0, a1) = p.hours[0], (b0, b1) = p.hours[1], (h0, h1) = p.deltas
+        let (r0, r1) = p.raw[0], (r2, r3) = p.raw[1]
+        let rows = try await connection.query(
+            """
+            SELECT version, sum(n)::bigint, sum(c)::bigint, sum(er)::bigint, sum(ab)::bigint FROM (
+                SELECT version, started AS n, crashed AS c, errored AS er, abnormal AS ab FROM session_days
+                WHERE project_id = \(project) AND day >= \(d0) AND day < \(d1)
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                UNION ALL
+                SELECT version, started, crashed, errored, abnormal FROM session_hours
+                WHERE project_id = \(project) AND ((hour >= \(a0) AND hour < \(a1)) OR (hour >= \(b0) AND hour < \(b1)))
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                UNION ALL
+                SELECT version, started, crashed, errored, abnormal FROM session_deltas
+                WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1)
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                UNION ALL
+                SELECT version, 1, (status = 'crashed')::int, (status = 'errored')::int, (status = 'abnormal')::int
+                FROM session_states
+                WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                UNION ALL
+                SELECT version, sessions, crashed, errored, abnormal FROM session_aggregates
+                WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            ) r
+            GROUP BY version HAVING sum(n) > 0
+            """, logger: logger)
+        var totals: [ReleaseTotals] = []
+        for try await (v, n, c, er, ab) in rows.decode((String, Int64, Int64, Int64, Int64).self) {
+            totals.append(ReleaseTotals(version: v, sessions: n, crashed: c, errored: er, abnormal: ab))
+        }
+        return totals
+    }
+
+    /// Users and crashed users of `versions` in `window`: the union of the users of every row
+    /// and session read, exact while at most 250, else a merged sketch's estimate.
+    func releaseUsers(
+        project: Int64, window: TimeWindow, filters f: SessionFilters, versions: [String], on connection: PostgresConnection
+    ) async throws -> [String: (users: Int64, crashedUsers: Int64)] {
+        guard !versions.isEmpty else { return [:] }
+        let p = SessionReadPlan(window)
+        let (d0, d1) = p.days, (a0, a1) = p.hours[0], (b0, b1) = p.hours[1], (h0, h1) = p.deltas
+        let (r0, r1) = p.raw[0], (r2, r3) = p.raw[1]
+        let rows = try await connection.query(
+            """
+            SELECT version, users, crashed_users, NULL::bigint, false FROM session_days
+            WHERE project_id = \(project) AND day >= \(d0) AND day < \(d1) AND version = ANY(\(versions)::text[])
+              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            UNION ALL
+            SELECT version, users, crashed_users, NULL, false FROM session_hours
+            WHERE project_id = \(project) AND ((hour >= \(a0) AND hour < \(a1)) OR (hour >= \(b0) AND hour < \(b1)))
+              AND version = ANY(\(versions)::text[])
+              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            UNION ALL
+            SELECT version, users, crashed_users, NULL, false FROM session_deltas
+            WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1) AND version = ANY(\(versions)::text[])
+              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            UNION ALL
+            SELECT version, NULL, NULL, did_hash, status = 'crashed' FROM session_states
+            WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
+              AND did_hash IS NOT NULL AND version = ANY(\(versions)::text[])
+              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            UNION ALL
+            SELECT version, NULL, NULL, did_hash, crashed > 0 FROM session_aggregates
+            WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
+              AND did_hash IS NOT NULL AND version = ANY(\(versions)::text[])
+              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            """, logger: logger)
+        var sets: [String: (users: SessionUsers, crashed: SessionUsers)] = [:]
+        for try await (version, users, crashedUsers, hash, crashed) in rows.decode(
+            (String, ByteBuffer?, ByteBuffer?, Int64?, Bool).self)
+        {
+            var pair = sets[version] ?? (SessionUsers(), SessionUsers())
+            if let users { pair.users.merge(encoded: users) }
+            if let crashedUsers { pair.crashed.merge(encoded: crashedUsers) }
+            if let hash {
+                pair.users.insert(hash)
+                if crashed { pair.crashed.insert(hash) }
+            }
+            sets[version] = pair
+        }
+        return sets.mapValues { ($0.users.count, $0.crashed.count) }
+    }
+
+    /// Earliest and latest `started` of each of `versions` over all time, under the filters:
+    /// the version's first and last day (two index probes, whatever its age) and its deltas.
+    func releaseSeen(
+        project: Int64, filters f: SessionFilters, versions: [String], on connection: PostgresConnection
+    ) async throws -> [String: ReleaseSeen] {
+        guard !versions.isEmpty else { return [:] }
+        let rows = try await connection.query(
+            """
+            SELECT v.version, least(f.first, d.first), greatest(l.last, d.last) FROM unnest(\(versions)::text[]) AS v(version)
+            LEFT JOIN LATERAL (
+                SELECT first_started AS first FROM session_days
+                WHERE project_id = \(project) AND version = v.version AND first_started IS NOT NULL
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                ORDER BY day, first_started LIMIT 1
+            ) f ON true
+            LEFT JOIN LATERAL (
+                SELECT last_started AS last FROM session_days
+                WHERE project_id = \(project) AND version = v.version AND last_started IS NOT NULL
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                ORDER BY day DESC, last_started DESC LIMIT 1
+            ) l ON true
+            LEFT JOIN LATERAL (
+                SELECT min(first_started) AS first, max(last_started) AS last FROM session_deltas
+                WHERE project_id = \(project) AND version = v.version
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            ) d ON true
+            """, logger: logger)
+        var seen: [String: ReleaseSeen] = [:]
+        for try await (version, first, last) in rows.decode((String, Date?, Date?).self) {
+            if let first, let last { seen[version] = ReleaseSeen(first: first, last: last) }
+        }
+        return seen
+    }
+
+    /// The series of `version`: one point per `interval` from `window.from` (floored) to
+    /// `window.to`, zero-filled. By day, whole days read `session_days` and the last, partial day
+    /// its hours; by hour, `session_hours`; both add the deltas not folded yet.
+    func releaseSeries(
+        project: Int64, version: String, window: TimeWindow, interval: StatsInterval, filters f: SessionFilters,
+        on connection: PostgresConnection
+    ) async throws -> [ReleaseSeriesPoint] {
+        let buckets = window.buckets(interval.seconds)
+        let from = buckets.first ?? window.from
+        let to = window.to
+        // Whole days read from session_days (none by hour); the hours from there to `to`.
+        let daysEnd = interval == .day ? max(from, TimeWindow.floor(to, TimeWindow.day)) : from
+        let rows = try await connection.query(
+            """
+            SELECT t, sum(n)::bigint, sum(c)::bigint, sum(er)::bigint, sum(ab)::bigint FROM (
+                SELECT day AS t, started AS n, crashed AS c, errored AS er, abnormal AS ab FROM session_days
+                WHERE project_id = \(project) AND version = \(version) AND day >= \(from) AND day < \(daysEnd)
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                UNION ALL
+                SELECT hour, started, crashed, errored, abnormal FROM session_hours
+                WHERE project_id = \(project) AND version = \(version) AND hour >= \(daysEnd) AND hour < \(to)
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                UNION ALL
+                SELECT hour, started, crashed, errored, abnormal FROM session_deltas
+                WHERE project_id = \(project) AND version = \(version) AND hour >= \(from) AND hour < \(to)
+                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+            ) r
+            GROUP BY t
+            """, logger: logger)
+        var points: [Date: ReleaseSeriesPoint] = [:]
+        for try await (time, n, c, er, ab) in rows.decode((Date, Int64, Int64, Int64, Int64).self) {
+            let t = TimeWindow.floor(time, interval.seconds)
+            var point = points[t] ?? ReleaseSeriesPoint(t: t, sessions: 0, crashed: 0, errored: 0, abnormal: 0)
+            point.sessions += n
+            point.crashed += c
+            point.errored += er
+            point.abnormal += ab
+            points[t] = point
+        }
+        return buckets.map { points[$0] ?? ReleaseSeriesPoint(t: $0, sessions: 0, crashed: 0, errored: 0, abnormal: 0) }
+    }
+}
