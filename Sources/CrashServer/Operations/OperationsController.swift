@@ -62,11 +62,7 @@ struct OperationsController: Sendable {
     }
 
     private static func json(_ status: HTTPResponse.Status, _ text: String, retryAfter: Int? = nil) -> Response {
-        var response = Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(string: text)))
-        if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
-        return response
+        JSONResponse.response(status, ByteBuffer(string: text), headers: retryAfter.map { [.retryAfter: String($0)] } ?? [:])
     }
 }
 

@@ -99,17 +99,5 @@ struct UserSketch: Sendable, Equatable {
     }
 
     /// HyperLogLog with linear counting while registers are still empty.
-    var estimate: Int64 {
-        let m = Double(Self.registerCount)
-        var sum = 0.0
-        var zeros = 0
-        for rank in registers {
-            if rank == 0 { zeros += 1 }
-            sum += 1 / Double(UInt64(1) << UInt64(rank))
-        }
-        let alpha = 0.7213 / (1 + 1.079 / m)
-        let raw = alpha * m * m / sum
-        if raw <= 2.5 * m && zeros > 0 { return Int64((m * log(m / Double(zeros))).rounded()) }
-        return Int64(raw.rounded())
-    }
+    var estimate: Int64 { HyperLogLog.estimate(registers) }
 }

@@ -69,10 +69,7 @@ struct DebugFileController<Store: DebugFileStore, Projects: ReadTokenLookup>: Se
             throw APIError.payloadTooLarge("\(error)")
         }
         let data = try JSONEncoder.crashWire().encode(upload)
-        return Response(
-            status: upload.outcome == "created" ? .created : .ok,
-            headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return JSONResponse.response(upload.outcome == "created" ? .created : .ok, ByteBuffer(bytes: data))
     }
 
     private var tooLarge: APIError {
