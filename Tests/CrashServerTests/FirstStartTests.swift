@@ -16,8 +16,8 @@ import Testing
             var config = base
             // Both polling services on, as in a real server (the test default turns them off).
             config.webhooks.concurrency = 2
-            config.webhooks.pollInterval = 0.05
-            config.webhooks.spikeInterval = 0.1
+            config.webhooks.pollInterval = .seconds(0.05)
+            config.webhooks.spikeInterval = .seconds(0.1)
             let sink = ReliabilityLogSink()
             var logger = Logger(label: "first-start") { _ in ReliabilityCapturingHandler(sink: sink) }
             logger.logLevel = .info

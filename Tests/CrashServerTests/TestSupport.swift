@@ -40,7 +40,7 @@ enum TestEnvironment {
         // Webhook delivery and spike detection only where a test turns them on (WebhookTests),
         // so apps of other tests never take that test's deliveries with their own timings.
         config.webhooks.concurrency = 0
-        config.webhooks.spikeInterval = 0
+        config.webhooks.spikeInterval = .seconds(0)
         edit(&config)
         return config
     }

@@ -150,7 +150,7 @@ struct WebhookAddressTests {
         _ addresses: @escaping @Sendable (String) throws -> [IPAddress], lookups: Lookups, allowHosts: [String] = []
     ) throws -> WebhookTransport {
         WebhookTransport(
-            timeout: 2, allowList: try WebhookAllowList(parsing: allowHosts.joined(separator: ",")),
+            timeout: .seconds(2), allowList: try WebhookAllowList(parsing: allowHosts.joined(separator: ",")),
             resolver: WebhookResolver { name in
                 lookups.names.withLock { $0.append(name) }
                 return try addresses(name)

@@ -22,10 +22,10 @@ struct WebhookTests {
         TestEnvironment.configuration { c in
             c.webhooks.allowHosts = ["127.0.0.1"]
             c.webhooks.concurrency = 8
-            c.webhooks.pollInterval = 0.05
-            c.webhooks.retryDelay = 0.2
-            c.webhooks.retryMaxDelay = 0.4
-            c.webhooks.timeout = 5
+            c.webhooks.pollInterval = .seconds(0.05)
+            c.webhooks.retryDelay = .seconds(0.2)
+            c.webhooks.retryMaxDelay = .seconds(0.4)
+            c.webhooks.timeout = .seconds(5)
             c.publicURL = "https://crash.example.com/"
         }
     }
@@ -142,7 +142,7 @@ struct WebhookTests {
         // A minute's timeout: a sender that waited for its whole batch would hold the second
         // event back for that minute, far past the wait below.
         var configuration = Self.configuration()
-        configuration.webhooks.timeout = 60
+        configuration.webhooks.timeout = .seconds(60)
         try await withApp(configuration) { client in
             _ = try await client.createWebhook(p, url: receiver.url("stuck"), events: ["group.new"])
             _ = try await client.createWebhook(p, url: receiver.url("ok"), events: ["group.new"])

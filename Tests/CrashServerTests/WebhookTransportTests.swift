@@ -16,7 +16,7 @@ struct WebhookTransportTests {
 
     static func transport(deadline: Double = deadline, allowHosts: String = "127.0.0.1") throws -> WebhookTransport {
         WebhookTransport(
-            timeout: deadline, allowList: try WebhookAllowList(parsing: allowHosts),
+            timeout: .seconds(deadline), allowList: try WebhookAllowList(parsing: allowHosts),
             resolver: WebhookResolver { _ in throw WebhookResolver.LookupFailed() }, eventLoopGroup: HTTPClient.defaultEventLoopGroup)
     }
 

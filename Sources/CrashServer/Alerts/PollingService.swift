@@ -17,10 +17,13 @@ enum PollingService {
         }
     }
 
-    /// Sleeps `seconds` (a setting), or less when graceful shutdown begins.
-    static func sleep(seconds: Double) async {
+    /// Sleeps `duration` (a setting), or less when graceful shutdown begins.
+    static func sleep(for duration: Duration) async {
         try? await cancelWhenGracefulShutdown {
-            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+            try await Task.sleep(for: duration)
         }
     }
+
+    /// Sleeps `seconds`, or less when graceful shutdown begins.
+    static func sleep(seconds: Double) async { await sleep(for: .seconds(seconds)) }
 }

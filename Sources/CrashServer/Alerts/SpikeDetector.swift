@@ -13,7 +13,7 @@ struct SpikeDetector: Service {
     let logger: Logger
 
     func run() async throws {
-        guard settings.spikeInterval > 0 else { return await PollingService.idleUntilShutdown() }
+        guard settings.spikeInterval > .zero else { return await PollingService.idleUntilShutdown() }
         await PollingService.waitForSchema(of: database)
         var lastPrune = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -27,7 +27,7 @@ struct SpikeDetector: Service {
             } catch {
                 logger.warning("spike detection failed", metadata: ["error.message": "\(String(reflecting: error))"])
             }
-            await PollingService.sleep(seconds: settings.spikeInterval)
+            await PollingService.sleep(for: settings.spikeInterval)
         }
     }
 }

@@ -53,7 +53,7 @@ struct WebhookSender: Service {
                 var claimed: [ClaimedDelivery] = []
                 if free > 0 {
                     do {
-                        claimed = try await store.claimDeliveries(limit: free, lease: settings.lease)
+                        claimed = try await store.claimDeliveries(limit: free, lease: settings.lease.inSeconds)
                     } catch {
                         logger.warning("webhook deliveries not claimed", metadata: ["error.message": "\(String(reflecting: error))"])
                     }
@@ -68,7 +68,7 @@ struct WebhookSender: Service {
                 if claimed.count < free || free == 0 {
                     // Wake for the next poll, or at once on shutdown. The POSTs in flight go on,
                     // and on shutdown the group waits for them (each bounded by the timeout).
-                    await PollingService.sleep(seconds: settings.pollInterval)
+                    await PollingService.sleep(for: settings.pollInterval)
                 }
             }
         }
@@ -102,8 +102,8 @@ struct WebhookSender: Service {
         }
         let delivered = failure == nil
         var retryAfter: Double? = nil
-        if !delivered, Date().timeIntervalSince(delivery.createdAt) < settings.retryFor {
-            retryAfter = settings.backoff(attempt: delivery.attempts + 1)
+        if !delivered, .seconds(Date().timeIntervalSince(delivery.createdAt)) < settings.retryFor {
+            retryAfter = settings.backoff(attempt: delivery.attempts + 1).inSeconds
         }
         let outcome = delivered ? "delivered" : (retryAfter == nil ? "failed" : "retry")
         metrics.countDelivery(outcome: outcome)

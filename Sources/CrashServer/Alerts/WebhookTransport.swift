@@ -70,8 +70,8 @@ struct WebhookTransport: Sendable {
     /// Most bytes of an answer's body read.
     static let maxAnswerBytes = 64 * 1024
 
-    /// Seconds per attempt (`CRASHGUARD_WEBHOOK_TIMEOUT`).
-    var timeout: Double
+    /// The deadline of one attempt (`CRASHGUARD_WEBHOOK_TIMEOUT`).
+    var timeout: Duration
     var allowList: WebhookAllowList
     var resolver: WebhookResolver
     var eventLoopGroup: any EventLoopGroup
@@ -82,7 +82,7 @@ struct WebhookTransport: Sendable {
     /// Sends `body` to `url` with `headers`; never throws: every failure is an outcome.
     func post(url: String, headers: HTTPHeaders, body: [UInt8]) async -> WebhookAttempt {
         do {
-            return try await Self.withDeadline(seconds: timeout) {
+            return try await Self.withDeadline(timeout) {
                 try await exchange(url: url, headers: headers, body: body)
             }
         } catch {
@@ -114,7 +114,7 @@ struct WebhookTransport: Sendable {
 
     private func exchange(url: String, headers: HTTPHeaders, body: [UInt8]) async throws -> WebhookAttempt {
         var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: .milliseconds(Int64(timeout * 1000))))
+            redirectConfiguration: .disallow, timeout: .init(connect: TimeAmount(timeout)))
         configuration.httpVersion = .http1Only
         configuration.dnsOverride = try await route(url)
         // A refused connection is an outcome at once, not retried within the attempt.
@@ -126,7 +126,7 @@ struct WebhookTransport: Sendable {
             request.method = .POST
             request.headers = headers
             request.body = .bytes(ByteBuffer(bytes: body))
-            let response = try await client.execute(request, timeout: .milliseconds(Int64(timeout * 1000)))
+            let response = try await client.execute(request, timeout: TimeAmount(timeout))
             // Read to the end or to the limit; leaving the loop early closes the connection.
             var read = 0
             for try await chunk in response.body {
@@ -142,15 +142,15 @@ struct WebhookTransport: Sendable {
         return try result.get()
     }
 
-    /// Runs `operation`, or throws ``WebhookDeliveryError/timeout`` once `seconds` have passed
+    /// Runs `operation`, or throws ``WebhookDeliveryError/timeout`` once `deadline` has passed
     /// (the operation is cancelled then, which closes its connection).
     static func withDeadline<T: Sendable>(
-        seconds: Double, _ operation: @escaping @Sendable () async throws -> T
+        _ deadline: Duration, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         try await withThrowingTaskGroup(of: T.self) { group in
             group.addTask { try await operation() }
             group.addTask {
-                try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                try await Task.sleep(for: deadline)
                 throw WebhookDeliveryError.timeout
             }
             defer { group.cancelAll() }

@@ -168,18 +168,18 @@ public struct ServerConfiguration: Sendable {
             Setting.Rule { $0.isEmpty || $0.utf8.count >= 32 ? nil : "at least 32 bytes (e.g. openssl rand -hex 32)" }),
         Setting(
             \.webhooks.timeout, "CRASHGUARD_WEBHOOK_TIMEOUT", .serve,
-            "seconds one webhook delivery attempt may take, lookup to last byte", .when("above 0") { $0 > 0 }),
+            "seconds one webhook delivery attempt may take, lookup to last byte", .when("above 0") { $0 > .zero }),
         Setting(
             \.webhooks.pollInterval, "CRASHGUARD_WEBHOOK_POLL_INTERVAL", .serve, "seconds between looks for due deliveries",
-            .when("above 0") { $0 > 0 }),
+            .when("above 0") { $0 > .zero }),
         Setting(
             \.webhooks.retryDelay, "CRASHGUARD_WEBHOOK_RETRY_DELAY", .serve,
-            "seconds before a delivery's first retry; doubled per attempt", .when("above 0") { $0 > 0 }),
+            "seconds before a delivery's first retry; doubled per attempt", .when("above 0") { $0 > .zero }),
         Setting(
             \.webhooks.retryMaxDelay, "CRASHGUARD_WEBHOOK_RETRY_MAX_DELAY", .serve, "longest wait between two retries, in seconds"),
         Setting(
             \.webhooks.retryFor, "CRASHGUARD_WEBHOOK_RETRY_FOR", .serve,
-            "seconds after the event during which a failed delivery is retried", .atLeast(0)),
+            "seconds after the event during which a failed delivery is retried", .atLeast(.zero)),
         Setting(
             \.webhooks.concurrency, "CRASHGUARD_WEBHOOK_CONCURRENCY", .serve, "deliveries sent at once by one server; 0 is off",
             .within(0...256)),
@@ -192,7 +192,7 @@ public struct ServerConfiguration: Sendable {
             }),
         Setting(
             \.webhooks.spikeInterval, "CRASHGUARD_SPIKE_INTERVAL", .serve, "seconds between spike detections; 0 is off",
-            .atLeast(0)),
+            .atLeast(.zero)),
     ]
 
     /// The defaults overridden by the environment variables of ``settings``; an empty variable
