@@ -16,15 +16,15 @@ import Testing
                 try await db.ingestClient.withConnection { connection in
                     // Run once, with nothing to store, so that the connection has prepared them.
                     let logger = TestEnvironment.logger
-                    for try await _ in try await connection.run(PostgresIngestStore.ClaimAndCount.self, .init(), logger: logger) {}
-                    for try await _ in try await connection.run(PostgresIngestStore.WriteBatch.self, .init(), logger: logger) {}
-                    for try await _ in try await connection.run(PostgresIngestStore.ReadSketches.self, ([], [], BatchText([])), logger: logger) {}
+                    for try await _ in try await connection.run(IngestSQL.ClaimAndCount.self, .init(), logger: logger) {}
+                    for try await _ in try await connection.run(IngestSQL.WriteBatch.self, .init(), logger: logger) {}
+                    for try await _ in try await connection.run(IngestSQL.ReadSketches.self, ([], [], BatchText([])), logger: logger) {}
 
                     let unique = try await uniqueIndexes(connection)
                     var tables: Set<String> = []
                     for name in [
-                        Prepared<PostgresIngestStore.ClaimAndCount>.name, Prepared<PostgresIngestStore.WriteBatch>.name,
-                        Prepared<PostgresIngestStore.ReadSketches>.name,
+                        Prepared<IngestSQL.ClaimAndCount>.name, Prepared<IngestSQL.WriteBatch>.name,
+                        Prepared<IngestSQL.ReadSketches>.name,
                     ] {
                         for read in tableReads(in: try await genericPlan(of: name, connection)) {
                             tables.insert(read.table)

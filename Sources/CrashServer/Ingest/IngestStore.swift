@@ -16,3 +16,12 @@ protocol IngestStore: Sendable {
 struct IngestStoreError: Error, CustomStringConvertible {
     let description: String
 }
+
+/// The statements of ``PostgresIngestStore``'s transaction, run as prepared statements
+/// (``FixedStatement``).
+///
+/// A namespace of their own, with a short name: a prepared statement is named after its type
+/// (`CrashServer.Prepared<CrashServer.IngestSQL.ClaimAndCount>`), and PostgreSQL cuts names
+/// at 63 bytes; nested in `PostgresIngestStore`, the names would be cut and could no longer
+/// be told apart by their full text.
+enum IngestSQL {}

@@ -12,7 +12,7 @@ extension PostgresIngestStore {
     /// rollups and reports never disagree.
     ///
     /// Every part is keyed by a group this transaction holds (inserted, or locked `FOR UPDATE`:
-    /// ``ClaimAndCount``), except
+    /// ``IngestSQL/ClaimAndCount``), except
     /// `project_hourly`, whose keys are sorted; so the parts' order within the statement, which
     /// PostgreSQL does not define, cannot make two batches wait on each other in a cycle that the
     /// group locks did not already prevent.
@@ -38,16 +38,16 @@ extension PostgresIngestStore {
         let (hourly, daily) = try await versionRollupRows(stored, groupIDs, text, connection)
         let parts = Self.statementParts(stored, maxBytes: maxStatementBytes)
         for part in parts.dropLast() {
-            let reports = WriteBatch.Input(stored: Array(stored[part]), groupIDs: Array(groupIDs[part]))
-            _ = try await connection.run(WriteBatch.self, reports, logger: logger)
+            let reports = IngestSQL.WriteBatch.Input(stored: Array(stored[part]), groupIDs: Array(groupIDs[part]))
+            _ = try await connection.run(IngestSQL.WriteBatch.self, reports, logger: logger)
         }
         let last = parts[parts.count - 1]
-        let input = WriteBatch.Input(
+        let input = IngestSQL.WriteBatch.Input(
             stored: Array(stored[last]), groupIDs: Array(groupIDs[last]), text: text,
             hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
             rollups: queryRollupRows(stored, groupIDs, text), versionHourly: hourly, versionDaily: daily,
             alerts: WebhookOutbox.eventRows(groupIDs, regressed: regressed))
-        _ = try await connection.run(WriteBatch.self, input, logger: logger)
+        _ = try await connection.run(IngestSQL.WriteBatch.self, input, logger: logger)
     }
 
     /// `items` cut, in order, into runs of at most `maxBytes` estimated bytes
@@ -81,6 +81,9 @@ extension PostgresIngestStore {
         }
     }
 
+}
+
+extension IngestSQL {
     enum WriteBatch: FixedStatement {
         struct Input {
             var stored: [IngestItem] = []
@@ -88,10 +91,10 @@ extension PostgresIngestStore {
             var groupIDs: [Int64] = []
             /// What the keys' ranks stand for.
             var text = BatchText([])
-            var hourly: [(key: HourlyKey, n: Int64, fatal: Int64)] = []
-            var rollups = QueryRollupRows.empty
-            var versionHourly: [VersionRollupRow] = []
-            var versionDaily: [VersionRollupRow] = []
+            var hourly: [(key: PostgresIngestStore.HourlyKey, n: Int64, fatal: Int64)] = []
+            var rollups = PostgresIngestStore.QueryRollupRows.empty
+            var versionHourly: [PostgresIngestStore.VersionRollupRow] = []
+            var versionDaily: [PostgresIngestStore.VersionRollupRow] = []
             var alerts: (ids: [Int64], counts: [Int64], regressed: [Int64]) = ([], [], [])
         }
 

@@ -29,7 +29,7 @@ extension PostgresIngestStore {
     /// `group_version_daily`, for all versions and per version: report counts, and device ids
     /// into the sketches. Written by ``writeReportsAndRollups(_:_:regressed:_:)``.
     ///
-    /// Runs in the ingest transaction after ``ClaimAndCount`` has locked every group of the
+    /// Runs in the ingest transaction after ``IngestSQL/ClaimAndCount`` has locked every group of the
     /// batch (`FOR UPDATE`), so no other writer changes these rows until commit: sketches
     /// are read here (a statement of its own, after the lock, so it sees the last committed
     /// ones), merged, and sent back only when a register grew (an empty sketch in the
@@ -61,7 +61,7 @@ extension PostgresIngestStore {
         var current = [ByteBuffer?](repeating: nil, count: sorted.count)
         if !withDevices.isEmpty {
             let rows = try await connection.run(
-                ReadSketches.self, (hourlyKeys.map { sorted[$0].key }, dailyKeys.map { sorted[$0].key }, text), logger: logger)
+                IngestSQL.ReadSketches.self, (hourlyKeys.map { sorted[$0].key }, dailyKeys.map { sorted[$0].key }, text), logger: logger)
             for try await row in rows {
                 let (isDaily, ordinal, sketch) = try row.decode((Bool, Int64, ByteBuffer).self)
                 current[(isDaily ? dailyKeys : hourlyKeys)[Int(ordinal) - 1]] = sketch
@@ -87,11 +87,16 @@ extension PostgresIngestStore {
         if let register { entry.registers.append(register) }
     }
 
+}
+
+extension IngestSQL {
     /// The stored sketches of the given keys: rows of (daily, the key's place in its array from
     /// 1, sketch). Keys are sent as arrays and found by their place, so a row decodes no text or
     /// time.
     enum ReadSketches: FixedStatement {
-        static func query(_ keys: (hourly: [VersionRollupKey], daily: [VersionRollupKey], text: BatchText)) -> PostgresQuery {
+        static func query(
+            _ keys: (hourly: [PostgresIngestStore.VersionRollupKey], daily: [PostgresIngestStore.VersionRollupKey], text: BatchText)
+        ) -> PostgresQuery {
             let text = keys.text
             return """
                 SELECT false, k.i, s.sketch FROM group_version_hourly s

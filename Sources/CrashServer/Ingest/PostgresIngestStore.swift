@@ -83,7 +83,7 @@ struct PostgresIngestStore: IngestStore {
         return fresh
     }
 
-    /// What ``ClaimAndCount`` found: the keys already in the ledger (retries; every other key of
+    /// What ``IngestSQL/ClaimAndCount`` found: the keys already in the ledger (retries; every other key of
     /// the batch was new), the id of every group the new ones belong to, and the `resolved_in`
     /// of those groups that were resolved (nil: resolved without a version).
     struct Claim {
@@ -93,7 +93,7 @@ struct PostgresIngestStore: IngestStore {
     }
 
     private func claimAndCount(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Claim {
-        let result = try await connection.run(ClaimAndCount.self, ClaimAndCount.Input(items), logger: logger)
+        let result = try await connection.run(IngestSQL.ClaimAndCount.self, IngestSQL.ClaimAndCount.Input(items), logger: logger)
         var claim = Claim()
         for try await row in result {
             let (project, id, group, signature, resolved, resolvedIn) = try row.decode((Int64, UUID?, Int64?, String?, Bool?, String?).self)
@@ -104,6 +104,27 @@ struct PostgresIngestStore: IngestStore {
         return claim
     }
 
+    /// Turns the resolved groups that a new report regresses (its version >= `resolved_in`, or
+    /// any report when `resolved_in` is absent; ``AppVersion``) into regressed; returns them.
+    /// A statement only when one regresses.
+    private func regress(
+        _ stored: [IngestItem], _ groupIDs: [Int64], resolved: [Int64: String?], _ connection: PostgresConnection
+    ) async throws -> Set<Int64> {
+        guard !resolved.isEmpty else { return [] }
+        var regressedIDs = Set<Int64>()
+        for (item, id) in zip(stored, groupIDs) {
+            guard let resolvedIn = resolved[id], !regressedIDs.contains(id) else { continue }
+            if resolvedIn.map({ AppVersion.compare(item.report.app.version, $0) >= 0 }) ?? true { regressedIDs.insert(id) }
+        }
+        if !regressedIDs.isEmpty {
+            try await connection.query(
+                "UPDATE crash_groups SET status = 'regressed' WHERE id = ANY(\(regressedIDs.sorted()))", logger: logger)
+        }
+        return regressedIDs
+    }
+}
+
+extension IngestSQL {
     /// Records the ids in the idempotency ledger (a duplicate touches nothing else: no group,
     /// count or rollup), then, for the reports whose ids were new, upserts each of their groups:
     /// created with its attributes from ``Input`` and its times and counts from the reports
@@ -201,24 +222,5 @@ struct PostgresIngestStore: IngestStore {
             """
         }
         static let sql = query(Input()).sql
-    }
-
-    /// Turns the resolved groups that a new report regresses (its version >= `resolved_in`, or
-    /// any report when `resolved_in` is absent; ``AppVersion``) into regressed; returns them.
-    /// A statement only when one regresses.
-    private func regress(
-        _ stored: [IngestItem], _ groupIDs: [Int64], resolved: [Int64: String?], _ connection: PostgresConnection
-    ) async throws -> Set<Int64> {
-        guard !resolved.isEmpty else { return [] }
-        var regressedIDs = Set<Int64>()
-        for (item, id) in zip(stored, groupIDs) {
-            guard let resolvedIn = resolved[id], !regressedIDs.contains(id) else { continue }
-            if resolvedIn.map({ AppVersion.compare(item.report.app.version, $0) >= 0 }) ?? true { regressedIDs.insert(id) }
-        }
-        if !regressedIDs.isEmpty {
-            try await connection.query(
-                "UPDATE crash_groups SET status = 'regressed' WHERE id = ANY(\(regressedIDs.sorted()))", logger: logger)
-        }
-        return regressedIDs
     }
 }
