@@ -148,20 +148,20 @@ extension PostgresSessionStore {
               AND did_hash IS NOT NULL AND version = ANY(\(versions)::text[])
               AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
             """, logger: logger)
-        var sets: [String: (users: SessionUsers, crashed: SessionUsers)] = [:]
-        for try await (version, users, crashedUsers, hash, crashed) in rows.decode(
+        // Merged in place (`default:`): a copy of a set holding a sketch would copy its 16 KB.
+        var users: [String: SessionUsers] = [:]
+        var crashedUsers: [String: SessionUsers] = [:]
+        for try await (version, stored, storedCrashed, hash, crashed) in rows.decode(
             (String, ByteBuffer?, ByteBuffer?, Int64?, Bool).self)
         {
-            var pair = sets[version] ?? (SessionUsers(), SessionUsers())
-            if let users { pair.users.merge(encoded: users) }
-            if let crashedUsers { pair.crashed.merge(encoded: crashedUsers) }
+            if let stored { users[version, default: SessionUsers()].merge(encoded: stored) }
+            if let storedCrashed { crashedUsers[version, default: SessionUsers()].merge(encoded: storedCrashed) }
             if let hash {
-                pair.users.insert(hash)
-                if crashed { pair.crashed.insert(hash) }
+                users[version, default: SessionUsers()].insert(hash)
+                if crashed { crashedUsers[version, default: SessionUsers()].insert(hash) }
             }
-            sets[version] = pair
         }
-        return sets.mapValues { ($0.users.count, $0.crashed.count) }
+        return users.mapValues { ($0.count, 0) }.merging(crashedUsers.mapValues { (0, $0.count) }) { ($0.0, $1.1) }
     }
 
     /// Earliest and latest `started` of each of `versions` over all time, under the filters:
