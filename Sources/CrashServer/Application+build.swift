@@ -27,7 +27,9 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         probe: { try await database.ping() }
     )
     metrics.observeQueue(of: batcher)
-    let partitions = PartitionMaintenance(database: database, retentionDays: configuration.retentionDays, logger: logger)
+    let partitions = PartitionMaintenance(
+        schema: PostgresSchemaMaintenance(database: database), database: database,
+        retentionDays: configuration.retentionDays, logger: logger)
     let symbolizers = SymbolizerPool(
         executable: configuration.llvmSymbolizer, size: configuration.symbolizers, logger: logger)
     let keys = IngestKeyCache()
@@ -129,7 +131,7 @@ func prepareDatabase(_ database: CrashDatabase, partitions: PartitionMaintenance
     let deadline = ContinuousClock.now + .seconds(60)
     while true {
         do {
-            try await database.migrate()
+            try await partitions.schema.migrate()
             try await partitions.runOnce()
             database.schemaApplied.set()
             return

@@ -73,7 +73,7 @@ struct Migrate: AsyncParsableCommand {
         let config = try common.configuration()
         let logger = makeLogger(config)
         try await withDatabase(config, logger: logger) { db in
-            try await db.migrate()
+            try await PostgresSchemaMaintenance(database: db).migrate()
         }
         logger.info("schema applied")
     }
@@ -109,7 +109,7 @@ struct ProjectCommand: AsyncParsableCommand {
         func run() async throws {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
-                try await db.migrate()
+                try await PostgresSchemaMaintenance(database: db).migrate()
                 return try await PostgresProjectStore(database: db).create(slug: name, grouping: grouping).json(publicURL: config.publicURL)
             }
             print(json)
@@ -123,7 +123,7 @@ struct ProjectCommand: AsyncParsableCommand {
         func run() async throws {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
-                try await db.migrate()
+                try await PostgresSchemaMaintenance(database: db).migrate()
                 return try await PostgresProjectStore(database: db).listJSON(publicURL: config.publicURL)
             }
             print(json)
@@ -145,7 +145,7 @@ struct ProjectCommand: AsyncParsableCommand {
             // Neither flag, or both: both keys.
             let keys: KeyRotation = readToken == ingestKey ? .both : readToken ? .readToken : .ingestKey
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
-                try await db.migrate()
+                try await PostgresSchemaMaintenance(database: db).migrate()
                 return try await PostgresProjectStore(database: db).rotateKeys(slug: name, keys).json(publicURL: config.publicURL)
             }
             print(json)

@@ -30,7 +30,7 @@ struct DebugFilesCommand: AsyncParsableCommand {
             let project = self.project
             let files = self.files
             let failures = try await withDatabase(config, logger: makeLogger(config)) { db -> Int in
-                try await db.migrate()
+                try await PostgresSchemaMaintenance(database: db).migrate()
                 var failures = 0
                 for path in files {
                     let url = URL(fileURLWithPath: path)

@@ -30,7 +30,7 @@ extension ProjectCommand {
         func run() async throws {
             let config = try common.configuration()
             let output = try await withDatabase(config, logger: makeLogger(config)) { db in
-                try await db.migrate()
+                try await PostgresSchemaMaintenance(database: db).migrate()
                 if preview {
                     return try await PostgresProjectStore(database: db).groupingPreview(slug: name, target: version, days: days).json()
                 }

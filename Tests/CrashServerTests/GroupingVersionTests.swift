@@ -138,8 +138,8 @@ struct GroupingVersionTests {
                 _ = try await db.client.query(
                     "INSERT INTO projects (slug, ingest_key_hash, read_token_hash) VALUES ('old', '\\x01', '\\x02')",
                     logger: TestEnvironment.logger)
-                try await db.migrate()
-                try await db.migrate()  // idempotent
+                try await PostgresSchemaMaintenance(database: db).migrate()
+                try await PostgresSchemaMaintenance(database: db).migrate()  // idempotent
                 _ = try await PostgresProjectStore(database: db).create(slug: "new")
                 #expect(try await PostgresProjectStore(database: db).groupingVersion(slug: "old") == .v1)
                 #expect(try await PostgresProjectStore(database: db).groupingVersion(slug: "new") == .v2)

@@ -349,7 +349,7 @@ import Testing
                 ] {
                     _ = try await db.client.query(statement, logger: TestEnvironment.logger)
                 }
-                try await db.migrate()
+                try await PostgresSchemaMaintenance(database: db).migrate()
                 let types = try await db.client.query(
                     """
                     SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute

@@ -22,10 +22,10 @@ import Testing
 
     @Test func migrationIsIdempotent() async throws {
         try await withTestDatabase { (db: CrashDatabase) async throws in
-            try await db.migrate()
+            try await PostgresSchemaMaintenance(database: db).migrate()
             // The recorded digest would make a second `migrate()` a no-op: run every
             // statement again on a database that already has them.
-            try await db.migrate(statements: Schema.statements, reapplyingRecordedSchema: true)
+            try await PostgresSchemaMaintenance(database: db).migrate(statements: Schema.statements, reapplyingRecordedSchema: true)
         }
     }
 
@@ -34,9 +34,9 @@ import Testing
         try await withTestDatabase { (db: CrashDatabase) async throws in
             let table = "not_idempotent_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
             let statements = Schema.statements + ["CREATE TABLE \(table) (x int)"]
-            try await db.migrate(statements: statements, reapplyingRecordedSchema: true)
+            try await PostgresSchemaMaintenance(database: db).migrate(statements: statements, reapplyingRecordedSchema: true)
             await #expect(throws: (any Error).self) {
-                try await db.migrate(statements: statements, reapplyingRecordedSchema: true)
+                try await PostgresSchemaMaintenance(database: db).migrate(statements: statements, reapplyingRecordedSchema: true)
             }
             try await db.client.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"), logger: TestEnvironment.logger)
         }

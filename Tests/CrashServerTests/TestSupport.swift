@@ -51,7 +51,7 @@ func withTestDatabase<T: Sendable>(
     _ config: ServerConfiguration = TestEnvironment.configuration(), _ body: @Sendable (CrashDatabase) async throws -> T
 ) async throws -> T {
     try await withDatabase(config, logger: TestEnvironment.logger) { db in
-        try await db.migrate()
+        try await PostgresSchemaMaintenance(database: db).migrate()
         return try await body(db)
     }
 }

@@ -2,8 +2,14 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-/// The server's PostgreSQL: pooled, non-blocking `PostgresClient`s plus the queries
-/// CrashGuard runs on them (each feature in its own `CrashDatabase+feature.swift`).
+/// The server's PostgreSQL: its pooled, non-blocking `PostgresClient`s, the routing of reads
+/// to the standby or the primary (``withReader(_:)``, ``withReadSnapshot(_:)``) and the flag
+/// that says the schema is applied.
+///
+/// The queries live in one store per aggregate, each a protocol and a struct over these pools:
+/// ``PostgresIngestStore``, ``PostgresQueryStore``, ``PostgresProjectStore``,
+/// ``PostgresWebhookStore``, ``PostgresDebugFileStore``, ``PostgresSessionStore`` and
+/// ``PostgresSchemaMaintenance`` (docs/server.md, "Storage").
 public struct CrashDatabase: Sendable {
     /// The primary's pool for everything but ingest transactions and read snapshots: writes
     /// (triage, webhooks, projects), lookups, migrations and maintenance. Its sessions keep
@@ -71,6 +77,12 @@ public struct CrashDatabase: Sendable {
         ]
         guard let reader else { return pools }
         return pools + [Pool(client: reader.client, name: "read replica"), ReadReplicaMonitor(database: self, reader: reader)]
+    }
+
+    /// A round trip to the primary: succeeds only while it answers (`/readyz`, and the
+    /// batcher's probe while the database is marked down).
+    func ping() async throws {
+        try await client.query("SELECT 1", logger: logger)
     }
 
     /// A pool as a service that prints as its name. The service group logs each service at

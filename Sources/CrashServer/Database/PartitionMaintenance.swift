@@ -1,4 +1,3 @@
-import CrashWire
 import Foundation
 import Logging
 import PostgresNIO
@@ -9,6 +8,8 @@ import ServiceLifecycle
 ///
 /// Runs once before the server accepts traffic (see `buildApplication`) and hourly after.
 struct PartitionMaintenance: Service {
+    let schema: any SchemaMaintenance
+    /// The list snapshots and sessions it prunes are read through their stores on it.
     let database: CrashDatabase
     let retentionDays: Int
     let logger: Logger
@@ -19,7 +20,7 @@ struct PartitionMaintenance: Service {
         let first = now.addingTimeInterval(-31 * day)
         let last = now.addingTimeInterval(3 * day)
         let cutoff = now.addingTimeInterval(-Double(retentionDays) * day)
-        let (created, dropped) = try await database.maintainPartitions(from: first, to: last, dropBefore: cutoff)
+        let (created, dropped) = try await schema.maintainPartitions(from: first, to: last, dropBefore: cutoff)
         if created > 0 || dropped > 0 {
             logger.info("report partitions maintained", metadata: ["partitions.created": "\(created)", "partitions.dropped": "\(dropped)"])
         }
@@ -41,34 +42,5 @@ struct PartitionMaintenance: Service {
                 }
             }
         }
-    }
-}
-
-extension CrashDatabase {
-    /// The advisory lock that serializes partition maintenance across replicas.
-    static let partitionLockID: Int64 = 0x6372_6173_6870_6172  // "crashpar"
-
-    /// Creates the daily partitions covering the UTC days of `from`...`to` and drops those
-    /// (and their idempotency rows) older than `dropBefore`'s UTC day, in one transaction
-    /// under an advisory lock: replicas that run it at the same time take turns, and the
-    /// second finds nothing left to do.
-    func maintainPartitions(from: Date, to: Date, dropBefore: Date) async throws -> (created: Int, dropped: Int) {
-        try await client.withTransaction(logger: logger) { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockID))", logger: logger)
-            var created = 0
-            var dropped = 0
-            let made = try await connection.query(
-                "SELECT crashguard_ensure_partitions(\(Self.utcDay(from))::date, \(Self.utcDay(to))::date)", logger: logger)
-            for try await count in made.decode(Int.self) { created = count }
-            let gone = try await connection.query(
-                "SELECT crashguard_drop_partitions_before(\(Self.utcDay(dropBefore))::date)", logger: logger)
-            for try await count in gone.decode(Int.self) { dropped = count }
-            return (created, dropped)
-        }
-    }
-
-    /// `YYYY-MM-DD` of the UTC day holding `date`.
-    static func utcDay(_ date: Date) -> String {
-        String(RFC3339.format(date).prefix(10))
     }
 }

@@ -1,13 +1,13 @@
 import Crypto
 import Hummingbird
 import NIOCore
-import PostgresNIO
 
 /// `/healthz`, `/readyz` and `/metrics`: what orchestrators and Prometheus poll.
 ///
 /// With a metrics token (`CRASHGUARD_METRICS_TOKEN`), `/metrics` answers only
 /// `Authorization: Bearer <token>`; anything else is 401 and shows nothing of the server.
 struct OperationsController: Sendable {
+    /// The primary's liveness (``CrashDatabase/ping()``) and the standby's state as last polled.
     let database: CrashDatabase
     let metrics: ServerMetrics
     /// SHA-256 of the metrics token; nil: `/metrics` is open.
@@ -63,12 +63,5 @@ struct OperationsController: Sendable {
 
     private static func json(_ status: HTTPResponse.Status, _ text: String, retryAfter: Int? = nil) -> Response {
         JSONResponse.response(status, ByteBuffer(string: text), headers: retryAfter.map { [.retryAfter: String($0)] } ?? [:])
-    }
-}
-
-extension CrashDatabase {
-    /// A round trip to the database: succeeds only while it answers.
-    func ping() async throws {
-        try await client.query("SELECT 1", logger: logger)
     }
 }

@@ -1,9 +1,20 @@
+import CrashWire
 import Crypto
 import Foundation
 import Logging
 import PostgresNIO
 
-extension CrashDatabase {
+/// ``SchemaMaintenance`` on PostgreSQL: the primary's pool (``CrashDatabase/client``), whose
+/// sessions keep PostgreSQL's default timeouts, so building an index is not cut short.
+public struct PostgresSchemaMaintenance: SchemaMaintenance {
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(database: CrashDatabase) {
+        client = database.client
+        logger = database.logger
+    }
+
     /// Applies schema.sql in one transaction under an advisory lock, so replicas that
     /// start together migrate once. Every statement is idempotent; a database that already
     /// has this exact schema (by SHA-256 of its text) is left alone, so starting a server
@@ -54,18 +65,32 @@ extension CrashDatabase {
             logger.info("schema applied", metadata: ["schema.sha256": "\(digest)", "schema.statements": "\(Schema.statements.count)"])
         }
     }
-}
 
-/// The schema needs applying and the connected role may not change it: a server role without
-/// DDL rights (Deploy/README.md, "Database roles") waits for `crash-server migrate` run as the
-/// role that owns the tables.
-public struct SchemaPrivilegeError: Error, CustomStringConvertible {
-    /// What the database refused.
-    let detail: String
+    /// The advisory lock that serializes partition maintenance across replicas.
+    static let partitionLockID: Int64 = 0x6372_6173_6870_6172  // "crashpar"
 
-    public var description: String {
-        "the database schema is not applied and this role may not apply it (\(detail)): run `crash-server migrate` "
-            + "as the role that owns the tables (in compose: the migrate service), then start the server again"
+    /// Creates the daily partitions covering the UTC days of `from`...`to` and drops those
+    /// (and their idempotency rows) older than `dropBefore`'s UTC day, in one transaction
+    /// under an advisory lock: replicas that run it at the same time take turns, and the
+    /// second finds nothing left to do.
+    func maintainPartitions(from: Date, to: Date, dropBefore: Date) async throws -> (created: Int, dropped: Int) {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockID))", logger: logger)
+            var created = 0
+            var dropped = 0
+            let made = try await connection.query(
+                "SELECT crashguard_ensure_partitions(\(Self.utcDay(from))::date, \(Self.utcDay(to))::date)", logger: logger)
+            for try await count in made.decode(Int.self) { created = count }
+            let gone = try await connection.query(
+                "SELECT crashguard_drop_partitions_before(\(Self.utcDay(dropBefore))::date)", logger: logger)
+            for try await count in gone.decode(Int.self) { dropped = count }
+            return (created, dropped)
+        }
+    }
+
+    /// `YYYY-MM-DD` of the UTC day holding `date`.
+    static func utcDay(_ date: Date) -> String {
+        String(RFC3339.format(date).prefix(10))
     }
 }
 
