@@ -177,10 +177,13 @@ struct ReleasesController: Sendable {
                 guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
                 return unit
             } ?? .hour
-        let detail = try await store.releaseDetail(
+        // The sessions and the crash groups are independent reads: side by side, each on a
+        // connection of its own.
+        async let sessions = store.releaseDetail(
             project: project.id, version: version, window: window, filters: filters, interval: interval)
+        async let crashes = groups(project: project, version: version, app: filters.app, window: window)
+        let (detail, (top, introduced)) = try await (sessions, crashes)
         let release = ReleaseBody(detail.totals, allSessions: detail.allSessions, seen: detail.seen)
-        let (top, introduced) = try await groups(project: project, version: version, app: filters.app, window: window)
         return ReleaseDetailBody(release, series: detail.series, topGroups: top, newGroups: introduced)
     }
 
@@ -191,10 +194,10 @@ struct ReleasesController: Sendable {
         -> (top: [GroupBody], introduced: [GroupBody])
     {
         let groupFilters = GroupFilters(app: app, version: version)
-        let top = try await QueryService(store: PostgresQueryStore(database: database)).groups(
+        async let top = QueryService(store: PostgresQueryStore(database: database)).groups(
             project, GroupListRequest(window: window, filters: groupFilters, limit: 10)
         ).groups
-        let introduced = try await PostgresQueryStore(database: database).read { reader in
+        async let introduced = PostgresQueryStore(database: database).read { reader in
             let ids = try await Self.groupsIntroduced(
                 project: project.id, version: version, app: app, window: window, on: reader.connection, logger: database.logger)
             guard !ids.isEmpty else { return [GroupBody]() }
@@ -204,7 +207,7 @@ struct ReleasesController: Sendable {
             return try await reader.groupBodies(
                 project: project.id, counts: ranked.prefix(10).map { ($0.key, $0.value) }, window: window, filters: groupFilters)
         }
-        return (top, introduced)
+        return try await (top, introduced)
     }
 
     /// Groups whose first report ever is of `version` (and `app`), ignored ones left out.

@@ -69,7 +69,8 @@ struct SessionUsers: Sendable, Equatable {
         }
     }
 
-    /// Merges a stored set (``encoded``); bytes it cannot read are ignored.
+    /// Merges a stored set (``encoded``); bytes it cannot read are ignored. (A query merges
+    /// thousands of these: the loops read the bytes in place.)
     mutating func merge(encoded bytes: ByteBuffer) {
         bytes.withUnsafeReadableBytes { raw in
             guard let tag = raw.first else { return }
@@ -78,17 +79,19 @@ struct SessionUsers: Sendable, Equatable {
             case 0:
                 var i = 0
                 while i + 8 <= body.count {
-                    var hash: UInt64 = 0
-                    for j in 0..<8 { hash = hash << 8 | UInt64(body[i + j]) }
-                    insert(Int64(bitPattern: hash))
+                    insert(Int64(bitPattern: UInt64(bigEndian: body.loadUnaligned(fromByteOffset: i, as: UInt64.self))))
                     i += 8
                 }
             case 1:
                 mergeSketch { sketch in
-                    var i = 0
-                    while i + 3 <= body.count {
-                        sketch.merge(index: Int(body[i]) << 8 | Int(body[i + 1]), rank: Int(body[i + 2]))
-                        i += 3
+                    sketch.registers.withUnsafeMutableBufferPointer { registers in
+                        var i = 0
+                        while i + 3 <= body.count {
+                            let index = Int(body[i]) << 8 | Int(body[i + 1])
+                            let rank = body[i + 2]
+                            if index < registers.count, registers[index] < rank { registers[index] = rank }
+                            i += 3
+                        }
                     }
                 }
             case 2:
