@@ -76,6 +76,8 @@ import Testing
     static let notRollups: Set<String> = [
         "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes", "debug_files",
         "debug_file_chunks", "dashboard_sessions",
+        // Sentry's chunk uploads (debug files on their way in).
+        "upload_chunks",
         // Release health: derived from sessions, not reports (ReleaseHealthTests checks them).
         "session_states", "session_aggregates", "session_deltas", "session_hours", "session_days",
     ]
