@@ -3,7 +3,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import PostgresNIO
 
 /// The Query section of the contract: crash list, detail, reports, triage and stats, all
 /// behind a project's read token (``ReadAuthenticationMiddleware``); plus `GET /openapi.json`.
