@@ -86,7 +86,7 @@ import Testing
         }
     }
 
-    /// The Sentry routes read bodies under the same budget (they used to take none): a slow
+    /// The Sentry routes read bodies under the same budget as `/v1/reports`: a slow
     /// Sentry upload holds its share from `/v1/reports`, and a Sentry request past the budget
     /// gets Sentry's answer for "come back later", 429 with `Retry-After` and
     /// `X-Sentry-Rate-Limits`, and stores nothing.

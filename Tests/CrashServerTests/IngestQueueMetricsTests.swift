@@ -13,8 +13,8 @@ extension IngestBatcherTests {
             .flatMap { Double($0.split(separator: " ")[1]) }
     }
 
-    /// The queue gauge rises while reports wait and falls back to 0 once they are committed
-    /// (it used to keep the depth seen at the last submit forever).
+    /// The queue gauge rises while reports wait and falls back to 0 once they are committed,
+    /// rather than keeping the depth seen at the last submit.
     @Test func queueGaugeFallsWhenReportsAreCommitted() async throws {
         let store = GatedStore()
         let metrics = ServerMetrics()
