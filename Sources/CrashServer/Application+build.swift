@@ -39,10 +39,12 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
         keys: keys, budget: budget, symbolizers: symbolizers, logger: logger)
     let webhooks = WebhookSender(
-        store: PostgresWebhookStore(database: database), database: database, settings: configuration.webhooks,
+        store: PostgresWebhookStore(database: database), queries: PostgresQueryStore(database: database),
+        schemaApplied: database.schemaApplied, settings: configuration.webhooks,
         publicURL: configuration.publicURL, metrics: metrics, logger: logger)
     let spikes = SpikeDetector(
-        store: PostgresWebhookStore(database: database), database: database, settings: configuration.webhooks, logger: logger)
+        store: PostgresWebhookStore(database: database), schemaApplied: database.schemaApplied,
+        settings: configuration.webhooks, logger: logger)
     let sessionRollups = SessionCompactor(store: PostgresSessionStore(database: database), database: database, logger: logger)
     let trimmer = HeapTrimmer(budget: budget, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
@@ -106,7 +108,7 @@ func buildRouter(
         store: PostgresQueryStore(database: database),
         symbolicator: symbolizers.map {
             ReportSymbolicator(
-                store: PostgresDebugFileStore(database: database), database: database, pool: $0,
+                store: PostgresDebugFileStore(database: database), reports: PostgresQueryStore(database: database), pool: $0,
                 cacheBytes: configuration.debugFilesCacheBytes, logger: logger)
         }
     ).addRoutes(to: bounded)

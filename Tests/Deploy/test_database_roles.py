@@ -248,7 +248,7 @@ class DatabaseRoles(unittest.TestCase):
 
     def test_6_the_server_role_reads_what_the_server_asks_of_the_catalog(self):
         # The standby's lag polls and the key-cache confirmation count (ReadReplica.swift,
-        # CrashDatabase+projects.swift) need no privileged view or function.
+        # PostgresProjectStore.swift) need no privileged view or function.
         done = Cluster.psql(
             "SELECT pg_current_wal_lsn(), pg_current_wal_insert_lsn(), pg_is_in_recovery(), pg_last_wal_replay_lsn(), "
             "pg_last_xact_replay_timestamp(), pg_current_snapshot(), pg_current_xact_id(); "

@@ -12,7 +12,12 @@ enum PollingService {
     /// shutdown begins: the services start beside the migration, and on an empty database
     /// their first poll would fail on tables that do not exist yet.
     static func waitForSchema(of database: CrashDatabase) async {
-        while !database.schemaApplied.isSet, !Task.isCancelled, !Task.isShuttingDownGracefully {
+        await waitForSchema(database.schemaApplied)
+    }
+
+    /// Waits until `schemaApplied` is set, or shutdown begins.
+    static func waitForSchema(_ schemaApplied: ReadyFlag) async {
+        while !schemaApplied.isSet, !Task.isCancelled, !Task.isShuttingDownGracefully {
             await sleep(seconds: 0.05)
         }
     }

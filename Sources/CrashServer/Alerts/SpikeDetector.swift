@@ -7,14 +7,14 @@ import ServiceLifecycle
 /// rollups, safe with several servers) and, once an hour, prunes deliveries older than 30 days.
 struct SpikeDetector: Service {
     let store: any WebhookStore
-    /// Its ready flag says when the schema exists.
-    let database: CrashDatabase
+    /// Set once the schema is applied (``CrashDatabase/schemaApplied``).
+    let schemaApplied: ReadyFlag
     let settings: WebhookSettings
     let logger: Logger
 
     func run() async throws {
         guard settings.spikeInterval > .zero else { return await PollingService.idleUntilShutdown() }
-        await PollingService.waitForSchema(of: database)
+        await PollingService.waitForSchema(schemaApplied)
         var lastPrune = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {

@@ -19,9 +19,10 @@ import ServiceLifecycle
 /// off by a crash is sent again once its lease expires, so a receiver may see one twice.
 struct WebhookSender: Service {
     let store: any WebhookStore
-    /// The group a payload describes is read through its read snapshot; its ready flag says
-    /// when the schema exists.
-    let database: CrashDatabase
+    /// The group a payload describes, read in one snapshot through the read routing.
+    let queries: PostgresQueryStore
+    /// Set once the schema is applied (``CrashDatabase/schemaApplied``).
+    let schemaApplied: ReadyFlag
     let settings: WebhookSettings
     let publicURL: String
     let metrics: ServerMetrics
@@ -45,7 +46,7 @@ struct WebhookSender: Service {
     /// webhook: a receiver that hangs until the timeout holds two slots, never the deliveries
     /// of other webhooks claimed beside or after them.
     private func loop(_ transport: WebhookTransport) async {
-        await PollingService.waitForSchema(of: database)
+        await PollingService.waitForSchema(schemaApplied)
         let inFlight = NIOLockedValueBox(0)
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -125,7 +126,7 @@ struct WebhookSender: Service {
     /// The body for the webhook's format, or nil when the group no longer exists.
     func render(_ delivery: ClaimedDelivery) async throws -> [UInt8]? {
         let window = TimeWindow.lastSevenDays()
-        let group = try await PostgresQueryStore(database: database).read { reader in
+        let group = try await queries.read { reader in
             try await reader.groupBody(project: delivery.projectID, group: delivery.groupID, window: window)
         }
         guard let group else { return nil }

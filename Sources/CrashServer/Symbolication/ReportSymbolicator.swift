@@ -33,9 +33,9 @@ public struct SymbolicatedFrame: Codable, Sendable, Equatable {
 final class ReportSymbolicator: Sendable {
     /// The debug files' lookups and contents.
     let store: any DebugFileStore
-    /// Reports are read again through the read routing (``CrashDatabase/withReadSnapshot(_:)``),
-    /// like every report the query API shows.
-    let database: CrashDatabase
+    /// Reports are read again in a snapshot of the query store, through the read routing
+    /// (``CrashDatabase/withReadSnapshot(_:)``), like every report the query API shows.
+    let reports: PostgresQueryStore
     let pool: SymbolizerPool
     let files: DebugFileCache
     let logger: Logger
@@ -44,11 +44,11 @@ final class ReportSymbolicator: Sendable {
     /// `directory` holds the copies of debug files the symbolizer reads (``DebugFileCache``),
     /// at most `cacheBytes` of them.
     init(
-        store: any DebugFileStore, database: CrashDatabase, pool: SymbolizerPool, directory: URL? = nil, cacheBytes: Int64 = 4 << 30,
+        store: any DebugFileStore, reports: PostgresQueryStore, pool: SymbolizerPool, directory: URL? = nil, cacheBytes: Int64 = 4 << 30,
         cacheEntries: Int = 100_000, logger: Logger
     ) {
         self.store = store
-        self.database = database
+        self.reports = reports
         self.pool = pool
         self.files = DebugFileCache(
             directory: directory ?? Self.defaultDirectory, maxBytes: cacheBytes, logger: logger)
@@ -157,7 +157,7 @@ final class ReportSymbolicator: Sendable {
     func symbolicateLatest(project: Int64, group: Int64, _ latest: [StoredReport]) async -> [StoredReport] {
         let full: [StoredReport]
         do {
-            full = try await PostgresQueryStore(database: database).read { reader in
+            full = try await reports.read { reader in
                 try await reader.reports(project: project, group: group, after: nil, limit: latest.count, includeStack: true)
             }.map(\.report)
         } catch {
