@@ -32,11 +32,22 @@ extension SentryEvent {
         reason = Self.clip(reason, ReportLimits.reasonBytes.upperBound)
 
         var stack: [String]?
+        var stackImages: [DebugImage] = []
         if let last, !last.frames.isEmpty {
             let frames = last.frames.contains { $0.inApp == true } ? last.frames.filter { $0.inApp == true } : last.frames
-            stack = frames.reversed().prefix(ReportLimits.maxFrames).map { frame in
-                Self.clip("\(frame.function.flatMap(Self.nonEmpty) ?? "?") (\(Self.place(of: frame)))", ReportLimits.frameBytes)
+            var lines: [String] = []
+            for frame in frames.reversed().prefix(ReportLimits.maxFrames) {
+                if let (line, image) = appleFrame(frame, index: lines.count) {
+                    if !stackImages.contains(where: { $0.imageAddress == image.imageAddress && $0.debugID == image.debugID }) {
+                        stackImages.append(image)
+                    }
+                    lines.append(Self.clip(line, ReportLimits.frameBytes))
+                } else {
+                    lines.append(
+                        Self.clip("\(frame.function.flatMap(Self.nonEmpty) ?? "?") (\(Self.place(of: frame)))", ReportLimits.frameBytes))
+                }
             }
+            stack = lines
         }
 
         var appID = Self.nonEmpty(appIdentifier)
@@ -78,6 +89,11 @@ extension SentryEvent {
         var context: [String: String] = [:]
         var entries = tags.sorted { $0.key < $1.key }
         if let environment { entries.insert(("environment", environment), at: 0) }
+        // The images of the stack's address frames first, so tags never crowd them out.
+        for (n, image) in stackImages.enumerated().reversed() {
+            entries.insert(
+                ("image.\(n)", "0x\(String(image.imageAddress, radix: 16)) \(image.imageSize) \(image.debugID) \(image.name)"), at: 0)
+        }
         for (key, value) in entries where context.count < ReportLimits.maxContextEntries {
             let key = Self.clip(key, ReportLimits.contextKeyBytes)
             if context[key] == nil { context[key] = Self.clip(value, ReportLimits.contextValueBytes) }
@@ -94,6 +110,19 @@ extension SentryEvent {
             device: device,
             fingerprint: printFingerprint,
             context: context.isEmpty ? nil : context)
+    }
+
+    /// A frame without a function (or `<redacted>`, what the Cocoa SDK writes for a symbol it
+    /// may not read) whose `instruction_addr` lies in a Mach-O image of `debug_meta`: Apple's
+    /// unsymbolicated line `"<i> <image> 0x<address> 0x<image_addr> + <offset>"` (offset in
+    /// decimal), which grouping reads as image + offset and symbolication by the image's UUID.
+    func appleFrame(_ frame: Frame, index: Int) -> (line: String, image: DebugImage)? {
+        guard let address = frame.instructionAddress, !images.isEmpty else { return nil }
+        if let function = frame.function, !function.isEmpty, function != "<redacted>" { return nil }
+        guard let image = images.first(where: { $0.contains(address) }) else { return nil }
+        let line =
+            "\(index) \(image.name) 0x\(String(address, radix: 16)) 0x\(String(image.imageAddress, radix: 16)) + \(address - image.imageAddress)"
+        return (line, image)
     }
 
     /// A frame's place: `module`, else `filename`, else the last path component of

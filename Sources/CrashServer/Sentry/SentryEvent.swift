@@ -23,6 +23,8 @@ struct SentryEvent: Decodable {
     var deviceID: String?
     var tags: [(key: String, value: String)]
     var fingerprint: [String]?
+    /// `debug_meta.images` of type `macho` (Sentry Cocoa), in the event's order.
+    var images: [DebugImage]
 
     /// An `event_id` that is present but not 32 hex digits (or a hyphenated UUID).
     struct InvalidEventID: Error {}
@@ -87,10 +89,13 @@ struct SentryEvent: Decodable {
         var filename: String?
         var package: String?
         var inApp: Bool?
+        /// `instruction_addr`: where the frame is, as a `0x` hex text (or a number).
+        var instructionAddress: UInt64?
 
         private enum CodingKeys: String, CodingKey {
             case function, module, filename, package
             case inApp = "in_app"
+            case instructionAddress = "instruction_addr"
         }
 
         init(from decoder: any Decoder) throws {
@@ -100,13 +105,81 @@ struct SentryEvent: Decodable {
             filename = container.lenient(String.self, .filename)
             package = container.lenient(String.self, .package)
             inApp = container.lenient(Bool.self, .inApp)
+            instructionAddress = container.lenient(Address.self, .instructionAddress)?.value
+        }
+    }
+
+    /// A Mach-O image of `debug_meta.images` (Sentry's "Mach-O Images"): its debug id (the
+    /// `LC_UUID`), where it was loaded and how large it is, and its file.
+    struct DebugImage: Decodable {
+        var debugID: String
+        var imageAddress: UInt64
+        var imageSize: UInt64
+        var imageVMAddress: UInt64?
+        var codeFile: String
+        var arch: String?
+
+        /// Not an image of type `macho` with a debug id, a load address, a size and a file.
+        struct NotMachO: Error {}
+
+        private enum CodingKeys: String, CodingKey {
+            case type, arch
+            case debugID = "debug_id"
+            case uuid
+            case imageAddress = "image_addr"
+            case imageSize = "image_size"
+            case imageVMAddress = "image_vmaddr"
+            case codeFile = "code_file"
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard container.lenient(String.self, .type) == "macho",
+                let debugID = container.lenient(String.self, .debugID) ?? container.lenient(String.self, .uuid),
+                let address = container.lenient(Address.self, .imageAddress)?.value,
+                let size = container.lenient(Address.self, .imageSize)?.value, size > 0,
+                let codeFile = container.lenient(String.self, .codeFile), !codeFile.isEmpty
+            else { throw NotMachO() }
+            self.debugID = debugID.lowercased()
+            imageAddress = address
+            imageSize = size
+            imageVMAddress = container.lenient(Address.self, .imageVMAddress)?.value
+            self.codeFile = codeFile
+            arch = container.lenient(String.self, .arch)
+        }
+
+        /// The last path component of `code_file`, as Apple's frames name an image.
+        var name: String { codeFile.split(separator: "/").last.map(String.init) ?? codeFile }
+
+        func contains(_ address: UInt64) -> Bool { address >= imageAddress && address - imageAddress < imageSize }
+    }
+
+    /// An address: a `0x` hex text (Sentry's form), a decimal text or a JSON number.
+    struct Address: Decodable {
+        var value: UInt64
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let number = try? container.decode(UInt64.self) {
+                value = number
+                return
+            }
+            let text = try container.decode(String.self)
+            let parsed =
+                text.hasPrefix("0x") || text.hasPrefix("0X") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text)
+            guard let parsed else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an address")
+            }
+            value = parsed
         }
     }
 
     private enum CodingKeys: String, CodingKey {
         case eventID = "event_id"
         case timestamp, exception, logentry, message, release, environment, user, contexts, tags, fingerprint
+        case debugMeta = "debug_meta"
     }
+    private enum DebugMetaKeys: String, CodingKey { case images }
     private enum ValuesKeys: String, CodingKey { case values }
     private enum UserKeys: String, CodingKey { case id }
     private enum ContextsKeys: String, CodingKey { case app, os, device }
@@ -155,6 +228,9 @@ struct SentryEvent: Decodable {
             tags = []
         }
         fingerprint = container.lenient([Lenient<Scalar>].self, .fingerprint).map { $0.compactMap { $0.value?.text } }
+        images =
+            ((try? container.nestedContainer(keyedBy: DebugMetaKeys.self, forKey: .debugMeta))?
+            .lenient([Lenient<DebugImage>].self, .images) ?? []).compactMap(\.value)
     }
 
     /// Decodes one event payload; throws ``SentryEnvelope/Malformed`` for what is not an event.
