@@ -84,6 +84,9 @@ extension SeedCommand {
                 """)
             done += n
         }
+        // In order of `started`, as ingest inserts them (a session's row is written by its
+        // first update, its end is a HOT update on the same page): a window's sub-hour edge
+        // then reads the few pages of that hour, not one page per session.
         try await step(
             "session_states",
             """
@@ -91,7 +94,7 @@ extension SeedCommand {
                                         duration, updated_at)
             SELECT $1, sid, app, version, env, did_hash, started, status, CASE WHEN status = 'ok' THEN 0 ELSE 1 END, errors,
                    duration, started + make_interval(secs => COALESCE(duration, 0))
-            FROM seed_sessions WHERE NOT agg ORDER BY sid
+            FROM seed_sessions WHERE NOT agg ORDER BY started
             """)
         try await step(
             "session_aggregates",
