@@ -8,8 +8,8 @@ extension CrashDatabase {
     /// (`withReader`).
     ///
     /// Both pools' sessions carry the statement timeout (``QueryTimeouts``): a statement that
-    /// hits it is rolled back and answered 503 with `Retry-After` (``queryTimedOut``), never
-    /// 500.
+    /// hits it is rolled back and answered 503 with `Retry-After` (``APIError/queryTimedOut``),
+    /// never 500.
     func withReadSnapshot<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await withReader { client in
@@ -27,12 +27,7 @@ extension CrashDatabase {
             }
         } catch  where sqlState(error) == "57014" {
             logger.warning("read query timed out", metadata: ["error.message": "\(error)"])
-            throw Self.queryTimedOut
+            throw APIError.queryTimedOut
         }
     }
-
-    /// The answer to a read whose statement ran into the query timeout (SQLSTATE 57014).
-    static let queryTimedOut = APIError.unavailable(
-        "query timeout: the query took longer than the server allows; retry later, or ask for a shorter window or a coarser interval",
-        retryAfter: 5)
 }

@@ -105,3 +105,21 @@ public struct APIError: HTTPResponseError, CustomStringConvertible, Sendable {
         return ByteBuffer(bytes: data)
     }
 }
+
+/// The errors several routes answer alike, said once.
+extension APIError {
+    /// 503: the database could not be reached (a connection failure, the batcher's view of a
+    /// database that is down); nothing of the request was stored.
+    static let databaseUnreachable = APIError.unavailable("database unreachable", retryAfter: 5)
+    /// 503: the database answered but ran into a lock or statement timeout; nothing was stored.
+    static let databaseBusy = APIError.unavailable("database busy; retry later", retryAfter: 1)
+    /// 503: a read statement ran into the query timeout (SQLSTATE 57014) and was rolled back.
+    static let queryTimedOut = APIError.unavailable(
+        "query timeout: the query took longer than the server allows; retry later, or ask for a shorter window or a coarser interval",
+        retryAfter: 5)
+
+    /// 404: `project` has no crash group `group`.
+    static func noCrashGroup(_ group: Int64, in project: ProjectRef) -> APIError {
+        .notFound("no crash group \(group) in project '\(project.slug)'")
+    }
+}

@@ -20,7 +20,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return JSONResponse.error(error.status, error.status.reasonPhrase)
         } catch  where isConnectionError(error) {
             context.logger.warning("database unreachable", metadata: ["error.message": "\(error)"])
-            throw APIError.unavailable("database unreachable", retryAfter: 5)
+            throw APIError.databaseUnreachable
         } catch {
             context.logger.error("request failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
             return JSONResponse.error(.internalServerError, "internal server error")

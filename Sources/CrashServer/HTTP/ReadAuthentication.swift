@@ -37,7 +37,7 @@ struct ReadAuthenticationMiddleware<Store: ReadTokenLookup>: RouterMiddleware {
         do {
             project = try await store.project(readToken: token)
         } catch  where isConnectionError(error) {
-            throw APIError.unavailable("database unreachable", retryAfter: 5)
+            throw APIError.databaseUnreachable
         }
         guard let project else { throw APIError.unauthorized("unknown read token") }
         guard project.slug == slug else { throw APIError.notFound("no project '\(slug)'") }

@@ -25,7 +25,7 @@ struct IngestAuthenticator: Sendable {
     /// The project of `key`, after taking a token of its rate limit. With `sentryID`, the key
     /// must also belong to the project the Sentry path names.
     func authenticate(_ key: String, sentryID: Int64? = nil) async throws -> ProjectRef {
-        if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
+        if batcher.isDatabaseDown { throw APIError.databaseUnreachable }
         let owner: IngestKeyCache.Owner?
         do {
             owner = try await keys.owner(of: key) { hash in
@@ -33,7 +33,7 @@ struct IngestAuthenticator: Sendable {
             }
         } catch {
             batcher.markDown(error)
-            throw APIError.unavailable("database unreachable", retryAfter: 5)
+            throw APIError.databaseUnreachable
         }
         if let sentryID {
             guard let owner, owner.sentryID == sentryID else {

@@ -206,7 +206,7 @@ final class IngestBatcher: Service, Sendable {
             return Self.outcomeUnknown
         }
         logger.warning("ingest transaction abandoned before its COMMIT", metadata: ["db.reachable": "\(reachable)"])
-        return reachable ? .unavailable("database busy; retry later", retryAfter: 1) : .unavailable("database unreachable", retryAfter: 5)
+        return reachable ? .databaseBusy : .databaseUnreachable
     }
 
     /// The answer for a batch whose store failed.
@@ -223,7 +223,7 @@ final class IngestBatcher: Service, Sendable {
         }
         if isConnectionError(error) {
             markDown(error)
-            return .unavailable("database unreachable", retryAfter: 5)
+            return .databaseUnreachable
         }
         logger.error("ingest transaction failed", metadata: ["error.message": "\(String(reflecting: error))"])
         return .unavailable("could not store reports; retry later", retryAfter: 5)

@@ -100,7 +100,7 @@ struct IngestQueue<Waiter, C: Clock> where C.Duration == Duration {
     /// the lane to wake, or the refusal to answer at once (nothing queued).
     mutating func submit(_ items: [IngestItem], waiter: Waiter) -> Result<Int, APIError> {
         if isDraining { return .failure(.unavailable("server is shutting down", retryAfter: 5)) }
-        if isDatabaseDown { return .failure(.unavailable("database unreachable", retryAfter: 5)) }
+        if isDatabaseDown { return .failure(.databaseUnreachable) }
         // Admitted while the queue is below its bound, whatever the request's size: a
         // 1000-report request waits for room no longer than a single report does ("fits whole"
         // starves a large request while small ones keep the queue nearly full).
@@ -132,7 +132,7 @@ struct IngestQueue<Waiter, C: Clock> where C.Duration == Duration {
         // Marked down while these waited (an earlier batch found it unreachable): refused at
         // once rather than each batch waiting out the deadline in turn.
         if isDatabaseDown {
-            batch.refused = taken.map { ($0.waiter, .unavailable("database unreachable", retryAfter: 5)) }
+            batch.refused = taken.map { ($0.waiter, .databaseUnreachable) }
             return batch
         }
         // A job that waited a whole deadline (the batches before it were slow) is refused before

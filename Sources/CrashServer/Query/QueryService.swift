@@ -111,7 +111,7 @@ struct QueryService<Store: QueryStore>: Sendable {
                 let base = try await reader.groupBodies(
                     project: project.id, counts: [(group, count)], window: window, filters: GroupFilters()
                 ).first
-            else { throw APIError.notFound("no crash group \(group) in project '\(project.slug)'") }
+            else { throw APIError.noCrashGroup(group, in: project) }
             let breakdown = try await reader.breakdown(group: group, window: window)
             let points = window.buckets(TimeWindow.hour).map { TimeCount(t: $0, count: histogram[$0] ?? 0) }
             let latest = try await reader.reports(project: project.id, group: group, after: nil, limit: 5, includeStack: false)
@@ -136,7 +136,7 @@ struct QueryService<Store: QueryStore>: Sendable {
         }
         var body = try await store.read { reader -> ReportListBody in
             guard try await !reader.groupRows(project: project.id, ids: [group]).isEmpty else {
-                throw APIError.notFound("no crash group \(group) in project '\(project.slug)'")
+                throw APIError.noCrashGroup(group, in: project)
             }
             let rows = try await reader.reports(project: project.id, group: group, after: after, limit: limit + 1, includeStack: true)
             var next: String?
@@ -161,7 +161,7 @@ struct QueryService<Store: QueryStore>: Sendable {
     /// window; 404 for a group the project does not have.
     func triage(_ project: ProjectRef, _ change: GroupTriage) async throws -> GroupBody {
         let group = change.group
-        guard try await setStatus(project, change) else { throw APIError.notFound("no crash group \(group) in project '\(project.slug)'") }
+        guard try await setStatus(project, change) else { throw APIError.noCrashGroup(group, in: project) }
         let window = TimeWindow.lastSevenDays()
         return try await store.read { reader -> GroupBody in
             guard let body = try await reader.groupBody(project: project.id, group: group, window: window) else {

@@ -85,7 +85,7 @@ struct SessionIngest: Sendable {
         -> [SessionOutcome]
     {
         guard !updates.isEmpty || !aggregates.isEmpty else { return [] }
-        if batcher.isDatabaseDown { throw APIError.unavailable("database unreachable", retryAfter: 5) }
+        if batcher.isDatabaseDown { throw APIError.databaseUnreachable }
         let store = self.store
         do {
             return try await withDeadline(deadline) {
@@ -96,7 +96,7 @@ struct SessionIngest: Sendable {
         } catch let error where isConnectionError(error) {
             if !(error is DeadlineExceeded) { batcher.markDown(error) }
             logger.warning("sessions not stored", metadata: ["error.message": "\(error)"])
-            throw APIError.unavailable("database unreachable", retryAfter: 5)
+            throw APIError.databaseUnreachable
         }
     }
 }
