@@ -20,7 +20,7 @@ public struct CrashDatabase: Sendable {
     /// with ``QueryTimeouts``, so PostgreSQL ends any read statement at
     /// `CRASHGUARD_QUERY_TIMEOUT` and the connection goes back to the pool.
     let queryClient: PostgresClient
-    /// The pool of the group-commit transaction alone (``store(_:gate:)``): its sessions start
+    /// The pool of the group-commit transaction alone (``PostgresIngestStore/store(_:gate:)``): its sessions start
     /// with the transaction's timeouts and plan cache mode (``IngestTimeouts``), so a commit
     /// does not spend a round trip setting them.
     let ingestClient: PostgresClient
@@ -30,7 +30,7 @@ public struct CrashDatabase: Sendable {
     let logger: Logger
     /// Most estimated bytes of reports one ingest statement binds (`maxBatchBytes`): a request
     /// over it is still one transaction, its reports written in several statements
-    /// (``writeReportsAndRollups(_:_:regressed:_:)``).
+    /// (``PostgresIngestStore/writeReportsAndRollups(_:_:regressed:_:)``).
     let maxStatementBytes: Int
     /// Set by the server once the schema is applied and the partitions exist
     /// (`prepareDatabase`): services that poll tables wait for it, so a first start on an
