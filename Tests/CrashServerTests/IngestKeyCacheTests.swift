@@ -165,7 +165,8 @@ import Testing
         let database = try CrashDatabase(configuration: config, logger: TestEnvironment.logger)
         let batcher = IngestBatcher(
             maxQueuedReports: 1000, maxBatchReports: 100, maxBatchBytes: 16 << 20, timeout: .seconds(60), metrics: ServerMetrics(),
-            logger: TestEnvironment.logger, store: { try await PostgresIngestStore(database: database).store($0, gate: $1) }, probe: { try await database.ping() })
+            logger: TestEnvironment.logger, store: { try await PostgresIngestStore(database: database).store($0, gate: $1) },
+            probe: { try await database.ping() })
         let keys = IngestKeyCache()
         let listener = try IngestKeyListener(
             cache: keys, databaseURL: config.databaseURL, retryDelay: .seconds(600), logger: TestEnvironment.logger)
@@ -218,7 +219,9 @@ import Testing
         #expect(waited < PostgresProjectStore.keyCacheConfirmationTimeout + .seconds(30))
         try await withTestDatabase { (db: CrashDatabase) async throws in
             #expect(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(project.ingestKey)) == nil)
-            #expect(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(rotated.ingestKey))?.project.slug == project.project)
+            #expect(
+                try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(rotated.ingestKey))?.project.slug
+                    == project.project)
         }
     }
 }
