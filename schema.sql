@@ -696,3 +696,35 @@ CREATE TABLE IF NOT EXISTS dashboard_sessions (
 );
 CREATE INDEX IF NOT EXISTS dashboard_sessions_project ON dashboard_sessions (project_id);
 CREATE INDEX IF NOT EXISTS dashboard_sessions_expires ON dashboard_sessions (expires_at);
+
+-- Mach-O debug files (apple.md): keyed by their LC_UUID in build_id (lower case with dashes),
+-- kind 'macho', one row per architecture (`arch`); `sha1` names a file's contents the way
+-- Sentry's difs/assemble does. (Checked first: ALTER TABLE would lock the table at every start.)
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'debug_files' AND column_name = 'arch') THEN
+        ALTER TABLE debug_files
+            ADD COLUMN arch text,
+            ADD COLUMN sha1 text,
+            DROP CONSTRAINT IF EXISTS debug_files_build_id_check,
+            DROP CONSTRAINT IF EXISTS debug_files_kind_check,
+            ADD CONSTRAINT debug_files_build_id_check
+                CHECK (build_id ~ '^([0-9a-f]{4,128}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$'),
+            ADD CONSTRAINT debug_files_kind_check CHECK (kind IN ('elf', 'macho'));
+    END IF;
+END;
+$$;
+CREATE INDEX IF NOT EXISTS debug_files_project_sha1 ON debug_files (project_id, sha1);
+
+-- Chunks of Sentry's chunk-upload protocol (apple.md, `sentry-cli`), by project and the SHA-1
+-- of their bytes, until a difs/assemble names them; kept at least an hour (older ones are
+-- deleted as new chunks arrive).
+CREATE TABLE IF NOT EXISTS upload_chunks (
+    project_id  bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    sha1        text NOT NULL CHECK (sha1 ~ '^[0-9a-f]{40}$'),
+    size        integer NOT NULL,
+    data        bytea NOT NULL,
+    uploaded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (project_id, sha1)
+);

@@ -5,13 +5,14 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// `POST /v1/projects/{project}/debug-files?name=<file name>`: the body is one ELF file
-/// (`application/octet-stream`), stored by its GNU build id. Behind the project's read
+/// `POST /v1/projects/{project}/debug-files?name=<file name>`: the body is one ELF file, Mach-O
+/// file (thin or fat) or zipped dSYM (`application/octet-stream`), stored as the debug files
+/// it holds (``DebugFileIntake``): ELF by GNU build id, Mach-O by `LC_UUID` per architecture. Behind the project's read
 /// token, the secret credential (the ingest key ships inside apps; anyone holding it must
 /// not be able to change what a project's stacks say), checked before any body byte is read.
-/// 201 for a new build id, 200 for a re-upload (`outcome` says whether it replaced a poorer
-/// file), 400 for a file that is not ELF, has no build id or whose headers cannot be read in
-/// bounded work (``ELFDebugFile``), 413 over `CRASHGUARD_MAX_DEBUG_FILE_BYTES` or the
+/// 201 when a key is new, 200 when all were known (`outcome` says whether one replaced a
+/// poorer file), 400 for a file that is none of those, has no build id or UUID or whose headers
+/// cannot be read in bounded work (``ELFDebugFile``, ``MachODebugFile``, ``ZipDirectory``), 413 over `CRASHGUARD_MAX_DEBUG_FILE_BYTES` or the
 /// project's quota (``DebugFileQuota``).
 ///
 /// The body is streamed to a file in `spoolDirectory` as it arrives: what is in memory at
@@ -61,9 +62,9 @@ struct DebugFileController<Store: DebugFileStore, Projects: ReadTokenLookup>: Se
         share.release()
         let upload: DebugFileUpload
         do {
-            let elf = try await spool.parse()
-            upload = try await store.store(project: project.id, name: name, spool: spool, elf: elf, quota: quota)
-        } catch let error as ELFDebugFile.Error {
+            upload = try await DebugFileIntake(store: store, maxBytes: maxBytes, spoolDirectory: spoolDirectory)
+                .store(project: project.id, name: name, spool: spool, quota: quota)
+        } catch let error as DebugFileIntakeError {
             throw APIError.badRequest("\(error)")
         } catch let error as DebugFileQuotaError {
             throw APIError.payloadTooLarge("\(error)")

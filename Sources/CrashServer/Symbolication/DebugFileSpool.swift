@@ -18,6 +18,8 @@ final class DebugFileSpool: @unchecked Sendable {
     private(set) var path: String
     private let descriptor: Int32
     private var hasher = SHA256()
+    /// The SHA-1 too: Sentry's chunk-upload protocol names files by it.
+    private var sha1Hasher = Insecure.SHA1()
     private var kept = false
     /// Bytes appended so far.
     private(set) var size = 0
@@ -51,6 +53,7 @@ final class DebugFileSpool: @unchecked Sendable {
     private func appendBlocking(_ bytes: ByteBuffer) throws {
         try bytes.withUnsafeReadableBytes { buffer in
             hasher.update(bufferPointer: buffer)
+            sha1Hasher.update(bufferPointer: buffer)
             var done = 0
             while done < buffer.count {
                 let written = pwrite(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(size + done))
@@ -85,6 +88,50 @@ final class DebugFileSpool: @unchecked Sendable {
 
     /// The SHA-256 of everything appended, lowercase hex.
     var sha256: String { hasher.finalize().map { String(format: "%02x", $0) }.joined() }
+
+    /// The SHA-1 of everything appended, lowercase hex.
+    var sha1: String { sha1Hasher.finalize().map { String(format: "%02x", $0) }.joined() }
+
+    /// Calls `body` with the file mapped (empty when the file is), on NIO's blocking pool.
+    func withMapping<T: Sendable>(_ body: @escaping @Sendable (UnsafeRawBufferPointer) throws -> T) async throws -> T {
+        let descriptor = self.descriptor
+        let size = self.size
+        return try await NIOThreadPool.singleton.runIfActive {
+            guard size > 0 else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+            let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0)
+            guard let mapping, mapping != UnsafeMutableRawPointer(bitPattern: -1) else {
+                throw DebugFileSpoolError("cannot map the file: errno \(errno)")
+            }
+            defer { munmap(mapping, size) }
+            return try body(UnsafeRawBufferPointer(start: mapping, count: size))
+        }
+    }
+
+    /// Calls `body` with the bytes `offset..<offset + length` of the file, in chunks of at
+    /// most ``chunkBytes``.
+    func forEachChunk(offset: Int, length: Int, _ body: (ByteBuffer) async throws -> Void) async throws {
+        precondition(offset >= 0 && length >= 0 && offset + length <= size)
+        var done = 0
+        while done < length {
+            let start = offset + done
+            let count = min(Self.chunkBytes, length - done)
+            let chunk = try await NIOThreadPool.singleton.runIfActive { () throws -> ByteBuffer in
+                var buffer = ByteBuffer()
+                var read = 0
+                while read < count {
+                    read += try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count - read) { target in
+                        let got = pread(self.descriptor, target.baseAddress, count - read, off_t(start + read))
+                        if got < 0, errno == EINTR { return 0 }
+                        guard got > 0 else { throw DebugFileSpoolError("cannot read \(self.path): errno \(errno)") }
+                        return got
+                    }
+                }
+                return buffer
+            }
+            try await body(chunk)
+            done += count
+        }
+    }
 
     /// The file's headers, read from a mapping of it (only the pages the reader touches are read).
     func parse() async throws -> ELFDebugFile {
