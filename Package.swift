@@ -175,9 +175,52 @@ let package = Package(
         .testTarget(
             name: "CrashGuardReporterTests", dependencies: ["CrashGuard", "CrashWire", "CrashCompression"],
             path: "Tests/CrashGuardTests/Reporter", swiftSettings: strict),
+        // What the server's two test targets share: the test environment (the test database's
+        // URL, configurations, the in-process app), hostile sockets, webhook receivers, spawned
+        // servers and clusters, crafted ELF files. A library, so both import it (@testable).
+        .target(
+            name: "CrashServerTestSupport",
+            dependencies: [
+                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
+                "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/CrashServerTestSupport", swiftSettings: strict),
+        // The server's unit and in-memory route tests: no database, no process, no live server.
         .testTarget(
             name: "CrashServerTests",
             dependencies: [
+                "CrashServerTestSupport",
+                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
+                "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        // The server against a real PostgreSQL (CRASHGUARD_TEST_DATABASE_URL), live servers and
+        // spawned processes; scripts/test runs them one at a time.
+        .testTarget(
+            name: "CrashServerIntegrationTests",
+            dependencies: [
+                "CrashServerTestSupport",
                 "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
                 "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -3,6 +3,7 @@ import CrashWire
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The ranks rollup keys hold instead of strings: they must sort as the strings do (the lock
 /// order of concurrent batches) and stand for exactly their string.

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// Reads answer 503 once the database deadline passes, instead of waiting on a pool that
 /// cannot connect (after a PostgreSQL restart a lease waits for the pool's circuit breaker).

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// ``GroupRanking`` alone: candidates and counts are arrays, no storage.
 @Suite struct GroupRankingTests {

@@ -2,6 +2,7 @@ import HTTPTypes
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 @Suite struct HTTPFieldsValueTests {
     /// The same as swift-http-types' subscript: absent, sent once, sent several times (joined

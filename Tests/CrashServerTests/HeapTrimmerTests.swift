@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 #if canImport(Glibc)
 import Glibc

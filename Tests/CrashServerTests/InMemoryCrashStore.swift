@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// A ``QueryStore`` in memory, for route tests that need no PostgreSQL: statuses, headers,
 /// validation, pagination shapes, authentication. Counts are exact (straight from the

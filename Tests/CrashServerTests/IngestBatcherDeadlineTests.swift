@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The batcher's own deadline on a transaction, end to end, with injected stores that hang, fail
 /// or answer late: these race real tasks against calls that never return, which the queue's

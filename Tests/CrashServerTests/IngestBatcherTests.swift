@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The batcher's queue rules, with an injected store (no database: these test the
 /// queueing logic; the database path is covered by IngestTests).

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 extension IngestBatcherTests {
     /// The value of `crashguard_ingest_queue_reports` in the `/metrics` text.

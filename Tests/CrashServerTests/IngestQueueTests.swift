@@ -5,6 +5,7 @@ import HTTPTypes
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The group-commit queue's rules (admission, batches, expiry, the down mark), on the state
 /// machine alone: no tasks, no store, and a clock the test moves, so nothing here sleeps.

@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 @Suite struct JSONWriterTests {
     /// Every control character, quotes, backslashes, non-ASCII and escapes at the ends and

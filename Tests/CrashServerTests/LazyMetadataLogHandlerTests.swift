@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 @Suite struct LazyMetadataLogHandlerTests {
     /// Collects what a handler writes.

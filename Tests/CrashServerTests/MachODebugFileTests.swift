@@ -1,6 +1,7 @@
 import CrashDebugFiles
 import Foundation
 import Testing
+@testable import CrashServerTestSupport
 
 /// The Mach-O reader on the real binaries of Tests/Fixtures/apple/debug-files (made by its
 /// make-fixtures script with clang, ld64.lld, dsymutil and llvm-lipo) and on hostile headers.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 #if canImport(Glibc)
 import Glibc

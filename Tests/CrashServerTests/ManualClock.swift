@@ -1,4 +1,5 @@
 import Synchronization
+@testable import CrashServerTestSupport
 
 /// A clock that moves only when a test says so (``advance(by:)``), for state machines that read
 /// `now` and never sleep on it: their time rules are tested without waiting. Sleeping on it is

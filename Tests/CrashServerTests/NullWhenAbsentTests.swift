@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// Optional response fields are `null`, never missing keys (api-v1.md), through
 /// `@NullWhenAbsent` and synthesized Codable rather than hand-written `encode(to:)`.

@@ -8,6 +8,7 @@ import PostgresNIO
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The query routes over ``InMemoryCrashStore``: no PostgreSQL, so every run checks the
 /// HTTP shape (statuses, headers, error bodies, validation, pagination). The same routes run

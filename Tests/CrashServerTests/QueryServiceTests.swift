@@ -4,6 +4,7 @@ import PostgresNIO
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The query side's shared pieces without PostgreSQL: the SQL predicates written once, the
 /// named pieces of a time plan, and the typed requests the dashboard and `crash-server top`

@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// Bodies that decode to more than ``IngestBody/readingInPlaceBytes`` are read on NIO's thread
 /// pool (``ReadingExecutor``), small ones where they arrived: a body that takes long to read

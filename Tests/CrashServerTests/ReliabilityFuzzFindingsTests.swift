@@ -6,6 +6,7 @@ import Foundation
 import Testing
 
 @testable import CrashIngest
+@testable import CrashServerTestSupport
 
 /// Inputs the fuzzers found (scripts/fuzz), replayed through the server's code so they stay fixed.
 @Suite struct ReliabilityFuzzFindingsTests {

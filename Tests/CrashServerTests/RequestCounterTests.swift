@@ -1,6 +1,7 @@
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 @Suite struct RequestCounterTests {
     /// Each method, route and status counts on its own line, the same counter every time, in

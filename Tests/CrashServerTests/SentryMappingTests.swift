@@ -4,6 +4,7 @@ import HTTPTypes
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The Sentry door's pure parts: envelope parsing, the event-to-report mapping of the
 /// contract ("Ingest from Sentry SDKs"), key extraction and DSNs; no server, no database.

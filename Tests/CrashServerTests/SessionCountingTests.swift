@@ -3,6 +3,7 @@ import NIOCore
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The counting table of release-health.md applied to one session, row by row, and the
 /// parsing of updates (without a database; ReleaseHealthTests runs the same rows on PostgreSQL).

@@ -3,6 +3,7 @@ import Logging
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The one configuration source: README.md, Deploy/README.md and docker-compose.yml name
 /// exactly the settings `ServerConfiguration.settings` declares, with their defaults, and the

@@ -4,6 +4,7 @@ import NIOHTTP1
 import Testing
 
 @testable import CrashServer
+@testable import CrashServerTestSupport
 
 /// The contract's "Webhooks: hostile receivers" and the fixed error texts, one attempt at a
 /// time against real receivers on 127.0.0.1 (allowed through the allow list) that hang,
