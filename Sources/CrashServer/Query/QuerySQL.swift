@@ -40,6 +40,20 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(" END")
     }
 
+    /// The release queries' session filters (`environment`, `app`) over a session table;
+    /// an unset filter matches every row.
+    mutating func appendInterpolation(sessionFilter f: SessionFilters) {
+        appendLiteral("(")
+        appendInterpolation(f.environment)
+        appendLiteral("::text IS NULL OR environment = ")
+        appendInterpolation(f.environment)
+        appendLiteral(") AND (")
+        appendInterpolation(f.app)
+        appendLiteral("::text IS NULL OR app_id = ")
+        appendInterpolation(f.app)
+        appendLiteral(")")
+    }
+
     /// `column >= from AND column < to`: one piece of a ``TimeWindow/Plan``.
     mutating func appendInterpolation(_ column: StaticString, in range: TimeRange) {
         appendLiteral("\(column) >= ")

@@ -86,24 +86,24 @@ extension PostgresSessionStore {
             SELECT version, sum(n)::bigint, sum(c)::bigint, sum(er)::bigint, sum(ab)::bigint FROM (
                 SELECT version, started AS n, crashed AS c, errored AS er, abnormal AS ab FROM session_days
                 WHERE project_id = \(project) AND day >= \(d0) AND day < \(d1)
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 UNION ALL
                 SELECT version, started, crashed, errored, abnormal FROM session_hours
                 WHERE project_id = \(project) AND ((hour >= \(a0) AND hour < \(a1)) OR (hour >= \(b0) AND hour < \(b1)))
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 UNION ALL
                 SELECT version, started, crashed, errored, abnormal FROM session_deltas
                 WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1)
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 UNION ALL
                 SELECT version, 1, (status = 'crashed')::int, (status = 'errored')::int, (status = 'abnormal')::int
                 FROM session_states
                 WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 UNION ALL
                 SELECT version, sessions, crashed, errored, abnormal FROM session_aggregates
                 WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
             ) r
             GROUP BY version HAVING sum(n) > 0
             """, logger: logger)
@@ -127,26 +127,26 @@ extension PostgresSessionStore {
             """
             SELECT version, users, crashed_users, NULL::bigint, false FROM session_days
             WHERE project_id = \(project) AND day >= \(d0) AND day < \(d1) AND version = ANY(\(versions)::text[])
-              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+              AND \(sessionFilter: f)
             UNION ALL
             SELECT version, users, crashed_users, NULL, false FROM session_hours
             WHERE project_id = \(project) AND ((hour >= \(a0) AND hour < \(a1)) OR (hour >= \(b0) AND hour < \(b1)))
               AND version = ANY(\(versions)::text[])
-              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+              AND \(sessionFilter: f)
             UNION ALL
             SELECT version, users, crashed_users, NULL, false FROM session_deltas
             WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1) AND version = ANY(\(versions)::text[])
-              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+              AND \(sessionFilter: f)
             UNION ALL
             SELECT version, NULL, NULL, did_hash, status = 'crashed' FROM session_states
             WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
               AND did_hash IS NOT NULL AND version = ANY(\(versions)::text[])
-              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+              AND \(sessionFilter: f)
             UNION ALL
             SELECT version, NULL, NULL, did_hash, crashed > 0 FROM session_aggregates
             WHERE project_id = \(project) AND ((started >= \(r0) AND started < \(r1)) OR (started >= \(r2) AND started < \(r3)))
               AND did_hash IS NOT NULL AND version = ANY(\(versions)::text[])
-              AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+              AND \(sessionFilter: f)
             """, logger: logger)
         // Merged in place (`default:`): a copy of a set holding a sketch would copy its 16 KB.
         var users: [String: SessionUsers] = [:]
@@ -176,19 +176,19 @@ extension PostgresSessionStore {
             LEFT JOIN LATERAL (
                 SELECT first_started AS first FROM session_days
                 WHERE project_id = \(project) AND version = v.version AND first_started IS NOT NULL
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 ORDER BY day, first_started LIMIT 1
             ) f ON true
             LEFT JOIN LATERAL (
                 SELECT last_started AS last FROM session_days
                 WHERE project_id = \(project) AND version = v.version AND last_started IS NOT NULL
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 ORDER BY day DESC, last_started DESC LIMIT 1
             ) l ON true
             LEFT JOIN LATERAL (
                 SELECT min(first_started) AS first, max(last_started) AS last FROM session_deltas
                 WHERE project_id = \(project) AND version = v.version
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
             ) d ON true
             """, logger: logger)
         var seen: [String: ReleaseSeen] = [:]
@@ -215,15 +215,15 @@ extension PostgresSessionStore {
             SELECT t, sum(n)::bigint, sum(c)::bigint, sum(er)::bigint, sum(ab)::bigint FROM (
                 SELECT day AS t, started AS n, crashed AS c, errored AS er, abnormal AS ab FROM session_days
                 WHERE project_id = \(project) AND version = \(version) AND day >= \(from) AND day < \(daysEnd)
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 UNION ALL
                 SELECT hour, started, crashed, errored, abnormal FROM session_hours
                 WHERE project_id = \(project) AND version = \(version) AND hour >= \(daysEnd) AND hour < \(to)
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
                 UNION ALL
                 SELECT hour, started, crashed, errored, abnormal FROM session_deltas
                 WHERE project_id = \(project) AND version = \(version) AND hour >= \(from) AND hour < \(to)
-                  AND (\(f.environment)::text IS NULL OR environment = \(f.environment)) AND (\(f.app)::text IS NULL OR app_id = \(f.app))
+                  AND \(sessionFilter: f)
             ) r
             GROUP BY t
             """, logger: logger)
