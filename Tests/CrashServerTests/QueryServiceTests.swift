@@ -23,6 +23,12 @@ import Testing
         #expect(raw.sql.hasSuffix("AND ($5::text IS NULL OR COALESCE(os, '') = $6)"))
     }
 
+    @Test func sessionFilterKeepsEachValueABind() {
+        let query: PostgresQuery = "AND \(sessionFilter: SessionFilters(environment: "production", app: nil))"
+        #expect(query.sql == "AND ($1::text IS NULL OR environment = $2) AND ($3::text IS NULL OR app_id = $4)")
+        #expect(query.binds.count == 4)
+    }
+
     @Test func groupFilterHidesIgnoredGroupsUnlessAStatusIsAsked() {
         let query: PostgresQuery = "\(groupFilter: GroupFilters(kind: .kvo, status: .regressed), alias: "g")"
         #expect(
