@@ -202,4 +202,21 @@ extension PostgresQueryStore.Reader {
         }
         return out
     }
+
+    /// Groups whose first report ever is of `version` (and `app`), ignored ones left out.
+    func groupsIntroduced(project: Int64, version: String, app: String?, window: TimeWindow) async throws -> [Int64] {
+        let rows = try await connection.query(
+            """
+            SELECT g.id FROM crash_groups g
+            JOIN group_facets fv ON fv.group_id = g.id AND fv.facet = 'version' AND fv.value = \(version)
+            WHERE g.project_id = \(project) AND g.status <> 'ignored' AND fv.first_seen = g.first_seen
+              AND fv.last_seen >= \(window.from) AND fv.first_seen < \(window.to)
+              AND (\(app)::text IS NULL OR EXISTS (
+                  SELECT 1 FROM group_facets fa
+                  WHERE fa.group_id = g.id AND fa.facet = 'app' AND fa.value = \(app) AND fa.first_seen = g.first_seen))
+            """, logger: logger)
+        var ids: [Int64] = []
+        for try await id in rows.decode(Int64.self) { ids.append(id) }
+        return ids
+    }
 }

@@ -198,8 +198,7 @@ struct ReleasesController: Sendable {
             project, GroupListRequest(window: window, filters: groupFilters, limit: 10)
         ).groups
         async let introduced = PostgresQueryStore(database: database).read { reader in
-            let ids = try await Self.groupsIntroduced(
-                project: project.id, version: version, app: app, window: window, on: reader.connection, logger: database.logger)
+            let ids = try await reader.groupsIntroduced(project: project.id, version: version, app: app, window: window)
             guard !ids.isEmpty else { return [GroupBody]() }
             let counts = try await reader.windowCounts(
                 project: project.id, ids: ids, window: window, filters: groupFilters, snapshot: nil)
@@ -208,24 +207,5 @@ struct ReleasesController: Sendable {
                 project: project.id, counts: ranked.prefix(10).map { ($0.key, $0.value) }, window: window, filters: groupFilters)
         }
         return try await (top, introduced)
-    }
-
-    /// Groups whose first report ever is of `version` (and `app`), ignored ones left out.
-    static func groupsIntroduced(
-        project: Int64, version: String, app: String?, window: TimeWindow, on connection: PostgresConnection, logger: Logger
-    ) async throws -> [Int64] {
-        let rows = try await connection.query(
-            """
-            SELECT g.id FROM crash_groups g
-            JOIN group_facets fv ON fv.group_id = g.id AND fv.facet = 'version' AND fv.value = \(version)
-            WHERE g.project_id = \(project) AND g.status <> 'ignored' AND fv.first_seen = g.first_seen
-              AND fv.last_seen >= \(window.from) AND fv.first_seen < \(window.to)
-              AND (\(app)::text IS NULL OR EXISTS (
-                  SELECT 1 FROM group_facets fa
-                  WHERE fa.group_id = g.id AND fa.facet = 'app' AND fa.value = \(app) AND fa.first_seen = g.first_seen))
-            """, logger: logger)
-        var ids: [Int64] = []
-        for try await id in rows.decode(Int64.self) { ids.append(id) }
-        return ids
     }
 }
