@@ -728,3 +728,14 @@ CREATE TABLE IF NOT EXISTS upload_chunks (
     uploaded_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (project_id, sha1)
 );
+
+-- Files sentry-cli assembled (by the SHA-1 it names them by) and the debug file each went to:
+-- a file whose debug id was already stored with more (an executable after its dSYM) is still
+-- known, so a later upload of it is `ok` without its chunks.
+CREATE TABLE IF NOT EXISTS assembled_files (
+    project_id bigint NOT NULL,
+    sha1       text NOT NULL CHECK (sha1 ~ '^[0-9a-f]{40}$'),
+    build_id   text NOT NULL,
+    PRIMARY KEY (project_id, sha1),
+    FOREIGN KEY (project_id, build_id) REFERENCES debug_files (project_id, build_id) ON DELETE CASCADE
+);

@@ -119,6 +119,13 @@ func buildRouter(
         quota: DebugFileQuota(maxCount: configuration.debugFilesMaxCount, maxBytes: configuration.debugFilesMaxBytes),
         budget: budget, spoolDirectory: DebugFileSpool.uploadDirectory
     ).addRoutes(to: router)
+    // sentry-cli's chunk upload and difs/assemble: the same debug files, limits and token (apple.md).
+    ChunkUploadController(
+        files: PostgresDebugFileStore(database: database), chunks: PostgresChunkUploadStore(database: database),
+        projects: PostgresProjectStore(database: database), maxBytes: configuration.maxDebugFileBytes,
+        quota: DebugFileQuota(maxCount: configuration.debugFilesMaxCount, maxBytes: configuration.debugFilesMaxBytes),
+        budget: budget, spoolDirectory: DebugFileSpool.uploadDirectory
+    ).addRoutes(to: router)
     try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
     WebhookController(
         store: PostgresWebhookStore(database: database), projects: PostgresProjectStore(database: database),

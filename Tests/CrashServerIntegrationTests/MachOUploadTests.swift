@@ -24,22 +24,30 @@ import Testing
         return (response.status, json)
     }
 
+    static func fixture(_ name: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: TestEnvironment.repoRoot.appendingPathComponent("Tests/Fixtures/apple/debug-files/\(name)")))
+    }
+
+    /// The LC_UUIDs of the fixtures (`llvm-dwarfdump --uuid`).
+    static let arm64UUID = "4c4c4480-5555-3144-a123-46faaaed6c55"
+    static let x86UUID = "4c4c449b-5555-3144-a1ad-85aa0dbff185"
+
     static func files(_ body: [String: Any]) -> [[String: Any]] { body["files"] as? [[String: Any]] ?? [] }
 
     @Test func fatFileIsOneDebugFilePerArchitecture() async throws {
         let project = try await makeProject()
-        let fat = try MachODebugFileTests.fixture("Crashy-fat")
+        let fat = try Self.fixture("Crashy-fat")
         try await withApp { client in
             let (status, body) = try await upload(client, project, fat)
             #expect(status == .created)
             #expect(body["outcome"] as? String == "created")
             let files = Self.files(body)
-            #expect(Set(files.compactMap { $0["debugId"] as? String }) == [MachODebugFileTests.arm64UUID, MachODebugFileTests.x86UUID])
+            #expect(Set(files.compactMap { $0["debugId"] as? String }) == [Self.arm64UUID, Self.x86UUID])
             #expect(Set(files.compactMap { $0["arch"] as? String }) == ["arm64", "x86_64"])
             #expect(files.allSatisfy { $0["kind"] as? String == "macho" && $0["outcome"] as? String == "created" && $0["buildId"] == nil })
             #expect((body["file"] as? [String: Any])?["debugId"] as? String == files.first?["debugId"] as? String)
             // Each stored under its own UUID with the thin file's bytes.
-            let arm = try MachODebugFileTests.fixture("Crashy-arm64")
+            let arm = try Self.fixture("Crashy-arm64")
             let stored = files.first { $0["arch"] as? String == "arm64" }
             #expect(stored?["size"] as? Int == arm.count)
             // All known: 200 unchanged.
@@ -56,17 +64,17 @@ import Testing
     @Test func dsymZipReplacesTheExecutableNeverTheReverse() async throws {
         let project = try await makeProject()
         try await withApp { client in
-            let (first, exe) = try await upload(client, project, try MachODebugFileTests.fixture("Crashy-stripped"))
+            let (first, exe) = try await upload(client, project, try Self.fixture("Crashy-stripped"))
             #expect(first == .created)
             #expect(Self.files(exe).first?["hasDebugInfo"] as? Bool == false)
-            let (status, dsym) = try await upload(client, project, try MachODebugFileTests.fixture("Crashy.dSYM.zip"), name: "Crashy.dSYM.zip")
+            let (status, dsym) = try await upload(client, project, try Self.fixture("Crashy.dSYM.zip"), name: "Crashy.dSYM.zip")
             #expect(status == .ok)
             #expect(dsym["outcome"] as? String == "replaced")
             let file = Self.files(dsym).first
-            #expect(file?["debugId"] as? String == MachODebugFileTests.arm64UUID)
+            #expect(file?["debugId"] as? String == Self.arm64UUID)
             #expect(file?["hasDebugInfo"] as? Bool == true)
             #expect(file?["name"] as? String == "Crashy")
-            let (back, again) = try await upload(client, project, try MachODebugFileTests.fixture("Crashy-arm64"))
+            let (back, again) = try await upload(client, project, try Self.fixture("Crashy-arm64"))
             #expect(back == .ok && again["outcome"] as? String == "unchanged")
             #expect(Self.files(again).first?["hasDebugInfo"] as? Bool == true)
         }
@@ -97,7 +105,7 @@ import Testing
     @Test func refusals() async throws {
         let project = try await makeProject()
         let other = try await makeProject()
-        let arm = try MachODebugFileTests.fixture("Crashy-arm64")
+        let arm = try Self.fixture("Crashy-arm64")
         var noUUID = arm
         noUUID[16...19] = [0, 0, 0, 0]  // ncmds 0: no LC_UUID
         let cases: [(String, [UInt8], String)] = [

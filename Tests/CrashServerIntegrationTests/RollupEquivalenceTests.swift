@@ -78,7 +78,7 @@ import Testing
         "projects", "reports", "report_ids", "list_snapshots", "webhooks", "webhook_deliveries", "group_spikes", "debug_files",
         "debug_file_chunks", "dashboard_sessions",
         // Sentry's chunk uploads (debug files on their way in).
-        "upload_chunks",
+        "upload_chunks", "assembled_files",
         // Release health: derived from sessions, not reports (ReleaseHealthTests checks them).
         "session_states", "session_aggregates", "session_deltas", "session_hours", "session_days",
     ]
