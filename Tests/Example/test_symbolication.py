@@ -6,7 +6,7 @@ The example app (release build, with DWARF) is split like a shipped app: its deb
 device cannot name a single frame of the app. It crashes (abort in `crashAbortInParser`,
 index out of range in `crashIndexOutOfRange`) and the next run reports. Then:
 - `GET .../reports` has no `symbolicated` frames while no debug file is uploaded;
-- `POST /v1/projects/{p}/debug-files` refuses a non-ELF file (400), wants the read token
+- `POST /v1/projects/{p}/debug-files` refuses a file that is no debug file (400), wants the read token
   (401 with the ingest key), a file over the size limit (413) and a bad name (400), stores
   the stripped binary (201) and takes it again (200, unchanged);
 - `crash-server debug-files upload` stores the debug file, replacing the stripped one
@@ -69,7 +69,7 @@ with running_server("symbolication", {"CRASHGUARD_MAX_DEBUG_FILE_BYTES": str(upl
 
         # REST: refusals first, then the stripped binary (symbols: none, DWARF: none).
         status, body = request(port, "POST", f"{base}/debug-files?name=notes.txt", token, b"not an ELF file at all")
-        check(status == 400 and "not an ELF" in body.get("error", ""), f"a non-ELF file is 400 ({status} {body})")
+        check(status == 400 and "not a Mach-O, ELF or dSYM zip file" in body.get("error", ""), f"a non-ELF file is 400 ({status} {body})")
         status, _ = request(port, "POST", f"{base}/debug-files?name=x", key, open(example, "rb").read())
         check(status == 401, f"the ingest key cannot upload ({status})")
         status, body = request(port, "POST", f"{base}/debug-files?name=crashguard-example", token, open(example, "rb").read())
@@ -91,7 +91,7 @@ with running_server("symbolication", {"CRASHGUARD_MAX_DEBUG_FILE_BYTES": str(upl
         check(out.get("outcome") == "replaced" and out.get("file", {}).get("hasDebugInfo") is True and out["file"]["buildId"] == build_id,
               f"crash-server debug-files upload stores the debug file ({p.returncode} {p.stdout.strip()} {p.stderr.strip()[-300:]})")
         p = subprocess.run([server_bin, "debug-files", "upload", slug, main_swift], env=env, capture_output=True, text=True)
-        check(p.returncode != 0 and "not an ELF" in p.stderr, f"the CLI refuses a non-ELF file ({p.returncode} {p.stderr.strip()[-200:]})")
+        check(p.returncode != 0 and "not a Mach-O, ELF or dSYM zip file" in p.stderr, f"the CLI refuses a non-ELF file ({p.returncode} {p.stderr.strip()[-200:]})")
 
         abort_line = line_of("if Opaque.value == nil { abort() }")
         # Not asserted (benchmarks measure, tests check): the first read symbolicates, the next is cached.
