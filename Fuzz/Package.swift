@@ -27,6 +27,10 @@ let package = Package(
             dependencies: [.product(name: "CrashDebugFiles", package: "CrashGuard"), "FuzzDriver"],
             swiftSettings: fuzzFlags),
         .executableTarget(
+            name: "FuzzMachO",
+            dependencies: [.product(name: "CrashDebugFiles", package: "CrashGuard"), "FuzzDriver"],
+            swiftSettings: fuzzFlags),
+        .executableTarget(
             name: "FuzzNormalizer",
             dependencies: [.product(name: "CrashIngest", package: "CrashGuard"), "FuzzDriver"],
             swiftSettings: fuzzFlags),
