@@ -61,7 +61,9 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "crash-server"),
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.
-        services: [shutdownDeadline] + database.services + [keyListener, batcher, partitions, webhooks, spikes, sessionRollups, symbolizers, trimmer],
+        services: [shutdownDeadline] + database.services + [
+            keyListener, batcher, partitions, webhooks, spikes, sessionRollups, symbolizers, trimmer,
+        ],
         logger: logger
     )
     app.beforeServerStarts {
