@@ -113,32 +113,32 @@ public enum AppleCrashReports {
         }
         let appLimit = ReportLimits.appFieldBytes.upperBound
         let app = AppInfo(
-            id: clip(crash.appID.flatMap(nonEmpty) ?? "unknown", appLimit), version: clip(version, appLimit),
-            build: crash.appBuild.flatMap(nonEmpty).map { clip($0, appLimit) })
+            id: ReportLimits.clip(crash.appID.flatMap(nonEmpty) ?? "unknown", appLimit), version: ReportLimits.clip(version, appLimit),
+            build: crash.appBuild.flatMap(nonEmpty).map { ReportLimits.clip($0, appLimit) })
         var reason = crash.reasonLines.filter { !$0.isEmpty }.joined(separator: "\n")
         if reason.isEmpty { reason = "unknown crash" }
         var context: [String: String] = [:]
         for (key, value) in crash.context where !value.isEmpty {
-            context[key] = clip(value, ReportLimits.contextValueBytes)
+            context[key] = ReportLimits.clip(value, ReportLimits.contextValueBytes)
         }
         for (n, image) in crash.images.enumerated() where context.count < ReportLimits.maxContextEntries {
             let uuid = image.uuid.flatMap(nonEmpty)?.lowercased() ?? "-"
-            context["image.\(n)"] = clip(
+            context["image.\(n)"] = ReportLimits.clip(
                 "0x\(String(image.base, radix: 16)) \(image.size) \(uuid) \(image.name)", ReportLimits.contextValueBytes)
         }
         let report = Report(
             id: crash.id,
             timestamp: crash.timestamp,
             kind: crash.kind,
-            reason: clip(reason, ReportLimits.reasonBytes.upperBound),
-            stack: crash.frames.isEmpty ? nil : crash.frames.map { clip($0, ReportLimits.frameBytes) },
+            reason: ReportLimits.clip(reason, ReportLimits.reasonBytes.upperBound),
+            stack: crash.frames.isEmpty ? nil : crash.frames.map { ReportLimits.clip($0, ReportLimits.frameBytes) },
             fatal: true,
             app: app,
             device: crash.device.map { device in
                 let limit = ReportLimits.deviceFieldBytes
                 return DeviceInfo(
-                    os: device.os.map { clip($0, limit) }, osVersion: device.osVersion.map { clip($0, limit) },
-                    model: device.model.map { clip($0, limit) }, id: device.id.map { clip($0, limit) })
+                    os: device.os.map { ReportLimits.clip($0, limit) }, osVersion: device.osVersion.map { ReportLimits.clip($0, limit) },
+                    model: device.model.map { ReportLimits.clip($0, limit) }, id: device.id.map { ReportLimits.clip($0, limit) })
             },
             context: context.isEmpty ? nil : context)
         if let problem = report.validationError(now: receivedAt) {
@@ -272,15 +272,4 @@ public enum AppleCrashReports {
     }
 
     static func nonEmpty(_ text: String) -> String? { text.isEmpty ? nil : text }
-
-    /// `text` without NULs, cut to at most `limit` UTF-8 bytes at a character boundary.
-    static func clip(_ text: String, _ limit: Int) -> String {
-        var text = text
-        if text.utf8.contains(0) { text = text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") }
-        guard text.utf8.count > limit else { return text }
-        let bytes = Array(text.utf8)
-        var end = limit
-        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
-        return String(decoding: bytes[..<end], as: UTF8.self)
-    }
 }

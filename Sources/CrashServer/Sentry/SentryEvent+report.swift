@@ -1,3 +1,4 @@
+import CrashIngest
 import CrashWire
 import Foundation
 
@@ -29,7 +30,7 @@ extension SentryEvent {
                 Self.nonEmpty(logentry?.formatted) ?? Self.nonEmpty(logentry?.message) ?? Self.nonEmpty(message?.formatted)
                 ?? Self.nonEmpty(message?.message) ?? Self.unlabeledReason
         }
-        reason = Self.clip(reason, ReportLimits.reasonBytes.upperBound)
+        reason = ReportLimits.clip(reason, ReportLimits.reasonBytes.upperBound)
 
         var stack: [String]?
         var stackImages: [DebugImage] = []
@@ -41,10 +42,10 @@ extension SentryEvent {
                     if !stackImages.contains(where: { $0.imageAddress == image.imageAddress && $0.debugID == image.debugID }) {
                         stackImages.append(image)
                     }
-                    lines.append(Self.clip(line, ReportLimits.frameBytes))
+                    lines.append(ReportLimits.clip(line, ReportLimits.frameBytes))
                 } else {
                     lines.append(
-                        Self.clip("\(frame.function.flatMap(Self.nonEmpty) ?? "?") (\(Self.place(of: frame)))", ReportLimits.frameBytes))
+                        ReportLimits.clip("\(frame.function.flatMap(Self.nonEmpty) ?? "?") (\(Self.place(of: frame)))", ReportLimits.frameBytes))
                 }
             }
             stack = lines
@@ -68,21 +69,21 @@ extension SentryEvent {
         }
         let appLimit = ReportLimits.appFieldBytes.upperBound
         let app = AppInfo(
-            id: Self.clip(appID ?? "unknown", appLimit), version: Self.clip(version ?? "unknown", appLimit),
-            build: build.map { Self.clip($0, appLimit) })
+            id: ReportLimits.clip(appID ?? "unknown", appLimit), version: ReportLimits.clip(version ?? "unknown", appLimit),
+            build: build.map { ReportLimits.clip($0, appLimit) })
 
         var device: DeviceInfo?
         let deviceFields = [osName, osVersion, deviceModel, Self.nonEmpty(userID) ?? deviceID]
         if deviceFields.contains(where: { $0 != nil }) {
             let limit = ReportLimits.deviceFieldBytes
-            let clipped = deviceFields.map { $0.map { Self.clip($0, limit) } }
+            let clipped = deviceFields.map { $0.map { ReportLimits.clip($0, limit) } }
             device = DeviceInfo(os: clipped[0], osVersion: clipped[1], model: clipped[2], id: clipped[3])
         }
 
         var printFingerprint: [String]?
         if let fingerprint, !fingerprint.isEmpty, fingerprint != ["{{ default }}"] {
             printFingerprint = fingerprint.prefix(ReportLimits.fingerprintParts.upperBound).map {
-                Self.clip($0, ReportLimits.fingerprintPartBytes)
+                ReportLimits.clip($0, ReportLimits.fingerprintPartBytes)
             }
         }
 
@@ -95,8 +96,8 @@ extension SentryEvent {
                 ("image.\(n)", "0x\(String(image.imageAddress, radix: 16)) \(image.imageSize) \(image.debugID) \(image.name)"), at: 0)
         }
         for (key, value) in entries where context.count < ReportLimits.maxContextEntries {
-            let key = Self.clip(key, ReportLimits.contextKeyBytes)
-            if context[key] == nil { context[key] = Self.clip(value, ReportLimits.contextValueBytes) }
+            let key = ReportLimits.clip(key, ReportLimits.contextKeyBytes)
+            if context[key] == nil { context[key] = ReportLimits.clip(value, ReportLimits.contextValueBytes) }
         }
 
         return Report(
@@ -161,16 +162,5 @@ extension SentryEvent {
     private static func nonEmpty(_ text: String?) -> String? {
         guard let text, !text.isEmpty else { return nil }
         return text
-    }
-
-    /// `text` without NULs, cut to at most `limit` UTF-8 bytes at a character boundary.
-    static func clip(_ text: String, _ limit: Int) -> String {
-        var text = text
-        if text.utf8.contains(0) { text = text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") }
-        guard text.utf8.count > limit else { return text }
-        let bytes = Array(text.utf8)
-        var end = limit
-        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
-        return String(decoding: bytes[..<end], as: UTF8.self)
     }
 }
