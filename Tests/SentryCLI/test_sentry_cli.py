@@ -14,7 +14,6 @@ Run by scripts/test.d/22-sentry-cli.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,33 +21,15 @@ import time
 import urllib.request
 import zipfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from crash_server_process import free_port, stop, wait_ready  # noqa: E402
+
 SERVER, CLI = sys.argv[1], sys.argv[2]
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "Fixtures", "apple", "debug-files")
 
 
 def log(*args):
     print("[sentry-cli]", *args, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(base, process):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"crash-server exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("crash-server did not become ready within 60 s")
 
 
 def rest_upload(base, slug, token, path):
@@ -111,14 +92,7 @@ def main():
         log(f"ok in {time.monotonic() - started:.1f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        server.terminate()
-        try:
-            status = server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise SystemExit("crash-server did not exit within 60 s of SIGTERM")
-        if status != 0:
-            raise SystemExit(f"crash-server exited {status} on SIGTERM")
+        stop(server)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,14 @@ Run by scripts/test.d/20-sentry-sdk.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from crash_server_process import free_port, stop, wait_ready  # noqa: E402
 
 SERVER = sys.argv[1]
 RELEASE = "com.example.shop@3.2.1+99"
@@ -29,31 +31,10 @@ def log(*args):
     print("[sentry-sdk]", *args, flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def get(base, path, token):
     request = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.load(response)
-
-
-def wait_ready(base, process):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"crash-server exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("crash-server did not become ready within 60 s")
 
 
 def divide(a, b):
@@ -166,14 +147,7 @@ def main():
         check_sessions(base, project)
         log(f"ok in {time.monotonic() - started:.1f} s")
     finally:
-        server.terminate()
-        try:
-            status = server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise SystemExit("crash-server did not exit within 60 s of SIGTERM")
-        if status != 0:
-            raise SystemExit(f"crash-server exited {status} on SIGTERM")
+        stop(server)
 
 
 def check(base, project):
