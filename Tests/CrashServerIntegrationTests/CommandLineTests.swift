@@ -6,28 +6,6 @@ import Testing
 
 /// The `crash-server` executable's argument handling, run as a child process.
 @Suite struct CommandLineTests {
-    /// Runs `crash-server arguments` to its exit; returns its status and combined output.
-    func crashServer(
-        _ arguments: [String], database: String = "postgres://nobody@127.0.0.1:1/none"
-    ) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("crash-server")
-        process.arguments = arguments
-        // By default no database is reachable: these runs must end before needing one.
-        var env = ProcessInfo.processInfo.environment
-        env["DATABASE_URL"] = database
-        process.environment = env
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
     @Test func projectNameStartingWithADashIsRefused() throws {
         let (status, output) = try crashServer(["project", "create", "-x"])
         #expect(status != 0, "\(output)")

@@ -63,21 +63,10 @@ import Testing
 
     /// `serve` stops at once with the reason, before it tries the database.
     @Test func serveRefusesThePlaceholderPassword() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("crash-server")
-        process.arguments = ["serve", "--port", "0"]
-        var env = ProcessInfo.processInfo.environment
-        env["DATABASE_URL"] = "postgres://crashguard_app:change-me@db.invalid:5432/crashguard?sslmode=disable"
-        process.environment = env
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus != 0, "\(output)")
+        let (status, output) = try crashServer(
+            ["serve", "--port", "0"],
+            database: "postgres://crashguard_app:change-me@db.invalid:5432/crashguard?sslmode=disable")
+        #expect(status != 0, "\(output)")
         #expect(output.contains("DATABASE_URL: the password is the placeholder 'change-me'"), "\(output)")
     }
 

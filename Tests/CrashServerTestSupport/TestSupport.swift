@@ -8,6 +8,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import PostgresNIO
+import Testing
 
 @testable import CrashServer
 
@@ -193,4 +194,18 @@ extension CrashDatabase {
         for try await n in rows.decode(Int64.self) { return n }
         return 0
     }
+}
+
+/// The report the recorded Sentry Cocoa event (Tests/Fixtures/sentry/cocoa-converted-event.json)
+/// maps to, by the mapping and by the envelope door alike: a fatal mach exception whose
+/// `<redacted>` frames take Apple's image + offset form from debug_meta's Mach-O images (apple.md).
+func expectRecordedCocoaReport(_ report: Report, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(report.reason == "EXC_BAD_ACCESS: doCrash > DRHT > objectAtIndex:", sourceLocation: sourceLocation)
+    #expect(
+        report.stack == [
+            "0 CrashLibiOS 0x1001be378 0x1001b8000 + 25464", "1 CrashProbeiOS 0x100091a20 0x100088000 + 39456",
+            "2 CrashProbeiOS 0x10008f98c 0x100088000 + 31116",
+        ], sourceLocation: sourceLocation)
+    #expect(report.context?["image.1"] == "0x100088000 65536 2c656702-aa16-3e5f-94d9-d4430da53398 CrashProbeiOS", sourceLocation: sourceLocation)
+    #expect(report.fatal == true, sourceLocation: sourceLocation)
 }

@@ -44,7 +44,7 @@ extension IngestBatcherTests {
     /// The batcher goes on after a hung batch: once the probe clears the mark, the next batch is stored.
     func expectNextBatchStored(_ batcher: IngestBatcher) async throws {
         while batcher.isDatabaseDown { try await Task.sleep(for: .milliseconds(20)) }
-        let next = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
+        let next = try await withDeadline(.seconds(20)) { await self.answer(batcher, [ingestItem()]) }
         #expect((try? next.get()) == [true])
     }
 
@@ -83,7 +83,7 @@ extension IngestBatcherTests {
             })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            let refused = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
+            let refused = try await withDeadline(.seconds(20)) { await self.answer(batcher, [ingestItem()]) }
             guard case .failure(let refusal) = refused else {
                 Issue.record("stored by a hung transaction")
                 return
@@ -113,9 +113,9 @@ extension IngestBatcherTests {
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            let first = Task { await self.answer(batcher, [self.item()]) }
+            let first = Task { await self.answer(batcher, [ingestItem()]) }
             while calls.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
-            let queued = (0..<3).map { _ in Task { await self.answer(batcher, [self.item()]) } }
+            let queued = (0..<3).map { _ in Task { await self.answer(batcher, [ingestItem()]) } }
             for task in [first] + queued {
                 let answer = try await withDeadline(.seconds(20)) { await task.value }
                 guard case .failure(let refusal) = answer else {
@@ -142,7 +142,7 @@ extension IngestBatcherTests {
         }
         await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            let stored = await answer(batcher, [item()])
+            let stored = await answer(batcher, [ingestItem()])
             #expect((try? stored.get()) == [true])
             #expect(!batcher.isDatabaseDown)
             group.cancelAll()
@@ -161,7 +161,7 @@ extension IngestBatcherTests {
             })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            let unknown = try await withDeadline(.seconds(20)) { await self.answer(batcher, [self.item()]) }
+            let unknown = try await withDeadline(.seconds(20)) { await self.answer(batcher, [ingestItem()]) }
             guard case .failure(let refusal) = unknown else {
                 Issue.record("a COMMIT never answered was acknowledged")
                 return
@@ -183,7 +183,7 @@ extension IngestBatcherTests {
         }
         await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            let unknown = await answer(batcher, [item()])
+            let unknown = await answer(batcher, [ingestItem()])
             #expect((try? unknown.get()) == nil)
             if case .failure(let refusal) = unknown { #expect(refusal.status == .internalServerError) }
             group.cancelAll()

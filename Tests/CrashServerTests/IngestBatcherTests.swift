@@ -25,35 +25,19 @@ import Testing
         }
     }
 
-    func item(_ id: UUID = UUID(), stack: [String]? = nil, reason: String = "r") -> IngestItem {
-        var report = Report(id: id, kind: .custom, reason: reason, app: AppInfo(id: "a", version: "1"))
-        report.stack = stack
-        return IngestItem(
-            projectID: 1, report: report,
-            signature: Grouping.signature(kind: .custom, reason: reason, stack: nil, fingerprint: nil, version: .v1))
-    }
-
-    /// Reasons of two groups in different lanes of two.
-    func reasonsInTwoLanes() throws -> (String, String) {
-        let lane = { (reason: String) in IngestLanes.lane(of: [self.item(reason: reason)], lanes: 2) }
-        let first = "Bug0 crashed"
-        let other = try #require((1..<64).map { "Bug\($0) crashed" }.first { lane($0) != lane(first) })
-        return (first, other)
-    }
-
     @Test func aRequestOfOneGroupGoesToItsGroupsLaneAnyOtherToTheFirst() throws {
         let (a, b) = try reasonsInTwoLanes()
-        let laneA = IngestLanes.lane(of: [item(reason: a)], lanes: 2)
+        let laneA = IngestLanes.lane(of: [ingestItem(reason: a)], lanes: 2)
         // Every request of one group, whatever its size, goes to the same lane.
-        #expect(IngestLanes.lane(of: [item(reason: a), item(reason: a)], lanes: 2) == laneA)
-        #expect(IngestLanes.lane(of: [item(reason: b)], lanes: 2) == 1 - laneA)
+        #expect(IngestLanes.lane(of: [ingestItem(reason: a), ingestItem(reason: a)], lanes: 2) == laneA)
+        #expect(IngestLanes.lane(of: [ingestItem(reason: b)], lanes: 2) == 1 - laneA)
         // Two groups: the first lane, wherever each group's own lane is.
-        #expect(IngestLanes.lane(of: [item(reason: a), item(reason: b)], lanes: 2) == 0)
-        #expect(IngestLanes.lane(of: [item(reason: b), item(reason: a)], lanes: 2) == 0)
+        #expect(IngestLanes.lane(of: [ingestItem(reason: a), ingestItem(reason: b)], lanes: 2) == 0)
+        #expect(IngestLanes.lane(of: [ingestItem(reason: b), ingestItem(reason: a)], lanes: 2) == 0)
         // One lane: always it.
-        #expect(IngestLanes.lane(of: [item(reason: b)], lanes: 1) == 0)
+        #expect(IngestLanes.lane(of: [ingestItem(reason: b)], lanes: 1) == 0)
         // Groups spread over every lane.
-        #expect(Set((0..<100).map { IngestLanes.lane(of: [item(reason: "Bug\($0) crashed")], lanes: 3) }) == [0, 1, 2])
+        #expect(Set((0..<100).map { IngestLanes.lane(of: [ingestItem(reason: "Bug\($0) crashed")], lanes: 3) }) == [0, 1, 2])
     }
 
     /// Two lanes hold two transactions in flight: while one lane's commit is blocked, a request
@@ -75,8 +59,8 @@ import Testing
             lanes: 2, probe: {})
         let services = ServiceGroup(configuration: .init(services: [batcher], logger: TestEnvironment.logger))
         let run = Task { try await services.run() }
-        let inA = Task { try await batcher.submit([self.item(reason: a)]) }
-        let inB = Task { try await batcher.submit([self.item(reason: b)]) }
+        let inA = Task { try await batcher.submit([ingestItem(reason: a)]) }
+        let inB = Task { try await batcher.submit([ingestItem(reason: b)]) }
         // Both are in the store at once: neither waits for the other's commit.
         var waited = 0
         while batches.withLock({ $0.count }) < 2 {
@@ -85,7 +69,7 @@ import Testing
             try await Task.sleep(for: .milliseconds(5))
         }
         // A request of both groups goes to the first lane and waits behind its commit.
-        let mixed = Task { try await batcher.submit([self.item(reason: a), self.item(reason: b)]) }
+        let mixed = Task { try await batcher.submit([ingestItem(reason: a), ingestItem(reason: b)]) }
         while batcher.queuedReports < 2 { try await Task.sleep(for: .milliseconds(5)) }
         #expect(batches.withLock { $0.count } == 2)
         // Graceful shutdown: the queued request is still committed.
@@ -111,7 +95,7 @@ import Testing
             probe: {})
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            let first = Task { try await batcher.submit([self.item()]) }
+            let first = Task { try await batcher.submit([ingestItem()]) }
             while store.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
             try await body(batcher, store, first)
             group.cancelAll()
@@ -122,10 +106,10 @@ import Testing
         try await withCommitBlocked(maxQueuedReports: 3) { batcher, store, first in
             // Three more reports queue up behind the blocked commit; a fourth does not fit.
             let shared = UUID()
-            let second = Task { try await batcher.submit([self.item(shared), self.item()]) }
-            let third = Task { try await batcher.submit([self.item(shared)]) }
+            let second = Task { try await batcher.submit([ingestItem(shared), ingestItem()]) }
+            let third = Task { try await batcher.submit([ingestItem(shared)]) }
             while batcher.queuedReports < 3 { try await Task.sleep(for: .milliseconds(5)) }
-            await #expect(throws: APIError.self) { try await batcher.submit([self.item()]) }
+            await #expect(throws: APIError.self) { try await batcher.submit([ingestItem()]) }
             store.open.yield()
             store.open.yield()
             #expect(try await first.value == [true])
@@ -142,12 +126,12 @@ import Testing
     @Test func largeRequestIsAdmittedWhileTheQueueIsBelowItsBound() async throws {
         try await withCommitBlocked(maxQueuedReports: 3) { batcher, store, first in
             // Two reports wait; a ten-report request does not fit whole but the queue has room.
-            let small = Task { try await batcher.submit([self.item(), self.item()]) }
+            let small = Task { try await batcher.submit([ingestItem(), ingestItem()]) }
             while batcher.queuedReports < 2 { try await Task.sleep(for: .milliseconds(5)) }
-            let large = Task { try await batcher.submit((0..<10).map { _ in self.item() }) }
+            let large = Task { try await batcher.submit((0..<10).map { _ in ingestItem() }) }
             while batcher.queuedReports < 12 { try await Task.sleep(for: .milliseconds(5)) }
             // Now the queue is past its bound: the next request, however small, is refused.
-            await #expect(throws: APIError.self) { try await batcher.submit([self.item()]) }
+            await #expect(throws: APIError.self) { try await batcher.submit([ingestItem()]) }
             store.open.yield()
             store.open.yield()
             #expect(try await first.value == [true])
@@ -167,7 +151,7 @@ import Testing
             })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            await #expect(throws: APIError.self) { try await batcher.submit([self.item()]) }
+            await #expect(throws: APIError.self) { try await batcher.submit([ingestItem()]) }
             // Marked down until the probe answers; then ingest is tried again.
             var waited = 0
             while batcher.isDatabaseDown, waited < 400 {

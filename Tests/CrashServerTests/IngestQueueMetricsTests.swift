@@ -26,9 +26,9 @@ extension IngestBatcherTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
             // The first request is taken into a (blocked) commit; two reports wait behind it.
-            let first = Task { try await batcher.submit([self.item()]) }
+            let first = Task { try await batcher.submit([ingestItem()]) }
             while store.batches.withLock({ $0.count }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
-            let second = Task { try await batcher.submit([self.item(), self.item()]) }
+            let second = Task { try await batcher.submit([ingestItem(), ingestItem()]) }
             while batcher.queuedReports < 2 { try await Task.sleep(for: .milliseconds(5)) }
             #expect(queueGauge(metrics) == 2)
             store.open.yield()

@@ -42,14 +42,6 @@ import Testing
                 lanes: lanes, clock: clock))
     }
 
-    func item(_ id: UUID = UUID(), stack: [String]? = nil, reason: String = "r") -> IngestItem {
-        var report = Report(id: id, kind: .custom, reason: reason, app: AppInfo(id: "a", version: "1"))
-        report.stack = stack
-        return IngestItem(
-            projectID: 1, report: report,
-            signature: Grouping.signature(kind: .custom, reason: reason, stack: nil, fingerprint: nil, version: .v1))
-    }
-
     /// Queues `items` as request `waiter`; the request must be admitted.
     func admit(_ queue: Harness, _ items: [IngestItem], as waiter: Int, sourceLocation: SourceLocation = #_sourceLocation) {
         if case .failure(let refusal) = queue.submit(items, waiter: waiter) {
@@ -68,9 +60,9 @@ import Testing
     /// transaction's; one that waited less is stored.
     @Test func aRequestQueuedForAWholeDeadlineIsRefusedUnstored() throws {
         let queue = queue(maxBatchReports: 1, timeout: .seconds(2))
-        admit(queue, [item()], as: 0)
-        admit(queue, [item()], as: 1)
-        admit(queue, [item()], as: 2)
+        admit(queue, [ingestItem()], as: 0)
+        admit(queue, [ingestItem()], as: 1)
+        admit(queue, [ingestItem()], as: 2)
         // Each batch takes 1.2 s (under its 2 s deadline).
         let a = try #require(queue.nextBatch(lane: 0))
         #expect(a.jobs.map(\.waiter) == [0] && a.refused.isEmpty)
@@ -93,9 +85,9 @@ import Testing
     /// less is stored; in one batch the expired ones are refused and the others still go.
     @Test func expiryIsAWholeDeadlinePerRequestWithinABatch() throws {
         let queue = queue(timeout: .seconds(2))
-        admit(queue, [item()], as: 0)
+        admit(queue, [ingestItem()], as: 0)
         clock.advance(by: .nanoseconds(1))
-        admit(queue, [item()], as: 1)
+        admit(queue, [ingestItem()], as: 1)
         clock.advance(by: .seconds(2) - .nanoseconds(1))
         let batch = try #require(queue.nextBatch(lane: 0))
         #expect(batch.refused.map(\.waiter) == [0])
@@ -108,11 +100,11 @@ import Testing
     /// until the mark is cleared.
     @Test func queuedBatchesFailAtOnceWhileTheDatabaseIsDown() throws {
         let queue = queue(maxBatchReports: 1)
-        admit(queue, [item()], as: 0)
+        admit(queue, [ingestItem()], as: 0)
         let first = try #require(queue.nextBatch(lane: 0))
         #expect(first.jobs.map(\.waiter) == [0])
         // Five more requests queue behind the failing one, one batch each.
-        for n in 1...5 { admit(queue, [item()], as: n) }
+        for n in 1...5 { admit(queue, [ingestItem()], as: n) }
         #expect(queue.queuedReports == 5)
         // The first batch's connection failed: marked down, once.
         #expect(queue.markDown())
@@ -129,24 +121,24 @@ import Testing
             }
         }
         #expect(refused == [1, 2, 3, 4, 5])
-        #expect(refusal(queue, [item()])?.message.contains("unreachable") == true)
+        #expect(refusal(queue, [ingestItem()])?.message.contains("unreachable") == true)
         // A probe answered: ingest is tried again.
         #expect(queue.markUp())
         #expect(!queue.markUp())
-        admit(queue, [item()], as: 6)
+        admit(queue, [ingestItem()], as: 6)
         #expect(queue.nextBatch(lane: 0)?.jobs.map(\.waiter) == [6])
     }
 
     @Test func batchesAreBoundedInBytesAndAnOversizeRequestGoesAlone() throws {
-        let small = item().estimatedBytes
+        let small = ingestItem().estimatedBytes
         let queue = queue(maxBatchBytes: 3 * small)
-        let big = item(stack: (0..<8).map { "\($0) Demo 0x1 " + String(repeating: "f", count: 1000) })
+        let big = ingestItem(stack: (0..<8).map { "\($0) Demo 0x1 " + String(repeating: "f", count: 1000) })
         // The frames count: 8 x 1000 bytes, over the bound on its own.
         #expect(big.estimatedBytes > 8000 && big.estimatedBytes > 3 * small)
         // Queued in this order: four small, the big one, a small one.
-        var jobs: [[IngestItem]] = (0..<4).map { _ in [item()] }
+        var jobs: [[IngestItem]] = (0..<4).map { _ in [ingestItem()] }
         jobs.append([big])
-        jobs.append([item()])
+        jobs.append([ingestItem()])
         for (n, job) in jobs.enumerated() { admit(queue, job, as: n) }
         var batches: [[Int]] = []
         while let batch = queue.nextBatch(lane: 0) { batches.append(batch.jobs.map(\.waiter)) }
@@ -156,9 +148,9 @@ import Testing
 
     @Test func batchesAreBoundedInReportsAndTheFirstRequestGoesWhateverItsSize() throws {
         let queue = queue(maxBatchReports: 3)
-        admit(queue, (0..<5).map { _ in item() }, as: 0)
-        admit(queue, [item(), item()], as: 1)
-        admit(queue, [item()], as: 2)
+        admit(queue, (0..<5).map { _ in ingestItem() }, as: 0)
+        admit(queue, [ingestItem(), ingestItem()], as: 1)
+        admit(queue, [ingestItem()], as: 2)
         var batches: [[Int]] = []
         while let batch = queue.nextBatch(lane: 0) { batches.append(batch.jobs.map(\.waiter)) }
         #expect(batches == [[0], [1, 2]])
@@ -169,10 +161,10 @@ import Testing
     @Test func fullQueueRefusesWith503AndGroupsWaitingRequests() throws {
         let queue = queue(maxQueuedReports: 3)
         let shared = UUID()
-        admit(queue, [item(shared), item()], as: 0)
-        admit(queue, [item(shared)], as: 1)
+        admit(queue, [ingestItem(shared), ingestItem()], as: 0)
+        admit(queue, [ingestItem(shared)], as: 1)
         #expect(queue.queuedReports == 3)
-        let full = try #require(refusal(queue, [item()]))
+        let full = try #require(refusal(queue, [ingestItem()]))
         #expect(full.status == .serviceUnavailable)
         #expect(full.message.contains("full"))
         let batch = try #require(queue.nextBatch(lane: 0))
@@ -186,7 +178,7 @@ import Testing
         #expect(retried.map(\.outcome) == [[false, true], [false]])
         // The batch left the queue: there is room again.
         #expect(queue.queuedReports == 0)
-        admit(queue, [item()], as: 2)
+        admit(queue, [ingestItem()], as: 2)
     }
 
     /// A large request is admitted whenever the queue is below its bound, like a small one: with
@@ -194,12 +186,12 @@ import Testing
     /// kept the queue nearly full (the fault suite's flood step).
     @Test func largeRequestIsAdmittedWhileTheQueueIsBelowItsBound() throws {
         let queue = queue(maxQueuedReports: 3)
-        admit(queue, [item(), item()], as: 0)
+        admit(queue, [ingestItem(), ingestItem()], as: 0)
         // A ten-report request does not fit whole but the queue has room.
-        admit(queue, (0..<10).map { _ in item() }, as: 1)
+        admit(queue, (0..<10).map { _ in ingestItem() }, as: 1)
         #expect(queue.queuedReports == 12)
         // Now the queue is past its bound: the next request, however small, is refused.
-        #expect(refusal(queue, [item()])?.message.contains("full") == true)
+        #expect(refusal(queue, [ingestItem()])?.message.contains("full") == true)
         let batch = try #require(queue.nextBatch(lane: 0))
         #expect(batch.items.count == 12)
     }
@@ -208,10 +200,10 @@ import Testing
     /// is given back to be answered.
     @Test func drainingRefusesNewRequestsAndStillCommitsTheQueued() throws {
         let queue = queue(maxBatchReports: 1)
-        admit(queue, [item()], as: 0)
-        admit(queue, [item()], as: 1)
+        admit(queue, [ingestItem()], as: 0)
+        admit(queue, [ingestItem()], as: 1)
         queue.startDraining()
-        let refused = try #require(refusal(queue, [item()]))
+        let refused = try #require(refusal(queue, [ingestItem()]))
         #expect(refused.message.contains("shutting down") && refused.retryAfter == 5)
         #expect(queue.nextBatch(lane: 0)?.jobs.map(\.waiter) == [0])
         #expect(queue.removeAll() == [1])
@@ -222,16 +214,15 @@ import Testing
     /// Requests of one group queue in that group's lane, any other in the first; the queue
     /// bound is shared by the lanes, and each lane's batches hold only its own requests.
     @Test func lanesQueueApartAndShareTheBound() throws {
-        let lane = { (reason: String) in IngestLanes.lane(of: [self.item(reason: reason)], lanes: 2) }
-        let a = "Bug0 crashed"
-        let b = try #require((1..<64).map { "Bug\($0) crashed" }.first { lane($0) != lane(a) })
+        let lane = { (reason: String) in IngestLanes.lane(of: [ingestItem(reason: reason)], lanes: 2) }
+        let (a, b) = try reasonsInTwoLanes()
         let queue = queue(maxQueuedReports: 4, lanes: 2)
-        #expect((try? queue.submit([item(reason: a)], waiter: 0).get()) == lane(a))
-        #expect((try? queue.submit([item(reason: b)], waiter: 1).get()) == lane(b))
+        #expect((try? queue.submit([ingestItem(reason: a)], waiter: 0).get()) == lane(a))
+        #expect((try? queue.submit([ingestItem(reason: b)], waiter: 1).get()) == lane(b))
         // Two groups: the first lane, wherever each group's own lane is.
-        #expect((try? queue.submit([item(reason: a), item(reason: b)], waiter: 2).get()) == 0)
+        #expect((try? queue.submit([ingestItem(reason: a), ingestItem(reason: b)], waiter: 2).get()) == 0)
         #expect(queue.queuedReports == 4)
-        #expect(refusal(queue, [item(reason: b)])?.message.contains("full") == true)
+        #expect(refusal(queue, [ingestItem(reason: b)])?.message.contains("full") == true)
         for (waiter, group) in [(0, a), (1, b)] {
             let own = lane(group)
             #expect(queue.nextBatch(lane: own)?.jobs.map(\.waiter) == (own == 0 ? [waiter, 2] : [waiter]))
