@@ -33,11 +33,7 @@ struct AppleReportsController: Sendable {
     @Sendable func ingest(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try context.requireIngestProject()
         try Self.checkContentType(request.headers.value(.contentType))
-        let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
-        try body.checkDeclaredLength(request.headers)
-        // Held until the request ends: the reports are no larger than the body.
-        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
-        let bytes = try await body.read(request.body, format: coding, holding: share)
+        let (bytes, share) = try await body.readWhole(request, project: project.id)
         let batch = try await IngestBody.reading(bytes.count) {
             try IngestBody.ingestError { try AppleCrashReports.read(bytes, receivedAt: Date()) }
         }

@@ -106,6 +106,17 @@ struct IngestBody: Sendable {
         return try await readRest(whole, holding: share)
     }
 
+    /// Reads and decodes a whole request body under its `Content-Encoding` (the Apple and
+    /// session doors): the declared length is checked first, and the bytes are held in a share
+    /// of the body budget that the caller keeps until the request ends (what is built from the
+    /// body is no larger than it).
+    func readWhole(_ request: Request, project: Int64) async throws -> (bytes: [UInt8], share: BodyByteBudget.Reservation) {
+        let coding = try Self.compression(request.headers.value(.contentEncoding))
+        try checkDeclaredLength(request.headers)
+        let share = BodyByteBudget.Reservation(budget, project: project)
+        return (try await read(request.body, format: coding, holding: share), share)
+    }
+
     /// A body to be read whole, in steps: ``readFirstLine(_:maxBytes:holding:)``, then
     /// ``readRest(_:holding:)``.
     func wholeBody(_ body: RequestBody, format: ContentCoding) throws -> WholeBodyReading {

@@ -27,10 +27,7 @@ struct SessionsController: Sendable {
     @Sendable func post(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try context.requireIngestProject()
         try IngestController.checkContentType(request.headers.value(.contentType))
-        let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
-        try body.checkDeclaredLength(request.headers)
-        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
-        let bytes = try await body.read(request.body, format: coding, holding: share)
+        let (bytes, share) = try await body.readWhole(request, project: project.id)
         let now = Date()
         let (updates, rejected) = try await IngestBody.reading(bytes.count) { try Self.parse(bytes, now: now) }
         let outcomes = try await ingest.commit(project: project, updates: updates, aggregates: [], logger: context.logger)
