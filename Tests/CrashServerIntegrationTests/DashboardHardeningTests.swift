@@ -49,11 +49,7 @@ import Testing
             "boom " + Self.payload, at: Date().addingTimeInterval(-600), version: Self.payload, os: Self.payload,
             model: Self.payload, stack: ["frame " + Self.payload], context: [Self.payload: Self.payload])
         try await withApp { client in
-            try await client.send([report], key: p.ingestKey)
-            let session = try await client.signIn(token: p.readToken, expecting: p.project)
-            let list = try await client.page("/projects/\(p.project)/crashes?window=24h", session)
-            #expect(list.status == .ok)
-            let listHTML = String(buffer: list.body)
+            let (session, listHTML) = try await client.crashList(after: [report], in: p)
             #expect(Self.attributeNames(listHTML).isDisjoint(with: ["data-pwned"]))
             // The version, in the row's title attribute and its text.
             #expect(listHTML.contains("title=\"\(Self.escaped)\""), "versions attribute")

@@ -126,11 +126,7 @@ import Testing
             hostile, at: now.addingTimeInterval(-600), version: "1.0\"><b>", os: "<i>os</i>", model: "<svg onload=alert(2)>",
             stack: ["<img src=x onerror=alert(3)>", "frame & 'quote'"], context: ["<k>": "\"><script>alert(4)</script>"])
         try await withApp { client in
-            try await client.send([report], key: p.ingestKey)
-            let session = try await client.signIn(token: p.readToken, expecting: p.project)
-            let list = try await client.page("/projects/\(p.project)/crashes?window=24h", session)
-            #expect(list.status == .ok)
-            let listHTML = String(buffer: list.body)
+            let (session, listHTML) = try await client.crashList(after: [report], in: p)
             // The group title is the normalized reason (digits become <n>).
             #expect(listHTML.contains("&lt;script&gt;alert(&lt;n&gt;)&lt;/script&gt;"))
             #expect(listHTML.contains("1.0&quot;&gt;&lt;b&gt;"))
@@ -394,6 +390,18 @@ extension TestClientProtocol {
         let body = fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }
             .joined(separator: "&")
         return try await execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: body))
+    }
+
+    /// Sends `reports` with the project's ingest key, signs in with its read token and opens
+    /// the last day's crash list, which must answer 200; returns the session and the list's HTML.
+    func crashList(
+        after reports: [TestReport], in p: ProjectCredentials, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> (session: SetCookie, html: String) {
+        try await send(reports, key: p.ingestKey)
+        let session = try await signIn(token: p.readToken, expecting: p.project)
+        let list = try await page("/projects/\(p.project)/crashes?window=24h", session)
+        #expect(list.status == .ok, sourceLocation: sourceLocation)
+        return (session, String(buffer: list.body))
     }
 
     /// Signs in through the form; expects the redirect to the project and returns the session
