@@ -12,6 +12,23 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// What both of the server's test targets (unit and integration) import.
+let serverTestDependencies: [Target.Dependency] = [
+    "CrashServerTestSupport",
+    "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
+    "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
+    .product(name: "Hummingbird", package: "hummingbird"),
+    .product(name: "HummingbirdTesting", package: "hummingbird"),
+    .product(name: "PostgresNIO", package: "postgres-nio"),
+    .product(name: "AsyncHTTPClient", package: "async-http-client"),
+    .product(name: "Logging", package: "swift-log"),
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "HTTPTypes", package: "swift-http-types"),
+    .product(name: "NIOHTTP1", package: "swift-nio"),
+    .product(name: "Mustache", package: "swift-mustache"),
+    .product(name: "Crypto", package: "swift-crypto"),
+]
+
 let package = Package(
     name: "CrashGuard",
     platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10)],
@@ -198,42 +215,14 @@ let package = Package(
         // The server's unit and in-memory route tests: no database, no process, no live server.
         .testTarget(
             name: "CrashServerTests",
-            dependencies: [
-                "CrashServerTestSupport",
-                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
-                "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Mustache", package: "swift-mustache"),
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
+            dependencies: serverTestDependencies,
             swiftSettings: strict
         ),
         // The server against a real PostgreSQL (CRASHGUARD_TEST_DATABASE_URL), live servers and
         // spawned processes; scripts/test runs them one at a time.
         .testTarget(
             name: "CrashServerIntegrationTests",
-            dependencies: [
-                "CrashServerTestSupport",
-                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
-                "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Mustache", package: "swift-mustache"),
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
+            dependencies: serverTestDependencies,
             swiftSettings: strict
         ),
     ]
