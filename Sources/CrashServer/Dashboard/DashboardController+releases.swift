@@ -9,9 +9,7 @@ extension DashboardController {
         let (session, project) = try await signedIn(request, context)
         let q = DashboardQuery(request)
         let window = q.window
-        var parameters = window.range().parameters(["limit": "\(Self.pageSize)"])
-        for name in ["environment", "app", "cursor"] { parameters[name] = q.values[name] }
-        let list = try await store.releases(project, parameters)
+        let list = try await store.releases(project, q.releaseList(limit: Self.pageSize))
         let now = Date()
         let base = "/projects/\(project.slug)/releases"
         let kept = q.values.filter { ["window", "environment", "app"].contains($0.key) }
@@ -35,9 +33,7 @@ extension DashboardController {
         let version = raw.removingPercentEncoding ?? raw
         let q = DashboardQuery(request)
         let window = q.window
-        var parameters = window.range().parameters(["interval": window.hourly ? "hour" : "day"])
-        for name in ["environment", "app"] { parameters[name] = q.values[name] }
-        let detail = try await store.release(project, version: version, parameters)
+        let detail = try await store.release(project, q.release(version))
         let now = Date()
         let kept = q.values.filter { ["window", "environment", "app"].contains($0.key) }
         let view = ReleaseView(
@@ -66,13 +62,32 @@ extension DashboardController {
     }
 }
 
-extension PostgresDashboardStore {
-    func releases(_ project: ProjectRef, _ parameters: [String: String]) async throws -> ReleaseListBody {
-        try await ReleasesController(database: database).listBody(project: project, QueryParameters(parameters))
+extension DashboardQuery {
+    /// The Releases page as a list request: the window's range, the environment and app
+    /// filters and the cursor; a bad value is a 400 naming it, as in the API.
+    func releaseList(limit: Int, now: Date = Date()) throws -> ReleaseListRequest {
+        let q = QueryParameters(values)
+        let filters = try ReleasesController.filters(q)
+        let cursor = try values["cursor"].map(ReleaseCursor.decode)
+        return ReleaseListRequest(window: window.range(now: now).window, filters: filters, limit: limit, cursor: cursor)
     }
 
-    func release(_ project: ProjectRef, version: String, _ parameters: [String: String]) async throws -> ReleaseDetailBody {
-        try await ReleasesController(database: database).detailBody(project: project, version: version, QueryParameters(parameters))
+    /// A release's page as a detail request: the window's range with the series in its
+    /// interval, and the environment and app filters.
+    func release(_ version: String, now: Date = Date()) throws -> ReleaseDetailRequest {
+        ReleaseDetailRequest(
+            version: version, window: window.range(now: now).window, filters: try ReleasesController.filters(QueryParameters(values)),
+            interval: window.interval)
+    }
+}
+
+extension PostgresDashboardStore {
+    func releases(_ project: ProjectRef, _ request: ReleaseListRequest) async throws -> ReleaseListBody {
+        try await ReleasesController(database: database).listBody(project: project, request)
+    }
+
+    func release(_ project: ProjectRef, _ request: ReleaseDetailRequest) async throws -> ReleaseDetailBody {
+        try await ReleasesController(database: database).detailBody(project: project, request)
     }
 }
 

@@ -19,8 +19,8 @@ protocol DashboardStore: Sendable {
     func project(session: DashboardSessions.Session) async throws -> ProjectRef?
     /// Signs out: deletes the session, so no copy of its cookie opens a page again.
     func endSession(_ session: DashboardSessions.Session) async throws
-    /// One page of the releases list: `GET /v1/projects/{p}/releases` with these parameters.
-    func releases(_ project: ProjectRef, _ parameters: [String: String]) async throws -> ReleaseListBody
-    /// A release's detail: `GET /v1/projects/{p}/releases/{version}` with these parameters.
-    func release(_ project: ProjectRef, version: String, _ parameters: [String: String]) async throws -> ReleaseDetailBody
+    /// One page of the releases list, as `GET /v1/projects/{p}/releases` answers it.
+    func releases(_ project: ProjectRef, _ request: ReleaseListRequest) async throws -> ReleaseListBody
+    /// A release's detail, as `GET /v1/projects/{p}/releases/{version}` answers it.
+    func release(_ project: ProjectRef, _ request: ReleaseDetailRequest) async throws -> ReleaseDetailBody
 }

@@ -49,11 +49,6 @@ struct TimeWindow: Sendable, Hashable {
         /// The whole days.
         var days: TimeRange
 
-        /// ``rawHead`` and ``rawTail`` as `(from, to)` pairs, for readers that take them so.
-        var raw: [(Date, Date)] { [(rawHead.from, rawHead.to), (rawTail.from, rawTail.to)] }
-        /// ``hoursHead`` and ``hoursTail`` as `(from, to)` pairs, for readers that take them so.
-        var hours: [(Date, Date)] { [(hoursHead.from, hoursHead.to), (hoursTail.from, hoursTail.to)] }
-
         /// The whole window read from raw rows (it holds no whole hour).
         fileprivate static func raw(_ from: Date, _ to: Date) -> Plan {
             let none = TimeRange(from: to, to: to)

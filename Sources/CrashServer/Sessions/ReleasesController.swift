@@ -131,31 +131,50 @@ struct ReleasesController: Sendable {
     }
 
     @Sendable func list(request: Request, context: CrashRequestContext) async throws -> ReleaseListBody {
-        try await listBody(project: context.requireReadProject(), QueryParameters(request))
+        try await listBody(project: context.requireReadProject(), Self.listRequest(QueryParameters(request)))
     }
 
     @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> ReleaseDetailBody {
         let raw = context.parameters.get("version") ?? ""
         let version = raw.removingPercentEncoding ?? raw
         guard !version.isEmpty, version.utf8.count <= 200 else { throw APIError.badRequest("version: must be 1 to 200 bytes") }
-        return try await detailBody(project: context.requireReadProject(), version: version, QueryParameters(request))
+        return try await detailBody(project: context.requireReadProject(), Self.detailRequest(version: version, QueryParameters(request)))
     }
 
     static func filters(_ q: QueryParameters) throws -> SessionFilters {
         SessionFilters(environment: try q.string("environment"), app: try q.string("app"))
     }
 
-    /// One page of the releases list (the REST list and the dashboard's Releases page).
-    func listBody(project: ProjectRef, _ q: QueryParameters) async throws -> ReleaseListBody {
-        let filters = try Self.filters(q)
+    /// The list's query string as a request: `environment`, `app`, `limit`, `from`/`to` and
+    /// `cursor`; a bad value is a 400 naming it.
+    static func listRequest(_ q: QueryParameters) throws -> ReleaseListRequest {
+        let filters = try filters(q)
         let limit = try q.limit()
-        var window = try q.window()
+        let window = try q.window()
         // Not through `string`'s 256 bytes: a cursor holds a version of up to 200 bytes.
         let cursor = try q.values["cursor"].map(ReleaseCursor.decode)
-        if let cursor { window = try cursor.window }
+        return ReleaseListRequest(window: window, filters: filters, limit: limit, cursor: cursor)
+    }
+
+    /// The detail's query string as a request: `environment`, `app`, `from`/`to` and
+    /// `interval` (hour or day, hour by default); a bad value is a 400 naming it.
+    static func detailRequest(version: String, _ q: QueryParameters) throws -> ReleaseDetailRequest {
+        let filters = try filters(q)
+        let window = try q.window()
+        let interval: StatsInterval =
+            try q.string("interval").map {
+                guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
+                return unit
+            } ?? .hour
+        return ReleaseDetailRequest(version: version, window: window, filters: filters, interval: interval)
+    }
+
+    /// One page of the releases list (the REST list and the dashboard's Releases page).
+    func listBody(project: ProjectRef, _ request: ReleaseListRequest) async throws -> ReleaseListBody {
+        let window = try request.cursor?.window ?? request.window
         let page = try await store.releasePage(
-            project: project.id, window: window, filters: filters,
-            after: cursor.map { ReleaseTotals(version: $0.version, sessions: $0.sessions) }, limit: limit)
+            project: project.id, window: window, filters: request.filters,
+            after: request.cursor.map { ReleaseTotals(version: $0.version, sessions: $0.sessions) }, limit: request.limit)
         return ReleaseListBody(
             releases: page.releases.map { ReleaseBody($0, allSessions: page.allSessions, seen: page.seen[$0.version]) },
             nextCursor: page.next.map {
@@ -168,19 +187,13 @@ struct ReleasesController: Sendable {
     /// Most sessions first; ties: highest version first (numeric dotted), then by text.
     static func before(_ a: ReleaseTotals, _ b: ReleaseTotals) -> Bool { ReleaseTotals.before(a, b) }
 
-    /// One release's detail over the window.
-    func detailBody(project: ProjectRef, version: String, _ q: QueryParameters) async throws -> ReleaseDetailBody {
-        let filters = try Self.filters(q)
-        let window = try q.window()
-        let interval: StatsInterval =
-            try q.string("interval").map {
-                guard let unit = StatsInterval(rawValue: $0) else { throw APIError.badRequest("interval: must be hour or day") }
-                return unit
-            } ?? .hour
+    /// One release's detail over the window (the REST detail and the dashboard's release page).
+    func detailBody(project: ProjectRef, _ request: ReleaseDetailRequest) async throws -> ReleaseDetailBody {
+        let (version, window, filters) = (request.version, request.window, request.filters)
         // The sessions and the crash groups are independent reads: side by side, each on a
         // connection of its own.
         async let sessions = store.releaseDetail(
-            project: project.id, version: version, window: window, filters: filters, interval: interval)
+            project: project.id, version: version, window: window, filters: filters, interval: request.interval)
         async let crashes = groups(project: project, version: version, app: filters.app, window: window)
         let (detail, (top, introduced)) = try await (sessions, crashes)
         let release = ReleaseBody(detail.totals, allSessions: detail.allSessions, seen: detail.seen)
