@@ -101,4 +101,31 @@ import Testing
         #expect(try await service.groups(project, second).groups.count == 1)
         #expect(throws: APIError.self) { try DashboardQuery(values: ["status": "closed"]).crashList(project: project, limit: 2) }
     }
+
+    /// The dashboard's Releases pages and `GET .../releases` with the same window and filters
+    /// are the same typed requests; a bad value is the API's 400 on both.
+    @Test func dashboardReleasePagesAndRESTAreTheSameRequests() throws {
+        let now = Date()
+        let range = DashboardWindow.day.range(now: now)
+        let values = ["window": DashboardWindow.day.rawValue, "environment": "staging", "app": "com.acme.shop"]
+        let window = ["from": RFC3339.format(range.from), "to": RFC3339.format(range.to)]
+        let filters = window.merging(["environment": "staging", "app": "com.acme.shop"]) { a, _ in a }
+        let cursor = ReleaseCursor(
+            sessions: 7, version: "2.4.0", from: ListCursor.micros(range.from), to: ListCursor.micros(range.to)
+        ).encode()
+
+        let list = try DashboardQuery(values: values.merging(["cursor": cursor]) { a, _ in a }).releaseList(limit: 25, now: now)
+        let restList = try ReleasesController.listRequest(
+            QueryParameters(filters.merging(["limit": "25", "cursor": cursor]) { a, _ in a }))
+        #expect(list == restList)
+        #expect(list.filters == SessionFilters(environment: "staging", app: "com.acme.shop"))
+        #expect(list.cursor?.version == "2.4.0")
+
+        let detail = try DashboardQuery(values: values).release("2.4.0", now: now)
+        let restDetail = try ReleasesController.detailRequest(version: "2.4.0", QueryParameters(filters.merging(["interval": "hour"]) { a, _ in a }))
+        #expect(detail == restDetail)
+
+        #expect(throws: APIError.self) { try DashboardQuery(values: ["cursor": "forged"]).releaseList(limit: 25) }
+        #expect(throws: APIError.self) { try ReleasesController.detailRequest(version: "2.4.0", QueryParameters(["interval": "week"])) }
+    }
 }
