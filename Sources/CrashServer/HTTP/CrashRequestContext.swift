@@ -15,6 +15,10 @@ public struct CrashRequestContext: RequestContext {
     /// `IngestAuthenticationMiddleware` on the ingest doors).
     public var ingestProject: ProjectRef?
 
+    /// Who makes the request, as read authentication found it (the read token unless
+    /// the request was authenticated otherwise); activity and audit entries name it.
+    public var principal: Principal = .readToken
+
     /// Creates the context for one request.
     public init(source: Source) {
         coreContext = .init(source: source)
