@@ -4,8 +4,9 @@
 // quarantine (2 MiB by default, like Baymax); the oldest are freed for real when the
 // budget is exceeded. A message to a zombie is recorded with the runtime's NSZombie text
 //   *** -[Controller refresh]: message sent to deallocated instance 0x...
-// and answered by the shared stub (0 / nil). Only listed classes are protected: system
-// classes rarely dangle and would cost the quarantine for nothing (the seed's white list).
+// and answered by the shared stub (0 / nil). Only listed classes and their subclasses are
+// protected: system classes rarely dangle and would cost the quarantine for nothing (the
+// seed's white list); an app's view controllers share a base class, which is listed once.
 #include "CGCompat.h"
 
 #if CRASHGUARD_OBJC_ENABLED
@@ -32,7 +33,7 @@ typedef struct {
 static pthread_mutex_t zombieLock = PTHREAD_MUTEX_INITIALIZER;
 static Class zombieClass;
 static CG_UNSAFE Class *protectedClasses;
-static unsigned protectedCount, protectedCapacity;
+static unsigned protectedCount, protectedCapacity;  // protectedCount also read atomically
 static CGZombie *queue;          // ring buffer, oldest at head
 static size_t queueHead, queueCount, queueCapacity;
 static size_t quarantineBytes, quarantineLimit = 2u << 20;
@@ -48,7 +49,8 @@ void crashguard_objc_zombie_protect_class(const char *class_name) {
             protectedCapacity = protectedCapacity ? protectedCapacity * 2 : 8;
             protectedClasses = (CG_UNSAFE Class *)realloc(protectedClasses, protectedCapacity * sizeof(Class));
         }
-        protectedClasses[protectedCount++] = cls;
+        protectedClasses[protectedCount] = cls;
+        __atomic_store_n(&protectedCount, protectedCount + 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&zombieLock);
 }
@@ -101,13 +103,22 @@ static Class originalClassOf(CG_UNSAFE id zombie) {
     return found;
 }
 
+/// Whether `cls` is a listed class or inherits from one (under zombieLock).
+static BOOL isProtectedLocked(Class cls) {
+    for (Class c = cls; c != Nil; c = class_getSuperclass(c)) {
+        for (unsigned i = 0; i < protectedCount; i++) {
+            if (protectedClasses[i] == c) return YES;
+        }
+    }
+    return NO;
+}
+
 BOOL CGZombieDeallocHook(CG_UNSAFE id object) {
     Class cls = object_getClass(object);
     if (cls == zombieClass) return YES;  // a zombie's -dealloc: it is freed by the quarantine only
+    if (__atomic_load_n(&protectedCount, __ATOMIC_ACQUIRE) == 0) return NO;  // nothing listed
     pthread_mutex_lock(&zombieLock);
-    BOOL protect = NO;
-    for (unsigned i = 0; i < protectedCount && !protect; i++) protect = protectedClasses[i] == cls;
-    if (!protect) {
+    if (!isProtectedLocked(cls)) {
         pthread_mutex_unlock(&zombieLock);
         return NO;
     }

@@ -36,6 +36,12 @@ static NSInteger deallocated;
 - (NSInteger)refresh { return 42; }
 @end
 
+/// A subclass of a protected class, never listed itself.
+@interface CGTDetailController : CGTController
+@end
+@implementation CGTDetailController
+@end
+
 // ---- Notification ----
 
 CG_SCENARIO(notificationAfterObserverFreed) {
@@ -142,6 +148,22 @@ CG_TEST(zombieAnswersZeroAndRecords) {
     CG_EXPECT_REPORT(@"wildPointer", ([NSString stringWithFormat:@"*** -[CGTController release]: message sent to deallocated instance %p", (void *)controller]));
     crashguard_objc_zombie_drain();
     // Classes not listed are freed as usual.
+    NSInteger before = deallocated;
+    [[CGTScreen new] release];
+    CG_CHECK(deallocated == before + 1);
+    CG_EXPECT_NO_REPORT();
+}
+
+CG_TEST(zombieProtectsSubclassesOfListedClasses) {
+    crashguard_objc_zombie_protect_class("CGTController");
+    CGTDetailController *detail = [CGTDetailController new];
+    [detail release];
+    CG_CHECK(strcmp(class_getName(object_getClass(detail)), "CrashGuardZombie") == 0);
+    CG_CHECK([detail refresh] == 0);
+    // The reason names the instance's own class, not the listed one.
+    CG_EXPECT_REPORT(@"wildPointer", ([NSString stringWithFormat:@"*** -[CGTDetailController refresh]: message sent to deallocated instance %p", (void *)detail]));
+    crashguard_objc_zombie_drain();
+    // Classes outside the listed hierarchy are freed as usual.
     NSInteger before = deallocated;
     [[CGTScreen new] release];
     CG_CHECK(deallocated == before + 1);

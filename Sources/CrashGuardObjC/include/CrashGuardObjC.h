@@ -64,7 +64,8 @@ uint32_t crashguard_objc_enabled(void);
 /// sees the bug at once. Off by default.
 void crashguard_objc_set_raise_after_recording(int raise);
 
-/// The zombie guard protects only the classes listed here (the seed's white list: system
+/// The zombie guard protects only the classes listed here and their subclasses (the
+/// seed's white list: system
 /// classes are not worth the memory). `quarantine_bytes` bounds the memory held by zombies
 /// (0: the default, 2 MiB like Baymax); the oldest are freed first.
 void crashguard_objc_zombie_protect_class(const char *class_name);
