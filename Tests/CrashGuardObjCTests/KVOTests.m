@@ -184,3 +184,60 @@ CG_TEST(kvoReleasedObserverIsDroppedSilently) {
     [person removeObserver:stays forKeyPath:@"name"];
     CG_EXPECT_NO_REPORT();
 }
+
+/// Keeps every change it is told, in order.
+@interface CGTChangeLog : NSObject {
+@public
+    NSMutableArray *changes;
+}
+@end
+
+@implementation CGTChangeLog
+- (id)init {
+    if ((self = [super init])) changes = [NSMutableArray new];
+    return self;
+}
+- (void)observeValueForKeyPath:(NSString *)keyPath ofObject:(id)object change:(NSDictionary *)change context:(void *)context {
+    (void)keyPath;
+    (void)object;
+    (void)context;
+    [changes addObject:[[change copy] autorelease]];  // GNUstep reuses one mutable dictionary
+}
+- (void)dealloc {
+    [changes release];
+    [super dealloc];
+}
+@end
+
+// Each observer is registered with its own options: a later observer asking for .initial,
+// .old and .prior gets them although the first one asked only for .new.
+CG_TEST(kvoEachObserverKeepsItsOptions) {
+    CGTPerson *person = [[CGTPerson new] autorelease];
+    [person setName:@"Ann"];
+    CGTChangeLog *plain = [[CGTChangeLog new] autorelease], *full = [[CGTChangeLog new] autorelease];
+    [person addObserver:plain forKeyPath:@"name" options:NSKeyValueObservingOptionNew context:NULL];
+    CG_CHECK([plain->changes count] == 0);
+    NSKeyValueObservingOptions all = NSKeyValueObservingOptionNew | NSKeyValueObservingOptionOld |
+                                     NSKeyValueObservingOptionInitial | NSKeyValueObservingOptionPrior;
+    [person addObserver:full forKeyPath:@"name" options:all context:NULL];
+    // .initial: told at once, with the current value.
+    CG_CHECK([full->changes count] == 1, @"%@", full->changes);
+    CG_EQUAL_OBJECTS([[full->changes lastObject] objectForKey:NSKeyValueChangeNewKey], @"Ann");
+    [person setName:@"Bob"];
+    // .prior: a notification before the change, then the change with .old and .new.
+    CG_CHECK([full->changes count] == 3, @"%@", full->changes);
+    if ([full->changes count] == 3) {
+        NSDictionary *prior = [full->changes objectAtIndex:1], *change = [full->changes objectAtIndex:2];
+        CG_EQUAL_OBJECTS([prior objectForKey:NSKeyValueChangeNotificationIsPriorKey], [NSNumber numberWithBool:YES]);
+        CG_EQUAL_OBJECTS([change objectForKey:NSKeyValueChangeOldKey], @"Ann");
+        CG_EQUAL_OBJECTS([change objectForKey:NSKeyValueChangeNewKey], @"Bob");
+    }
+    // The first observer still gets only the change itself: no initial, no prior one.
+    CG_CHECK([plain->changes count] == 1, @"%@", plain->changes);
+    CG_EQUAL_OBJECTS([[plain->changes lastObject] objectForKey:NSKeyValueChangeNewKey], @"Bob");
+    [person removeObserver:plain forKeyPath:@"name"];
+    [person removeObserver:full forKeyPath:@"name"];
+    [person setName:@"Cy"];
+    CG_CHECK([full->changes count] == 3 && [plain->changes count] == 1);
+    CG_EXPECT_NO_REPORT();
+}
