@@ -27,6 +27,7 @@ let serverTestDependencies: [Target.Dependency] = [
     .product(name: "NIOHTTP1", package: "swift-nio"),
     .product(name: "Mustache", package: "swift-mustache"),
     .product(name: "Crypto", package: "swift-crypto"),
+    .product(name: "JWTKit", package: "jwt-kit"),
 ]
 
 let package = Package(
@@ -49,13 +50,15 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        // Up to 5: jwt-kit (OpenID Connect ID tokens) needs 4 or newer.
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         // Wire format: report types, kinds, limits, header names. Foundation only.
@@ -67,6 +70,8 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"]), .brew(["zstd"])]),
         // ISA-L's igzip: the server's gzip decoder (GzipDecoder), never the SDK's.
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"]), .brew(["isa-l"])]),
+        // System Argon2 (the reference implementation): account passwords are hashed with Argon2id.
+        .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"]), .brew(["argon2"])]),
         // gzip/deflate encode and capped streaming inflate.
         .target(name: "CrashCompression", dependencies: ["CZlib"], swiftSettings: strict),
         // A cache prefetch hint for the grouping's frame reads (a C header: Swift has none).
@@ -104,7 +109,7 @@ let package = Package(
         .target(
             name: "CrashServer",
             dependencies: [
-                "CrashWire", "CrashCompression", "CrashGrouping", "CrashIngest", "CrashDebugFiles",
+                "CrashWire", "CrashCompression", "CrashGrouping", "CrashIngest", "CrashDebugFiles", "CArgon2",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -123,6 +128,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                // OpenID Connect: ID tokens verified against the provider's JWKS (RS256, ES256).
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             // schema.sql and docs/openapi.json compiled into the binary (no bundle to ship):
             // Resources/ holds relative symlinks to the checked-in files, the one source; and

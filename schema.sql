@@ -739,3 +739,160 @@ CREATE TABLE IF NOT EXISTS assembled_files (
     PRIMARY KEY (project_id, sha1),
     FOREIGN KEY (project_id, build_id) REFERENCES debug_files (project_id, build_id) ON DELETE CASCADE
 );
+
+-- accounts (accounts.md): users, their one-time set-up links, server-side sign-in sessions,
+-- project members with a role, API tokens, sign-in failures (the rate limit, shared by
+-- replicas) and the audit log. Secrets (set-up links, session ids, tokens) are stored as
+-- SHA-256 hashes; passwords as Argon2id strings.
+CREATE TABLE IF NOT EXISTS users (
+    id            bigserial PRIMARY KEY,
+    email         text NOT NULL CHECK (length(email) BETWEEN 3 AND 320),
+    name          text NOT NULL DEFAULT '',
+    is_admin      boolean NOT NULL DEFAULT false,
+    password_hash text,
+    disabled_at   timestamptz,
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX IF NOT EXISTS users_email ON users (lower(email));
+CREATE TABLE IF NOT EXISTS user_setup_links (
+    token_hash bytea PRIMARY KEY,
+    user_id    bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    expires_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS user_sessions (
+    id_hash      bytea PRIMARY KEY,
+    user_id      bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    last_seen_at timestamptz NOT NULL DEFAULT now(),
+    expires_at   timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS user_sessions_user ON user_sessions (user_id);
+CREATE TABLE IF NOT EXISTS project_members (
+    project_id bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    user_id    bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    role       text NOT NULL CHECK (role IN ('viewer', 'member', 'admin')),
+    PRIMARY KEY (project_id, user_id)
+);
+CREATE INDEX IF NOT EXISTS project_members_user ON project_members (user_id);
+CREATE TABLE IF NOT EXISTS api_tokens (
+    id           bigserial PRIMARY KEY,
+    user_id      bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    name         text NOT NULL,
+    token_hash   bytea NOT NULL UNIQUE,
+    scopes       text[] NOT NULL,
+    -- The slugs the token is limited to; NULL: all of the user's projects.
+    projects     text[],
+    expires_at   timestamptz,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    last_used_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS api_tokens_user ON api_tokens (user_id);
+CREATE TABLE IF NOT EXISTS sign_in_failures (
+    key text NOT NULL,
+    at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS sign_in_failures_key ON sign_in_failures (key, at);
+CREATE TABLE IF NOT EXISTS audit_log (
+    id         bigserial PRIMARY KEY,
+    at         timestamptz NOT NULL DEFAULT now(),
+    actor_type text NOT NULL,
+    actor_id   text,
+    actor_name text NOT NULL,
+    action     text NOT NULL,
+    project_id bigint REFERENCES projects (id) ON DELETE SET NULL,
+    project    text,
+    target     text,
+    address    text
+);
+CREATE INDEX IF NOT EXISTS audit_log_project ON audit_log (project_id, id);
+CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log (at, id);
+
+-- triage actions (triage.md: assignment, snooze, merge, activity). A group's assignee (an
+-- e-mail address as sent); its snooze (status 'ignored' with one condition: until a time, a
+-- count of new reports or of new devices; snooze_seen counts the new reports so far); and the
+-- group it is merged into. The columns are checked first: ALTER TABLE would lock crash_groups
+-- at every start.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'crash_groups'::regclass AND attname = 'assignee' AND NOT attisdropped) THEN
+        ALTER TABLE crash_groups
+            ADD COLUMN assignee text,
+            ADD COLUMN snooze_since timestamptz,
+            ADD COLUMN snooze_until timestamptz,
+            ADD COLUMN snooze_count integer,
+            ADD COLUMN snooze_devices integer,
+            ADD COLUMN snooze_seen bigint NOT NULL DEFAULT 0,
+            ADD COLUMN merged_into bigint REFERENCES crash_groups (id) ON DELETE SET NULL;
+    END IF;
+END;
+$$;
+-- The snoozes a periodic check ends when their time comes.
+CREATE INDEX IF NOT EXISTS crash_groups_snooze_until ON crash_groups (snooze_until) WHERE snooze_until IS NOT NULL;
+-- The distinct device ids seen by a group snoozed until a number of new devices, since the snooze.
+CREATE TABLE IF NOT EXISTS snooze_devices (
+    group_id  bigint NOT NULL REFERENCES crash_groups (id) ON DELETE CASCADE,
+    device_id text NOT NULL,
+    PRIMARY KEY (group_id, device_id)
+);
+-- What happened to a group, newest first by id: status and assignee changes, merges, comments.
+CREATE TABLE IF NOT EXISTS group_activity (
+    id       bigserial PRIMARY KEY,
+    group_id bigint NOT NULL REFERENCES crash_groups (id) ON DELETE CASCADE,
+    at       timestamptz NOT NULL DEFAULT now(),
+    type     text NOT NULL,
+    actor    text NOT NULL,
+    data     text NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS group_activity_group ON group_activity (group_id, id DESC);
+
+-- Environments (triage.md, docs/api.md "Environments"): every report has one ('production'
+-- when it names none, so reports stored before this column read as production). The rollups
+-- the list, detail and stats read are keyed by it too, so an `environment` filter or search
+-- term reads the same rows as an unfiltered query; `group_facets` gains an 'environment'
+-- facet (count, firstSeen, lastSeen per group and environment). Adding a column with a
+-- constant default rewrites nothing; each step is checked first so a re-application takes no lock.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'reports'::regclass AND attname = 'environment' AND NOT attisdropped) THEN
+        ALTER TABLE reports ADD COLUMN environment text NOT NULL DEFAULT 'production';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'group_hourly'::regclass AND attname = 'environment' AND NOT attisdropped) THEN
+        ALTER TABLE group_hourly ADD COLUMN environment text NOT NULL DEFAULT 'production';
+        ALTER TABLE group_hourly DROP CONSTRAINT group_hourly_pkey,
+            ADD PRIMARY KEY (project_id, hour, group_id, app_id, app_version, os, environment);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'group_daily'::regclass AND attname = 'environment' AND NOT attisdropped) THEN
+        ALTER TABLE group_daily ADD COLUMN environment text NOT NULL DEFAULT 'production';
+        ALTER TABLE group_daily DROP CONSTRAINT group_daily_pkey,
+            ADD PRIMARY KEY (project_id, day, group_id, app_id, app_version, os, environment);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'project_hourly'::regclass AND attname = 'environment' AND NOT attisdropped) THEN
+        ALTER TABLE project_hourly ADD COLUMN environment text NOT NULL DEFAULT 'production';
+        ALTER TABLE project_hourly DROP CONSTRAINT project_hourly_pkey,
+            ADD PRIMARY KEY (project_id, hour, kind, app_version, environment);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'group_facets_facet_check'
+                   AND pg_get_constraintdef(oid) LIKE '%environment%') THEN
+        ALTER TABLE group_facets DROP CONSTRAINT IF EXISTS group_facets_facet_check,
+            ADD CONSTRAINT group_facets_facet_check CHECK (facet IN ('app', 'version', 'os', 'model', 'environment'));
+        INSERT INTO group_facets (project_id, group_id, facet, value, count, first_seen, last_seen)
+        SELECT project_id, id, 'environment', 'production', report_count, first_seen, last_seen FROM crash_groups
+        WHERE report_count > 0
+        ON CONFLICT (group_id, facet, value) DO NOTHING;
+    END IF;
+END;
+$$;
+-- The groups merged into a group (its `merged` list).
+CREATE INDEX IF NOT EXISTS crash_groups_merged_into ON crash_groups (merged_into) WHERE merged_into IS NOT NULL;
+
+-- oidc (accounts.md, single sign-on): sign-ins between the redirect to the identity provider
+-- and its callback, each finished once (DELETE ... RETURNING) and for 10 minutes at most. The
+-- state is stored as its SHA-256, the browser's binding cookie too.
+CREATE TABLE IF NOT EXISTS oidc_logins (
+    state_hash    bytea PRIMARY KEY,
+    nonce         text NOT NULL,
+    code_verifier text NOT NULL,
+    browser_hash  bytea NOT NULL,
+    expires_at    timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS oidc_logins_expires ON oidc_logins (expires_at);

@@ -12,7 +12,7 @@ struct CrashServerCommand: AsyncParsableCommand {
         commandName: "crash-server",
         abstract: "CrashGuard crash-report server.",
         discussion: ServerConfiguration.flagHelp(for: .other),
-        subcommands: [Serve.self, Migrate.self, ProjectCommand.self, Top.self, DebugFilesCommand.self, Settings.self],
+        subcommands: [Serve.self, Migrate.self, ProjectCommand.self, UserCommand.self, Top.self, DebugFilesCommand.self, Settings.self],
         defaultSubcommand: Serve.self
     )
 

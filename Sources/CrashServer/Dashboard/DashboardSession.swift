@@ -107,6 +107,12 @@ struct DashboardSessions: Sendable {
             name: cookieName, value: session.id, maxAge: Int(Self.lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }
 
+    /// A signed-in user's session cookie: the same name and flags, kept by the browser as
+    /// long as the session may last on the server.
+    func userSessionCookie(_ session: Session, maxAge: TimeInterval) -> Cookie {
+        Cookie(name: cookieName, value: session.id, maxAge: Int(maxAge), path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+    }
+
     func signInCookie(_ nonce: String) -> Cookie {
         Cookie(name: signInCookieName, value: nonce, maxAge: 3600, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }

@@ -1,6 +1,7 @@
 import CrashWire
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// The request context of every CrashGuard route: RFC 3339 dates in JSON bodies.
 public struct CrashRequestContext: RequestContext {
@@ -19,9 +20,14 @@ public struct CrashRequestContext: RequestContext {
     /// the request was authenticated otherwise); activity and audit entries name it.
     public var principal: Principal = .readToken
 
+    /// The client's address (the connection's peer): the sign-in rate limit counts failures
+    /// per address, and audit entries name it.
+    public var clientAddress: String?
+
     /// Creates the context for one request.
     public init(source: Source) {
         coreContext = .init(source: source)
+        clientAddress = source.channel.remoteAddress?.ipAddress
     }
 
     /// Responses encode dates as RFC 3339 in UTC.
