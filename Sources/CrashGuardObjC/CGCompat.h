@@ -62,14 +62,34 @@
 #define CG_SEL_RELEASE sel_registerName("release")
 #define CG_SEL_AUTORELEASE sel_registerName("autorelease")
 
+// ---- The guards' own code ----
+
+// Every function and method of the guards goes into one text section, so that a report
+// finds the app's frame by skipping the frames inside it (CGReport): each guard file
+// opens CG_GUARD_CODE_BEGIN after its includes and closes CG_GUARD_CODE_END at its end.
+#if defined(__APPLE__)
+#define CG_GUARD_CODE_BEGIN \
+    _Pragma("clang attribute push (__attribute__((section(\"__TEXT,__cg_guards,regular,pure_instructions\"))), apply_to = any(function, objc_method))")
+#else
+#define CG_GUARD_CODE_BEGIN \
+    _Pragma("clang attribute push (__attribute__((section(\"crashguard_objc_text\"))), apply_to = any(function, objc_method))")
+#endif
+#define CG_GUARD_CODE_END _Pragma("clang attribute pop")
+
 // ---- Reporting (CGCore.m) ----
 
 /// Whether `family` is installed and switched on.
 BOOL CGEnabled(uint32_t family);
-/// Records a catch: builds the stack, calls the callback; in debug mode then raises
-/// `exceptionName` (nil: no raise) with `reason`.
-void CGReport(uint32_t family, const char *kind, NSString *site, NSString *action, NSString *reason,
+/// Records a catch: builds the stack, finds the app's frame (the report's site), calls the
+/// callback; in debug mode then raises `exceptionName` (nil: no raise) with `reason`.
+/// `function` is the guarded method, e.g. "-[GSInlineArray objectAtIndex:]".
+void CGReport(uint32_t family, const char *kind, NSString *function, NSString *action, NSString *reason,
               NSString *exceptionName);
+/// The first frame of `addresses` (innermost first) outside the guards' code, Foundation
+/// and the Objective-C runtime: the app's call site. 0 when there is none.
+uintptr_t CGAppFrame(const uintptr_t *addresses, size_t count);
+/// Whether `address` lies in the guards' own code (CG_GUARD_CODE_BEGIN ... END).
+BOOL CGIsGuardCode(uintptr_t address);
 /// "0x1234": the object's address as the runtimes print it (never messages it).
 NSString *CGAddress(CG_UNSAFE id object);
 /// The class name the runtime would print for `object` (its real class, not -class).
@@ -132,6 +152,7 @@ void CGInstallNotificationGuard(void);
 void CGInstallTimerGuard(void);
 void CGInstallZombieGuard(void);
 void CGInstallNullGuard(void);
+void CGInstallKVCGuard(void);
 
 /// Hooks run from the swizzled -dealloc of NSObject (CGCore.m), in this order.
 void CGKVODeallocHook(CG_UNSAFE id object);

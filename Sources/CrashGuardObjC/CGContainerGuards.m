@@ -8,6 +8,8 @@
 
 #if CRASHGUARD_OBJC_ENABLED
 
+CG_GUARD_CODE_BEGIN
+
 
 static void reportContainer(id self, SEL cmd, NSString *action, NSString *exception, NSString *format, ...)
     NS_FORMAT_FUNCTION(5, 6);
@@ -265,5 +267,7 @@ void CGInstallContainerGuards(void) {
     };
     CGSwizzleClusterMethods(methods, sizeof methods / sizeof methods[0]);
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

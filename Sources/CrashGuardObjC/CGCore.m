@@ -1,10 +1,17 @@
 // Reporting, switches, swizzling and side tables shared by every guard family.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1  // dladdr on glibc
+#endif
 #include "CGCompat.h"
 
 #if CRASHGUARD_OBJC_ENABLED
 
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <stdlib.h>
 #include <string.h>
+
+CG_GUARD_CODE_BEGIN
 
 // ---- Switches and callback ----
 
@@ -27,6 +34,7 @@ uint32_t crashguard_objc_install(uint32_t categories, crashguard_objc_report_fn 
     if (fresh & CRASHGUARD_OBJC_STRING) CGInstallStringGuards();
     if (fresh & CRASHGUARD_OBJC_SELECTOR) CGInstallSelectorGuard();
     if (fresh & CRASHGUARD_OBJC_NULL) CGInstallNullGuard();
+    if (fresh & CRASHGUARD_OBJC_KVC) CGInstallKVCGuard();
     if (fresh & CRASHGUARD_OBJC_KVO) CGInstallKVOGuard();
     if (fresh & CRASHGUARD_OBJC_NOTIFICATION) CGInstallNotificationGuard();
     if (fresh & CRASHGUARD_OBJC_TIMER) CGInstallTimerGuard();
@@ -66,7 +74,63 @@ static pthread_key_t reentryKey;
 static pthread_once_t reentryOnce = PTHREAD_ONCE_INIT;
 static void makeReentryKey(void) { pthread_key_create(&reentryKey, NULL); }
 
-void CGReport(uint32_t family, const char *kind, NSString *site, NSString *action, NSString *reason,
+// ---- The app's frame ----
+
+#if defined(__APPLE__)
+extern char cgGuardCodeStart[] __asm("section$start$__TEXT$__cg_guards");
+extern char cgGuardCodeEnd[] __asm("section$end$__TEXT$__cg_guards");
+#else
+extern char __start_crashguard_objc_text[], __stop_crashguard_objc_text[];
+#define cgGuardCodeStart __start_crashguard_objc_text
+#define cgGuardCodeEnd __stop_crashguard_objc_text
+#endif
+
+BOOL CGIsGuardCode(uintptr_t address) {
+    return address >= (uintptr_t)cgGuardCodeStart && address < (uintptr_t)cgGuardCodeEnd;
+}
+
+/// The images whose frames lie between the app and a guard: Foundation (GNUstep Base,
+/// with libffi behind its forwarding) and the Objective-C runtime.
+static BOOL isSystemImage(const char *path) {
+    const char *name = strrchr(path, '/');
+    name = name != NULL ? name + 1 : path;
+    static const char *const prefixes[] = {"libobjc", "libgnustep-base", "libffi", "Foundation", "CoreFoundation",
+                                           "libswiftFoundation", "libFoundation"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) return YES;
+    }
+    return NO;
+}
+
+uintptr_t CGAppFrame(const uintptr_t *addresses, size_t count) {
+    if (cgGuardCodeStart == cgGuardCodeEnd) return 0;  // no section: the guards cannot tell their frames apart
+    for (size_t i = 0; i < count; i++) {
+        // A return address points after the call: the call itself is one byte before.
+        uintptr_t address = addresses[i];
+        if (address == 0 || CGIsGuardCode(address - 1)) continue;
+        Dl_info info;
+        if (dladdr((void *)(address - 1), &info) != 0 && info.dli_fname != NULL && isSystemImage(info.dli_fname)) continue;
+        return address;
+    }
+    return 0;
+}
+
+/// "image`symbol+0x1f" when the image exports the symbol, else "image+0x4a2f": stable for
+/// one build, so it names the call site across launches.
+static NSString *describeFrame(uintptr_t address) {
+    Dl_info info;
+    if (dladdr((void *)(address - 1), &info) == 0 || info.dli_fname == NULL) {
+        return [NSString stringWithFormat:@"0x%lx", (unsigned long)address];
+    }
+    const char *image = strrchr(info.dli_fname, '/');
+    image = image != NULL ? image + 1 : info.dli_fname;
+    if (info.dli_sname != NULL && info.dli_saddr != NULL) {
+        return [NSString stringWithFormat:@"%s`%s+0x%lx", image, info.dli_sname, (unsigned long)(address - (uintptr_t)info.dli_saddr)];
+    }
+    return [NSString stringWithFormat:@"%s+0x%lx", image, (unsigned long)(address - (uintptr_t)info.dli_fbase)];
+}
+
+void CGReport(uint32_t family, const char *kind, NSString *function, NSString *action, NSString *reason,
               NSString *exceptionName) {
     pthread_once(&reentryOnce, makeReentryKey);
     if (pthread_getspecific(reentryKey) != NULL) return;
@@ -74,6 +138,14 @@ void CGReport(uint32_t family, const char *kind, NSString *site, NSString *actio
     crashguard_objc_report_fn callback = __atomic_load_n(&reportCallback, __ATOMIC_ACQUIRE);
     if (callback != NULL) {
         @autoreleasepool {
+        void *raw[128];
+        int depth = backtrace(raw, 128);
+        uintptr_t addresses[128];
+        for (int i = 0; i < depth; i++) addresses[i] = (uintptr_t)raw[i];
+        uintptr_t appFrame = CGAppFrame(addresses, depth > 0 ? (size_t)depth : 0);
+        // The site is the app's call: two calls of one method from two places are two sites
+        // (two rate limits); without an app frame, the guarded method.
+        NSString *site = appFrame != 0 ? describeFrame(appFrame) : function;
         NSArray *symbols = [NSThread callStackSymbols];
         NSUInteger count = [symbols count];
         if (count > 256) count = 256;
@@ -86,6 +158,10 @@ void CGReport(uint32_t family, const char *kind, NSString *site, NSString *actio
             .stack_count = count,
             .site = [site UTF8String],
             .action = [action UTF8String],
+            .function = [function UTF8String],
+            .site_address = appFrame,
+            .addresses = addresses,
+            .address_count = depth > 0 ? (size_t)depth : 0,
         };
         callback(&report);
         free(frames);
@@ -406,5 +482,7 @@ void CGInstallDeallocHook(void) {
     // subclasses have released their ivars, and only the root frees the memory.
     originalDealloc = CGSwizzleOwn([NSObject class], CG_SEL_DEALLOC, (IMP)cgDealloc);
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

@@ -17,6 +17,8 @@
 
 #if CRASHGUARD_OBJC_ENABLED
 
+CG_GUARD_CODE_BEGIN
+
 /// One registration: KVO's observer, forwarding to the app's.
 @interface CGKVOEntry : NSObject {
 @public
@@ -271,5 +273,7 @@ void CGInstallKVOGuard(void) {
     originalRemove = CGSwizzleOwn(root, @selector(removeObserver:forKeyPath:), (IMP)cgRemoveObserver);
     originalRemoveContext = CGSwizzleOwn(root, @selector(removeObserver:forKeyPath:context:), (IMP)cgRemoveObserverContext);
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

@@ -8,6 +8,8 @@
 
 #if CRASHGUARD_OBJC_ENABLED
 
+CG_GUARD_CODE_BEGIN
+
 static CGSideTable *centersByObserver;  // observer address -> NSMutableArray of centers (retained)
 static long observersTracked;           // atomic: fast path of -dealloc
 static IMP originalAdd;
@@ -45,5 +47,7 @@ void CGInstallNotificationGuard(void) {
     [NSNotificationCenter defaultCenter];
     originalAdd = CGSwizzleOwn([NSNotificationCenter class], @selector(addObserver:selector:name:object:), (IMP)cgAddObserver);
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

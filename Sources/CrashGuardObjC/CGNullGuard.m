@@ -6,6 +6,8 @@
 
 #if CRASHGUARD_OBJC_ENABLED
 
+CG_GUARD_CODE_BEGIN
+
 static NSArray *stand_ins;
 static IMP originalTarget;
 #if CG_GNU_RUNTIME
@@ -81,5 +83,7 @@ void CGInstallNullGuard(void) {
     originalSignature = overrideInNull(@selector(methodSignatureForSelector:), (IMP)cgNullSignature, "@@::");
 #endif
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

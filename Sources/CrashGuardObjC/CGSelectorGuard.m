@@ -3,16 +3,33 @@
 // 0 / nil, and the catch is recorded with the runtime's own text:
 //   -[Foo bar]: unrecognized selector sent to instance 0x...
 // Classes that forward on their own (they override -forwardInvocation: or
-// -forwardingTargetForSelector:) are left alone.
+// -forwardingTargetForSelector:) are left alone, and so are the system's classes: only a
+// class of the app is guarded, one whose name has one of the app's prefixes or that lives
+// in one of the app's images (by default the main executable), or a subclass of one.
+// A system class answering an unknown selector is a bug in the caller that the system
+// itself may rely on seeing (respondsToSelector: checks, proxies), as AvoidCrash and the
+// seeds decided.
 //
 // Forwarding order differs (CGCompat.h): Apple asks -forwardingTargetForSelector: first,
 // GNUstep asks -methodSignatureForSelector: first and raises when it gets nil; there the
 // guard also answers a signature for a selector it will take over.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1  // dladdr on glibc
+#endif
 #include "CGCompat.h"
 
 #if CRASHGUARD_OBJC_ENABLED
 
+#include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__APPLE__)
+#include <mach-o/dyld.h>
+#else
+#include <sys/auxv.h>
+#endif
+
+CG_GUARD_CODE_BEGIN
 
 static Class stubClass;
 static id stubInstance;
@@ -86,11 +103,93 @@ static BOOL forwardsItself(id receiver, BOOL meta) {
     return invocation != (meta ? nsObjectClassForwardInvocation : nsObjectForwardInvocation);
 }
 
+// ---- Which classes are the app's ----
+
+/// The configured scope, replaced whole (the old one is leaked: a reader may hold it;
+/// configuration happens once or twice). NULL: the main image only.
+typedef struct {
+    char **prefixes;  // NULL-terminated
+    char **images;    // NULL-terminated paths or file names; none: the main image
+} CGSelectorScope;
+
+static CGSelectorScope *scope;  // atomic
+
+static char **copyStrings(const char *const *strings, size_t count) {
+    char **copy = calloc(count + 1, sizeof(char *));
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (strings[i] != NULL && strings[i][0] != 0) copy[n++] = strdup(strings[i]);
+    }
+    return copy;
+}
+
+void crashguard_objc_selector_scope(const char *const *class_prefixes, size_t prefix_count, const char *const *images,
+                                    size_t image_count) {
+    CGSelectorScope *next = calloc(1, sizeof(CGSelectorScope));
+    next->prefixes = copyStrings(class_prefixes, prefix_count);
+    next->images = copyStrings(images, image_count);
+    __atomic_store_n(&scope, next, __ATOMIC_RELEASE);
+}
+
+static uintptr_t mainImageBase(void) {
+    static uintptr_t base;  // atomic; found once
+    uintptr_t found = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
+    if (found != 0) return found;
+    Dl_info info;
+#if defined(__APPLE__)
+    const void *inside = _dyld_get_image_header(0);  // dladdr's dli_fbase is the Mach-O header
+#else
+    const void *inside = (const void *)getauxval(AT_PHDR);  // the executable's program headers
+#endif
+    if (inside != NULL && dladdr(inside, &info) != 0) found = (uintptr_t)info.dli_fbase;
+    __atomic_store_n(&base, found, __ATOMIC_RELEASE);
+    return found;
+}
+
+static BOOL hasPrefix(const char *name, char *const *prefixes) {
+    for (size_t i = 0; prefixes[i] != NULL; i++) {
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) return YES;
+    }
+    return NO;
+}
+
+/// Whether `cls` was loaded from one of `images` (the main image when there are none).
+/// Classes made at run time (KVO's subclasses) live on the heap: no image.
+static BOOL inImages(Class cls, char *const *images) {
+    Dl_info info;
+    if (dladdr((__bridge const void *)cls, &info) == 0 || info.dli_fname == NULL) return NO;
+    if (images[0] == NULL) return (uintptr_t)info.dli_fbase == mainImageBase();
+    const char *file = strrchr(info.dli_fname, '/');
+    file = file != NULL ? file + 1 : info.dli_fname;
+    for (size_t i = 0; images[i] != NULL; i++) {
+        if (strcmp(images[i], info.dli_fname) == 0 || strcmp(images[i], file) == 0) return YES;
+    }
+    return NO;
+}
+
+/// Whether `cls` (a class, not a meta class) or a superclass is the app's.
+static BOOL isAppClass(Class cls) {
+    static char *none[] = {NULL};
+    CGSelectorScope *current = __atomic_load_n(&scope, __ATOMIC_ACQUIRE);
+    char *const *prefixes = current != NULL ? current->prefixes : none;
+    char *const *images = current != NULL ? current->images : none;
+    for (Class c = cls; c != Nil; c = class_getSuperclass(c)) {
+        if (hasPrefix(class_getName(c), prefixes) || inImages(c, images)) return YES;
+    }
+    return NO;
+}
+
+int crashguard_objc_selector_guards_class(const char *class_name) {
+    Class cls = class_name != NULL ? objc_getClass(class_name) : Nil;
+    return cls != Nil && isAppClass(cls) ? 1 : 0;
+}
+
 /// Whether the guard takes `sel` over for `receiver`.
 static BOOL takesOver(id receiver, SEL sel, BOOL meta) {
     if (!CGEnabled(CRASHGUARD_OBJC_SELECTOR)) return NO;
     if (class_respondsToSelector(object_getClass(receiver), sel)) return NO;
-    return !forwardsItself(receiver, meta);
+    if (forwardsItself(receiver, meta)) return NO;
+    return isAppClass(meta ? (Class)receiver : object_getClass(receiver));
 }
 
 static void reportSelector(id receiver, SEL sel, BOOL meta) {
@@ -139,5 +238,7 @@ void CGInstallSelectorGuard(void) {
     originalClassSignature = CGSwizzleOwn(rootMeta, @selector(methodSignatureForSelector:), (IMP)cgClassSignature);
 #endif
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

@@ -6,6 +6,8 @@
 
 #if CRASHGUARD_OBJC_ENABLED
 
+CG_GUARD_CODE_BEGIN
+
 static void reportString(id self, SEL cmd, NSString *action, NSString *format, ...) NS_FORMAT_FUNCTION(4, 5);
 
 static void reportString(id self, SEL cmd, NSString *action, NSString *format, ...) {
@@ -146,5 +148,7 @@ void CGInstallStringGuards(void) {
     };
     CGSwizzleClusterMethods(methods, sizeof methods / sizeof methods[0]);
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

@@ -10,6 +10,8 @@
 
 #if CRASHGUARD_OBJC_ENABLED
 
+CG_GUARD_CODE_BEGIN
+
 @interface CGTimerProxy : NSObject {
 @public
     CG_UNSAFE id target;  // unretained; cleared by CGTimerDeallocHook
@@ -127,5 +129,7 @@ void CGInstallTimerGuard(void) {
     originalScheduled = CGSwizzleOwn(meta, @selector(scheduledTimerWithTimeInterval:target:selector:userInfo:repeats:), (IMP)cgScheduled);
     originalTimerWith = CGSwizzleOwn(meta, @selector(timerWithTimeInterval:target:selector:userInfo:repeats:), (IMP)cgTimerWith);
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

@@ -14,6 +14,10 @@
 #include <string.h>
 #if !CG_GNU_RUNTIME
 #include <dlfcn.h>
+#endif
+
+CG_GUARD_CODE_BEGIN
+#if !CG_GNU_RUNTIME
 
 /// objc_destructInstance, which ARC code may not call by name: releases the instance's
 /// ivars (.cxx_destruct) and associated objects without freeing it.
@@ -196,5 +200,7 @@ void CGInstallZombieGuard(void) {
     class_addMethod(zombieClass, CG_SEL_DEALLOC, (IMP)cgZombieDealloc, "v@:");
     objc_registerClassPair(zombieClass);
 }
+
+CG_GUARD_CODE_END
 
 #endif  // CRASHGUARD_OBJC_ENABLED

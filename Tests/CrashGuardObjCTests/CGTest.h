@@ -44,7 +44,7 @@ void CGFail(const char *file, int line, NSString *message);
     } while (0)
 
 /// The reports recorded since the last CGResetReports(), as dictionaries with the keys
-/// kind, reason, site, action, frames.
+/// kind, reason, site, action, function, siteAddress, addresses (their count), frames.
 NSArray *CGReports(void);
 void CGResetReports(void);
 /// Checks that exactly one report was recorded, with `kind` and `reason`, and resets.

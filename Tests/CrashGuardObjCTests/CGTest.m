@@ -39,6 +39,9 @@ static void record(const crashguard_objc_report *report) {
         [NSString stringWithUTF8String:report->reason], @"reason",
         [NSString stringWithUTF8String:report->site], @"site",
         [NSString stringWithUTF8String:report->action], @"action",
+        [NSString stringWithUTF8String:report->function], @"function",
+        [NSNumber numberWithUnsignedLong:(unsigned long)report->site_address], @"siteAddress",
+        [NSNumber numberWithUnsignedLong:report->address_count], @"addresses",
         [NSNumber numberWithUnsignedLong:report->stack_count], @"frames", nil];
     pthread_mutex_lock(&reportsLock);
     [reports addObject:entry];

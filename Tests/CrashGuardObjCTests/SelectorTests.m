@@ -61,8 +61,64 @@ CG_TEST(nullForwardsToEmptyValues) {
     CG_EXPECT_REPORT(@"null", ([NSString stringWithFormat:@"-[NSNull integerValue]: unrecognized selector sent to instance %p", (void *)null]));
     CG_EQUAL_OBJECTS([null lowercaseString], @"");
     CG_EXPECT_REPORT(@"null", ([NSString stringWithFormat:@"-[NSNull lowercaseString]: unrecognized selector sent to instance %p", (void *)null]));
-    // With the null guard off, the selector guard still catches it, as an unrecognized selector.
+    // With the null guard off, the message raises: NSNull is Foundation's, outside the
+    // selector guard's scope.
     crashguard_objc_set_enabled(CRASHGUARD_OBJC_ALL & ~CRASHGUARD_OBJC_NULL);
-    CG_CHECK([null count] == 0);
-    CG_EXPECT_REPORT(@"unrecognizedSelector", ([NSString stringWithFormat:@"-[NSNull count]: unrecognized selector sent to instance %p", (void *)null]));
+    NSString *raised = nil;
+    @try {
+        [null count];
+    } @catch (NSException *exception) {
+        raised = [exception name];
+    }
+    CG_EQUAL_OBJECTS(raised, NSInvalidArgumentException);
+    CG_EXPECT_NO_REPORT();
+}
+
+/// The name of the exception `[receiver performSelector:selector withObject:argument]`
+/// raised, or nil.
+static NSString *raisedBy(id receiver, SEL selector, id argument) {
+    @try {
+        [receiver performSelector:selector withObject:argument];
+    } @catch (NSException *exception) {
+        return [exception name];
+    }
+    return nil;
+}
+
+// The selector guard takes over for the app's classes only: by default those of the main
+// executable (this test program) and their subclasses; Foundation's keep raising.
+CG_TEST(selectorGuardIsLimitedToTheAppsClasses) {
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTStudent") == 1);
+    CG_CHECK(crashguard_objc_selector_guards_class("NSObject") == 0);
+    CG_CHECK(crashguard_objc_selector_guards_class("NSArray") == 0);
+    CG_CHECK(crashguard_objc_selector_guards_class("NSNull") == 0);
+    id object = [[NSObject new] autorelease];
+    CG_EQUAL_OBJECTS(raisedBy(object, @selector(study), nil), NSInvalidArgumentException);
+    CG_EQUAL_OBJECTS(raisedBy([NSObject class], @selector(register:), @"x"), NSInvalidArgumentException);
+    CG_EXPECT_NO_REPORT();
+
+    // A class made at run time lives in no image: guarded through a configured prefix.
+    Class widget = objc_allocateClassPair([NSObject class], "CGTXWidget", 0);
+    objc_registerClassPair(widget);
+    id instance = [[widget new] autorelease];
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTXWidget") == 0);
+    CG_EQUAL_OBJECTS(raisedBy(instance, @selector(spin), nil), NSInvalidArgumentException);
+    const char *prefixes[] = {"CGTX"};
+    crashguard_objc_selector_scope(prefixes, 1, NULL, 0);
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTXWidget") == 1);
+    CG_CHECK([instance performSelector:@selector(spin)] == nil);
+    CG_EXPECT_REPORT(@"unrecognizedSelector", ([NSString stringWithFormat:@"-[CGTXWidget spin]: unrecognized selector sent to instance %p", (void *)instance]));
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTStudent") == 1);  // the main image still counts
+    CG_CHECK(crashguard_objc_selector_guards_class("NSObject") == 0);
+
+    // Images named explicitly replace the main image.
+    const char *images[] = {"libSomethingElse.so"};
+    crashguard_objc_selector_scope(NULL, 0, images, 1);
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTStudent") == 0);
+    const char *self[] = {"crashguard-objc-tests"};
+    crashguard_objc_selector_scope(NULL, 0, self, 1);
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTStudent") == 1);
+    crashguard_objc_selector_scope(NULL, 0, NULL, 0);
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTStudent") == 1);
+    CG_CHECK(crashguard_objc_selector_guards_class("CGTXWidget") == 0);
 }

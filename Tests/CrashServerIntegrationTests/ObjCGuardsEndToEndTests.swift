@@ -41,6 +41,9 @@ struct ObjCGuardsEndToEndTests {
             ObjCRuntimeGuards.Families([.container, .unrecognizedSelector]).rawValue,
             ObjCRuntimeGuards.reportCallback)
         #expect(installed & ObjCRuntimeGuards.Families.container.rawValue != 0)
+        // The demo's classes live in the library, not in the main executable: named by
+        // prefix, as an app names its own.
+        library.limitSelectorGuard("CGDemo")
         // Four out-of-bounds reads (indices 3...6) and three unrecognized selectors on three
         // objects: every call answered nil instead of raising.
         #expect(library.trip(4, 3) == 7)
@@ -68,6 +71,7 @@ struct ObjCGuardsEndToEndTests {
         #expect(ObjCRuntimeGuards.Families.timer.rawValue == UInt32(CRASHGUARD_OBJC_TIMER))
         #expect(ObjCRuntimeGuards.Families.zombie.rawValue == UInt32(CRASHGUARD_OBJC_ZOMBIE))
         #expect(ObjCRuntimeGuards.Families.null.rawValue == UInt32(CRASHGUARD_OBJC_NULL))
+        #expect(ObjCRuntimeGuards.Families.kvc.rawValue == UInt32(CRASHGUARD_OBJC_KVC))
         #expect(ObjCRuntimeGuards.Families.all.rawValue == UInt32(CRASHGUARD_OBJC_ALL))
     }
 }
@@ -77,8 +81,22 @@ struct ObjCDemoLibrary {
     typealias Install = @convention(c) (UInt32, crashguard_objc_report_fn?) -> UInt32
     typealias Trip = @convention(c) (Int32, Int32) -> Int32
 
+    typealias SelectorScope =
+        @convention(c) (
+            UnsafePointer<UnsafePointer<CChar>?>?, Int, UnsafePointer<UnsafePointer<CChar>?>?, Int
+        ) -> Void
+
     let install: Install
     let trip: Trip
+    let selectorScope: SelectorScope
+
+    /// The unrecognized-selector guard takes over for classes named with `prefix`.
+    func limitSelectorGuard(_ prefix: String) {
+        prefix.withCString { name in
+            let prefixes: [UnsafePointer<CChar>?] = [name]
+            prefixes.withUnsafeBufferPointer { selectorScope($0.baseAddress, 1, nil, 0) }
+        }
+    }
 
     static var path: String? {
         guard let path = ProcessInfo.processInfo.environment["CRASHGUARD_OBJC_DEMO_LIBRARY"], !path.isEmpty else { return nil }
@@ -88,9 +106,11 @@ struct ObjCDemoLibrary {
     static func load() -> ObjCDemoLibrary? {
         guard let path, let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL),
             let install = dlsym(handle, "crashguard_objc_install"),
-            let trip = dlsym(handle, "crashguard_objc_demo_trip")
+            let trip = dlsym(handle, "crashguard_objc_demo_trip"),
+            let selectorScope = dlsym(handle, "crashguard_objc_selector_scope")
         else { return nil }
         return ObjCDemoLibrary(
-            install: unsafeBitCast(install, to: Install.self), trip: unsafeBitCast(trip, to: Trip.self))
+            install: unsafeBitCast(install, to: Install.self), trip: unsafeBitCast(trip, to: Trip.self),
+            selectorScope: unsafeBitCast(selectorScope, to: SelectorScope.self))
     }
 }

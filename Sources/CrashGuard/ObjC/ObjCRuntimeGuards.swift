@@ -18,8 +18,10 @@ import Foundation
 ///
 /// Each catch is recorded through ``GuardRecorder`` with the contract's kind, the
 /// runtime's own reason (`-[__NSArrayI objectAtIndex:]: index 5 beyond bounds [0 .. 2]`),
-/// the Objective-C stack, `context["action"]` (what the guard did instead) and the guarded
-/// method as the call site (`context["function"]`), which is also the rate-limit site.
+/// the Objective-C stack, `context["action"]` (what the guard did instead), the guarded
+/// method as `context["function"]`, and the app's frame that made the call
+/// (`MyApp+0x4a2f`) as `context["file"]`: that frame is the rate-limit site, so two places
+/// in the app reading past an array's end are limited separately.
 ///
 /// On Linux the Objective-C target compiles to nothing under SwiftPM (there is no
 /// Objective-C runtime to build against without `unsafeFlags`); `scripts/objc-test`
@@ -31,11 +33,12 @@ public enum ObjCRuntimeGuards {
         public let rawValue: UInt32
         public init(rawValue: UInt32) { self.rawValue = rawValue }
 
-        /// NSArray / NSDictionary class clusters (kind `container`).
+        /// NSArray / NSDictionary / NSSet / NSOrderedSet / NSCache / NSData (kind `container`).
         public static let container = Families(rawValue: 1 << 0)
-        /// NSString / NSMutableString (kind `string`).
+        /// NSString / NSMutableString / NSAttributedString (kind `string`).
         public static let string = Families(rawValue: 1 << 1)
-        /// Unrecognized selectors answered by a stub (kind `unrecognizedSelector`).
+        /// Unrecognized selectors sent to the app's classes answered by a stub (kind
+        /// `unrecognizedSelector`); see ``limitSelectorGuard(classPrefixes:images:)``.
         public static let unrecognizedSelector = Families(rawValue: 1 << 2)
         /// KVO bookkeeping through a proxy (kind `kvo`).
         public static let kvo = Families(rawValue: 1 << 3)
@@ -47,8 +50,10 @@ public enum ObjCRuntimeGuards {
         public static let zombie = Families(rawValue: 1 << 6)
         /// NSNull forwards to "" / 0 / [] / {} (kind `null`).
         public static let null = Families(rawValue: 1 << 7)
+        /// Undefined keys, nil keys and nil for a scalar answer nil / are ignored (kind `kvc`).
+        public static let kvc = Families(rawValue: 1 << 8)
         /// Every family.
-        public static let all = Families(rawValue: 0xFF)
+        public static let all = Families(rawValue: 0x1FF)
     }
 
     /// The C callback the Objective-C guards report through: it forwards each report into
@@ -64,9 +69,10 @@ public enum ObjCRuntimeGuards {
         let kindName = report.kind.map { String(cString: $0) } ?? ""
         let kind = ReportKind(rawValue: kindName) ?? .custom
         let site = report.site.map { String(cString: $0) } ?? "objc"
+        let function = report.function.map { String(cString: $0) } ?? site
         GuardRecorder.record(
             kind,
-            site: CallSite(fileID: site, line: 0, function: site),
+            site: CallSite(fileID: site, line: 0, function: function),
             in: nil,
             reason: report.reason.map { String(cString: $0) } ?? "",
             context: ["action": report.action.map { String(cString: $0) } ?? "", "runtime": "objc"],
@@ -96,7 +102,32 @@ public enum ObjCRuntimeGuards {
         crashguard_objc_set_enabled(families.rawValue)
     }
 
-    /// The zombie guard's white list: instances of these classes become zombies when freed.
+    /// Limits the unrecognized-selector guard to the app's classes: those whose name starts
+    /// with one of `classPrefixes`, or that were loaded from one of `images` (paths or file
+    /// names; empty: the main executable), and their subclasses. The system's classes keep
+    /// raising. Without a call, the main executable's classes are guarded.
+    ///
+    /// ```swift
+    /// ObjCRuntimeGuards.limitSelectorGuard(classPrefixes: ["MY"], images: ["MyKit"])
+    /// ```
+    public static func limitSelectorGuard(classPrefixes: [String] = [], images: [String] = []) {
+        withCStrings(classPrefixes) { prefixes in
+            withCStrings(images) { names in
+                crashguard_objc_selector_scope(prefixes.baseAddress, prefixes.count, names.baseAddress, names.count)
+            }
+        }
+    }
+
+    private static func withCStrings<R>(
+        _ strings: [String], _ body: (UnsafeBufferPointer<UnsafePointer<CChar>?>) -> R
+    ) -> R {
+        let copies = strings.map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        return copies.map { UnsafePointer($0) }.withUnsafeBufferPointer(body)
+    }
+
+    /// The zombie guard's white list: instances of these classes become zombies (also those
+    /// of their subclasses) when freed.
     /// `quarantineBytes` bounds the memory they hold (default 2 MiB).
     public static func protectFromZombies(_ classNames: [String], quarantineBytes: Int = 2 << 20) {
         for name in classNames { crashguard_objc_zombie_protect_class(name) }
