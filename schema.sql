@@ -896,3 +896,43 @@ CREATE TABLE IF NOT EXISTS oidc_logins (
     expires_at    timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS oidc_logins_expires ON oidc_logins (expires_at);
+
+-- triage actions (triage.md: assignment, snooze, merge, activity). A group's assignee (an
+-- e-mail address as sent); its snooze (status 'ignored' with one condition: until a time, a
+-- count of new reports or of new devices; snooze_seen counts the new reports so far); and the
+-- group it is merged into. The columns are checked first: ALTER TABLE would lock crash_groups
+-- at every start.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'crash_groups'::regclass AND attname = 'assignee' AND NOT attisdropped) THEN
+        ALTER TABLE crash_groups
+            ADD COLUMN assignee text,
+            ADD COLUMN snooze_since timestamptz,
+            ADD COLUMN snooze_until timestamptz,
+            ADD COLUMN snooze_count integer,
+            ADD COLUMN snooze_devices integer,
+            ADD COLUMN snooze_seen bigint NOT NULL DEFAULT 0,
+            ADD COLUMN merged_into bigint REFERENCES crash_groups (id) ON DELETE SET NULL;
+    END IF;
+END;
+$$;
+-- The snoozes a periodic check ends when their time comes.
+CREATE INDEX IF NOT EXISTS crash_groups_snooze_until ON crash_groups (snooze_until) WHERE snooze_until IS NOT NULL;
+-- The distinct device ids seen by a group snoozed until a number of new devices, since the snooze.
+CREATE TABLE IF NOT EXISTS snooze_devices (
+    group_id  bigint NOT NULL REFERENCES crash_groups (id) ON DELETE CASCADE,
+    device_id text NOT NULL,
+    PRIMARY KEY (group_id, device_id)
+);
+-- What happened to a group, newest first by id: status and assignee changes, merges, comments.
+CREATE TABLE IF NOT EXISTS group_activity (
+    id       bigserial PRIMARY KEY,
+    group_id bigint NOT NULL REFERENCES crash_groups (id) ON DELETE CASCADE,
+    at       timestamptz NOT NULL DEFAULT now(),
+    type     text NOT NULL,
+    actor    text NOT NULL,
+    data     text NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS group_activity_group ON group_activity (group_id, id DESC);
+-- The groups merged into a group (its `merged` list).
+CREATE INDEX IF NOT EXISTS crash_groups_merged_into ON crash_groups (merged_into) WHERE merged_into IS NOT NULL;

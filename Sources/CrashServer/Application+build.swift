@@ -45,6 +45,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let spikes = SpikeDetector(
         store: PostgresWebhookStore(database: database), schemaApplied: database.schemaApplied,
         settings: configuration.webhooks, logger: logger)
+    let snoozes = SnoozeWaker(store: PostgresTriageStore(database: database), schemaApplied: database.schemaApplied, logger: logger)
     let sessionRollups = SessionCompactor(store: PostgresSessionStore(database: database), database: database, logger: logger)
     let trimmer = HeapTrimmer(budget: budget, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
@@ -62,7 +63,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.
         services: [shutdownDeadline] + database.services + [
-            keyListener, batcher, partitions, webhooks, spikes, sessionRollups, symbolizers, trimmer,
+            keyListener, batcher, partitions, webhooks, spikes, snoozes, sessionRollups, symbolizers, trimmer,
         ],
         logger: logger
     )
@@ -113,6 +114,9 @@ func buildRouter(
                 store: PostgresDebugFileStore(database: database), reports: PostgresQueryStore(database: database), pool: $0,
                 cacheBytes: configuration.debugFilesCacheBytes, logger: logger)
         }
+    ).addRoutes(to: bounded)
+    TriageController(
+        triage: TriageService(store: PostgresTriageStore(database: database), queries: QueryService(store: PostgresQueryStore(database: database)))
     ).addRoutes(to: bounded)
     ReleasesController(database: database).addRoutes(to: bounded)
     DebugFileController(

@@ -92,15 +92,6 @@ final class InMemoryCrashStore: QueryStore {
         }
     }
 
-    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool {
-        state.withLock { s in
-            guard let entry = s.groups[group], entry.project == project else { return false }
-            s.groups[group]!.row.status = status
-            s.groups[group]!.row.resolvedIn = resolvedIn
-            return true
-        }
-    }
-
     /// Reads over a copy of the state.
     struct Reader: QueryReader {
         let state: State

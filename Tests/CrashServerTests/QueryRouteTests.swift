@@ -172,39 +172,6 @@ import Testing
         }
     }
 
-    @Test func triageDecodesTheBodyWithTheContractsMessages() async throws {
-        let group = store.add(project, signature: "t", at: now.addingTimeInterval(-5))
-        try await withClient { client in
-            func patch(_ body: String, token: String = "crt_demo") async throws -> TestResponse {
-                try await client.execute(
-                    uri: "/v1/projects/demo/crashes/\(group)", method: .patch,
-                    headers: [.authorization: "Bearer \(token)", .contentType: "application/json"], body: ByteBuffer(string: body))
-            }
-            let cases: [(String, String)] = [
-                ("not json", "status: body must be a JSON object like {\"status\": \"resolved\", \"resolvedIn\": \"1.4.0\"}"),
-                ("[1]", "status: body must be a JSON object like {\"status\": \"resolved\", \"resolvedIn\": \"1.4.0\"}"),
-                ("{}", "status: required, a string"),
-                ("{\"status\": 3}", "status: required, a string"),
-                ("{\"status\": \"regressed\"}", "status: must be resolved, ignored or open"),
-                ("{\"status\": \"resolved\", \"resolvedIn\": 4}", "resolvedIn: must be a version string of 1 to 128 bytes"),
-                ("{\"status\": \"resolved\", \"resolvedIn\": \"\"}", "resolvedIn: must be a version string of 1 to 128 bytes"),
-            ]
-            for (body, message) in cases {
-                let response = try await patch(body)
-                #expect(response.status == .badRequest, "\(body)")
-                #expect(error(response) == message, "\(body)")
-            }
-            let resolved = try await patch("{\"status\": \"resolved\", \"resolvedIn\": \"1.4.0\"}")
-            #expect(resolved.status == .ok)
-            let body = try JSONDecoder.crashWire().decode(GroupBody.self, from: Data(resolved.body.readableBytesView))
-            #expect(body.status == .resolved && body.resolvedIn == "1.4.0" && body.count == 1)
-            let ignored = try await patch("{\"status\": \"ignored\", \"resolvedIn\": \"1.4.0\"}")
-            let ignoredBody = try JSONDecoder.crashWire().decode(GroupBody.self, from: Data(ignored.body.readableBytesView))
-            #expect(ignoredBody.status == .ignored && ignoredBody.resolvedIn == nil)
-            #expect(try await patch("{\"status\": \"open\"}", token: "crt_other").status == .notFound)
-        }
-    }
-
     @Test func statsSeriesByFatal() async throws {
         store.add(project, signature: "f", at: now.addingTimeInterval(-30), fatal: true)
         store.add(project, signature: "n", at: now.addingTimeInterval(-20))
@@ -263,5 +230,4 @@ private struct FailingStore: QueryStore {
     }
     func read<T: Sendable>(_ body: (InMemoryCrashStore.Reader) async throws -> T) async throws -> T { throw error }
     func saveListSnapshot(_ snapshot: String) async throws -> Int64 { throw error }
-    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool { throw error }
 }

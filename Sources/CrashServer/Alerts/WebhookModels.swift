@@ -9,6 +9,8 @@ enum WebhookEvent: String, CaseIterable, Sendable {
     case groupRegressed = "group.regressed"
     /// A group's last hour is at least 10 reports and 5 times its hourly average.
     case groupSpike = "group.spike"
+    /// A snoozed group's condition was met and it became open by itself (triage.md, "Snooze").
+    case groupReappeared = "group.reappeared"
 }
 
 /// How a delivery's body looks.

@@ -44,6 +44,7 @@ enum WebhookPayload {
         case .groupNew: what = "New crash"
         case .groupRegressed: what = "Regressed crash"
         case .groupSpike: what = "Crash spiking"
+        case .groupReappeared: what = "Reappeared crash"
         case nil: what = event
         }
         var title = group.title

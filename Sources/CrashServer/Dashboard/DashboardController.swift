@@ -210,7 +210,8 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         case "reopen": status = .open
         default: throw APIError.badRequest("action: must be resolve, ignore or reopen")
         }
-        guard try await store.queries.setStatus(project, GroupTriage(group: id, status: status, resolvedIn: resolvedIn)) else {
+        let change = GroupChange(status: status, resolvedIn: resolvedIn)
+        guard try await store.triage.store.apply(change, to: [id], project: project.id, actor: context.principal).contains(id) else {
             throw APIError.notFound("no crash group \(id) in this project")
         }
         logger.info("dashboard triage", metadata: ["project.slug": "\(project.slug)", "group.id": "\(id)", "group.status": "\(status.rawValue)"])

@@ -3,13 +3,16 @@ import Foundation
 /// What the dashboard reads and writes: its sign-in sessions, and the query service its
 /// crash pages are built from.
 ///
-/// The lists, detail, reports, stats and triage go through ``QueryService``, the one the
-/// REST query API answers with, so a page and `GET /v1/...` never disagree.
+/// The lists, detail, reports and stats go through ``QueryService``, triage through
+/// ``TriageService``, the ones the REST API answers with, so a page and `/v1/...` never disagree.
 protocol DashboardStore: Sendable {
     associatedtype Queries: QueryStore
+    associatedtype Triage: TriageStore
 
     /// The crash pages' queries.
     var queries: QueryService<Queries> { get }
+    /// The crash pages' triage forms (the REST routes' ``TriageService``).
+    var triage: TriageService<Triage, Queries> { get }
     /// Signs in: stores `session`, ending at `expires`, for the project `readToken` belongs
     /// to, bound to the token, and returns that project; nil (nothing stored) when the token
     /// belongs to no project.

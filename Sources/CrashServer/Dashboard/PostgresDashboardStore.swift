@@ -13,6 +13,10 @@ struct PostgresDashboardStore: DashboardStore {
 
     var queries: QueryService<PostgresQueryStore> { QueryService(store: PostgresQueryStore(database: database)) }
 
+    var triage: TriageService<PostgresTriageStore, PostgresQueryStore> {
+        TriageService(store: PostgresTriageStore(database: database), queries: queries)
+    }
+
     /// Stores a session for the project whose read token hashes to the token's SHA-256,
     /// bound to that hash, and returns the project (nil when no project has the token).
     /// Sessions past their end are deleted on the way.

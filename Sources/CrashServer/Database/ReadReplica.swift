@@ -34,7 +34,7 @@ enum ReadAfter {
     @TaskLocal static var written: WrittenPosition?
 }
 
-/// The WAL position a request's write reached (set by ``PostgresQueryStore/triage(project:group:status:resolvedIn:)``).
+/// The WAL position a request's write reached (set by ``CrashDatabase/noteWrite()`` after a triage change).
 final class WrittenPosition: Sendable {
     private let box = Mutex<WALPosition?>(nil)
     var value: WALPosition? { box.withLock { $0 } }

@@ -79,27 +79,32 @@ struct PostgresIngestStore: IngestStore {
             groupIDs.append(id)
         }
         let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
+        try await countSnoozed(stored, groupIDs, snoozed: claim.snoozed, connection)
         try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
         return fresh
     }
 
     /// What ``IngestSQL/ClaimAndCount`` found: the keys already in the ledger (retries; every other key of
     /// the batch was new), the id of every group the new ones belong to, and the `resolved_in`
-    /// of those groups that were resolved (nil: resolved without a version).
+    /// of those groups that were resolved (nil: resolved without a version), and the groups
+    /// snoozed until a count of new reports or devices (``countSnoozed(_:_:snoozed:_:)``).
     struct Claim {
         var duplicates = Set<ReportKey>()
         var groups: [GroupKey: Int64] = [:]
         var resolved: [Int64: String?] = [:]
+        var snoozed = Set<Int64>()
     }
 
     private func claimAndCount(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Claim {
         let result = try await connection.run(IngestSQL.ClaimAndCount.self, IngestSQL.ClaimAndCount.Input(items), logger: logger)
         var claim = Claim()
         for try await row in result {
-            let (project, id, group, signature, resolved, resolvedIn) = try row.decode((Int64, UUID?, Int64?, String?, Bool?, String?).self)
+            let (project, id, group, signature, resolved, resolvedIn, snoozed) = try row.decode(
+                (Int64, UUID?, Int64?, String?, Bool?, String?, Bool?).self)
             if let id { claim.duplicates.insert(ReportKey(project: project, id: id)) }
             if let group, let signature { claim.groups[GroupKey(project: project, signature: signature)] = group }
             if let group, resolved == true { claim.resolved[group] = .some(resolvedIn) }
+            if let group, snoozed == true { claim.snoozed.insert(group) }
         }
         return claim
     }
@@ -130,7 +135,8 @@ extension IngestSQL {
     /// created with its attributes from ``Input`` and its times and counts from the reports
     /// claimed, or, when it exists, locked and counted. Rows: a `(project, id)` that was claimed
     /// before (a duplicate: most batches have none, so the answer is a row per group, not one per
-    /// report), or a group `(project, id, signature, resolved, resolved_in)`.
+    /// report), or a group `(project, id, signature, resolved, resolved_in, snoozed)` (`snoozed`:
+    /// ignored until a count of new reports or devices).
     ///
     /// The groups are written in `(project, signature)` order, so two transactions that share
     /// groups lock them in the same order and wait rather than deadlock. A group that another
@@ -213,12 +219,14 @@ extension IngestSQL {
                     first_seen = LEAST(g.first_seen, EXCLUDED.first_seen),
                     last_seen = GREATEST(g.last_seen, EXCLUDED.last_seen),
                     fatal = g.fatal OR EXCLUDED.fatal
-                RETURNING g.project_id, g.id, g.signature, g.status = 'resolved', g.resolved_in
+                RETURNING g.project_id, g.id, g.signature, g.status = 'resolved', g.resolved_in,
+                          g.status = 'ignored' AND (g.snooze_count IS NOT NULL OR g.snooze_devices IS NOT NULL)
             )
-            SELECT i.p, i.id, NULL::bigint, NULL::text, NULL::boolean, NULL::text FROM input i
+            SELECT i.p, i.id, NULL::bigint, NULL::text, NULL::boolean, NULL::text, NULL::boolean FROM input i
             WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.project_id = i.p AND c.id = i.id)
             UNION ALL
-            SELECT project_id, NULL, id, signature, resolved, resolved_in FROM upserted AS u(project_id, id, signature, resolved, resolved_in)
+            SELECT project_id, NULL, id, signature, resolved, resolved_in, snoozed
+            FROM upserted AS u(project_id, id, signature, resolved, resolved_in, snoozed)
             """
         }
         static let sql = query(Input()).sql

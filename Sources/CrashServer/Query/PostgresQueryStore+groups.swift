@@ -6,20 +6,25 @@ import PostgresNIO
 extension PostgresQueryStore.Reader {
     /// Group rows by id.
     func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow] {
+        // A snooze whose time has come reads as open at once (``SnoozeWaker`` writes it soon after).
         let rows = try await connection.query(
             """
-            SELECT id, signature, kind, grouping_version, title, first_seen, last_seen, status, fatal, resolved_in
-            FROM crash_groups WHERE project_id = \(project) AND id = ANY(\(ids))
+            SELECT id, signature, kind, grouping_version, title, first_seen, last_seen,
+                   CASE WHEN snooze_until <= now() THEN 'open' ELSE status END, fatal, resolved_in, assignee, merged_into,
+                   ARRAY(SELECT m.id FROM crash_groups m WHERE m.merged_into = g.id ORDER BY m.id)
+            FROM crash_groups g WHERE project_id = \(project) AND id = ANY(\(ids))
             """, logger: logger)
         var out: [Int64: GroupRow] = [:]
-        for try await (id, signature, kind, version, title, first, last, status, fatal, resolvedIn) in rows.decode(
-            (Int64, String, String, String, String, Date, Date, GroupStatus, Bool, String?).self)
+        for try await (id, signature, kind, version, title, first, last, status, fatal, resolvedIn, assignee, mergedInto, merged)
+            in rows.decode(
+                (Int64, String, String, String, String, Date, Date, GroupStatus, Bool, String?, String?, Int64?, [Int64]).self)
         {
             out[id] = GroupRow(
                 id: id, signature: signature, kind: kind, groupingVersion: version, title: title, firstSeen: first,
                 lastSeen: last,
-                status: status, fatal: fatal, resolvedIn: resolvedIn)
+                status: status, fatal: fatal, resolvedIn: resolvedIn, assignee: assignee, mergedInto: mergedInto, merged: merged)
         }
+        for (id, snooze) in try await snoozes(ids: out.filter { $0.value.status == .ignored }.map(\.key)) { out[id]?.snoozed = snooze }
         return out
     }
 

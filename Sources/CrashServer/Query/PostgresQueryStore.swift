@@ -4,7 +4,7 @@ import PostgresNIO
 
 /// The query store on the server's PostgreSQL: reads in one read-only snapshot through
 /// ``CrashDatabase/withReadSnapshot(_:)`` (the standby when one is usable, else the primary's
-/// query pool), writes (triage, list snapshots) on the primary.
+/// query pool), writes (list snapshots) on the primary.
 struct PostgresQueryStore: QueryStore {
     let database: CrashDatabase
 
@@ -35,19 +35,6 @@ struct PostgresQueryStore: QueryStore {
             logger: logger)
         for try await n in rows.decode(Int64.self) { return Int(n) }
         return 0
-    }
-
-    /// Sets a group's status; returns false when the project has no such group.
-    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool {
-        let rows = try await database.client.query(
-            """
-            UPDATE crash_groups SET status = \(status), resolved_in = \(resolvedIn)
-            WHERE id = \(group) AND project_id = \(project) RETURNING id
-            """, logger: logger)
-        var found = false
-        for try await _ in rows.decode(Int64.self) { found = true }
-        if found { try await database.noteWrite() }
-        return found
     }
 
     /// The reads of one snapshot, on its connection. Counts come from the rollups the ingest

@@ -4,7 +4,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// The Query section of the contract: crash list, detail, reports, triage and stats, all
+/// The Query section of the contract: crash list, detail, reports and stats, all
 /// behind a project's read token (``ReadAuthenticationMiddleware``); plus `GET /openapi.json`.
 ///
 /// Thin: each handler parses the request into a typed request (400s naming the parameter)
@@ -21,7 +21,6 @@ struct QueryController<Store: QueryStore>: Sendable {
         let project = router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: queries.store))
         project.get("crashes", use: list)
         project.get("crashes/:id", use: detail)
-        project.patch("crashes/:id", use: triage)
         project.get("crashes/:id/reports", use: reports)
         project.get("stats", use: stats)
     }
@@ -46,13 +45,6 @@ struct QueryController<Store: QueryStore>: Sendable {
             group: try groupID(context), limit: limit,
             cursor: try q.string("cursor").map { try ListCursor.decode($0, order: .reports, project: project.id) })
         return try await queries.reports(project, list)
-    }
-
-    @Sendable func triage(request: Request, context: CrashRequestContext) async throws -> GroupBody {
-        let project = try context.requireReadProject()
-        let group = try groupID(context)
-        let change = try await TriageRequest.decode(request, context: context)
-        return try await queries.triage(project, GroupTriage(group: group, status: change.status, resolvedIn: change.resolvedIn))
     }
 
     @Sendable func stats(request: Request, context: CrashRequestContext) async throws -> StatsBody {
@@ -113,15 +105,3 @@ extension GroupListBody: ResponseEncodable {}
 extension GroupDetailBody: ResponseEncodable {}
 extension ReportListBody: ResponseEncodable {}
 extension StatsBody: ResponseEncodable {}
-
-extension TriageRequest {
-    /// Decodes the body through the context's decoder; a body that is not a JSON object is
-    /// the contract's 400 (not the framework's wording).
-    static func decode(_ request: Request, context: CrashRequestContext) async throws -> TriageRequest {
-        do {
-            return try await request.decode(as: TriageRequest.self, context: context)
-        } catch let error as HTTPError where error.status == .badRequest {
-            throw APIError.badRequest("status: body must be a JSON object like {\"status\": \"resolved\", \"resolvedIn\": \"1.4.0\"}")
-        }
-    }
-}

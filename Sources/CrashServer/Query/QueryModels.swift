@@ -22,6 +22,14 @@ struct GroupBody: Codable, Sendable, Equatable {
     var fatal: Bool
     /// App versions seen, highest first (numeric dotted order).
     var versions: [String]
+    /// Who owns the group, an e-mail address; null when unassigned (triage.md).
+    @NullWhenAbsent var assignee: String? = nil
+    /// The snooze of an ignored group with a condition; null otherwise.
+    @NullWhenAbsent var snoozed: SnoozeBody? = nil
+    /// The group this one is merged into; null when not merged.
+    @NullWhenAbsent var mergedInto: String? = nil
+    /// The groups merged into this one, ascending.
+    var merged: [String] = []
     /// Reports per hour or day over the window, zero-filled (list with `trend=hour|day`).
     var trend: [TimeCount]? = nil
 }
@@ -115,29 +123,4 @@ struct StatsBody: Codable, Sendable {
     /// `true` when the series would have held more than the point budget (``PointBudget``)
     /// and only those of highest total count that fit are listed; absent otherwise.
     var truncated: Bool? = nil
-}
-
-/// `PATCH` body: `{"status": "resolved", "resolvedIn": "1.4.0"}`; each mistake is a 400
-/// naming the field, as the contract words it.
-struct TriageRequest: Decodable, Sendable {
-    var status: GroupStatus
-    /// Only kept with `resolved`.
-    var resolvedIn: String?
-
-    private enum CodingKeys: String, CodingKey { case status, resolvedIn }
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        guard let text = try? c.decode(String.self, forKey: .status) else { throw APIError.badRequest("status: required, a string") }
-        guard let status = GroupStatus(rawValue: text), status != .regressed else {
-            throw APIError.badRequest("status: must be resolved, ignored or open")
-        }
-        self.status = status
-        if c.contains(.resolvedIn), try !c.decodeNil(forKey: .resolvedIn) {
-            guard let version = try? c.decode(String.self, forKey: .resolvedIn), (1...128).contains(version.utf8.count) else {
-                throw APIError.badRequest("resolvedIn: must be a version string of 1 to 128 bytes")
-            }
-            resolvedIn = status == .resolved ? version : nil
-        }
-    }
 }

@@ -35,11 +35,3 @@ struct StatsRequest: Sendable, Equatable {
     var interval = StatsInterval.hour
     var groupBy = StatsGrouping.none
 }
-
-/// A triage change: `resolved` (optionally in a version), `ignored` or `open`.
-struct GroupTriage: Sendable, Equatable {
-    var group: Int64
-    var status: GroupStatus
-    /// Only kept with `resolved`.
-    var resolvedIn: String? = nil
-}

@@ -26,16 +26,18 @@ extension PostgresQuery.StringInterpolation {
 
     /// The group filters (`kind`, `status`) over `crash_groups` (as `alias` when given). Without
     /// a status every group but the ignored ones passes (contract: only ignored groups are
-    /// hidden from the default list).
+    /// hidden from the default list); groups merged into another never pass (triage.md).
     mutating func appendInterpolation(groupFilter f: GroupFilters, alias: StaticString? = nil) {
         let prefix = alias.map { "\($0)." } ?? ""
         appendLiteral("(")
         appendInterpolation(f.kind)
         appendLiteral("::text IS NULL OR \(prefix)kind = ")
         appendInterpolation(f.kind)
-        appendLiteral(")\n  AND CASE WHEN ")
+        // A snooze whose time has come counts as open; merged groups are never listed.
+        let status = "(CASE WHEN \(prefix)snooze_until <= now() THEN 'open' ELSE \(prefix)status END)"
+        appendLiteral(")\n  AND \(prefix)merged_into IS NULL AND CASE WHEN ")
         appendInterpolation(f.status)
-        appendLiteral("::text IS NULL THEN \(prefix)status <> 'ignored' ELSE \(prefix)status = ")
+        appendLiteral("::text IS NULL THEN \(status) <> 'ignored' ELSE \(status) = ")
         appendInterpolation(f.status)
         appendLiteral(" END")
     }

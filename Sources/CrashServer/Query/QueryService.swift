@@ -2,7 +2,7 @@ import CrashWire
 import Foundation
 
 /// The queries of the contract's Query section, over typed requests: the crash list with its
-/// ranking, snapshot and cursors, a group's detail and reports, the stats, and triage.
+/// ranking, snapshot and cursors, a group's detail and reports, and the stats (triage: ``TriageService``).
 ///
 /// One service for every reader: the REST routes (``QueryController``), the dashboard and
 /// `crash-server top` call the same functions, so a page, a terminal table and
@@ -150,25 +150,6 @@ struct QueryService<Store: QueryStore>: Sendable {
         }
         if let symbolicator { body.reports = await symbolicator.symbolicate(project: project.id, body.reports) }
         return body
-    }
-
-    /// Sets a group's status; false when the project has no such group.
-    func setStatus(_ project: ProjectRef, _ change: GroupTriage) async throws -> Bool {
-        try await store.triage(project: project.id, group: change.group, status: change.status, resolvedIn: change.resolvedIn)
-    }
-
-    /// Sets a group's status and answers the group as the list shows it over the default
-    /// window; 404 for a group the project does not have.
-    func triage(_ project: ProjectRef, _ change: GroupTriage) async throws -> GroupBody {
-        let group = change.group
-        guard try await setStatus(project, change) else { throw APIError.noCrashGroup(group, in: project) }
-        let window = TimeWindow.lastSevenDays()
-        return try await store.read { reader -> GroupBody in
-            guard let body = try await reader.groupBody(project: project.id, group: group, window: window) else {
-                throw APIError.notFound("no crash group \(group)")
-            }
-            return body
-        }
     }
 
     /// Project-wide counts per bucket, within the point budget (``PointBudget``).

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What the query service (``QueryService``) needs from storage: the crash list, a group's
-/// detail and reports, the stats, triage, and the read token of the query routes.
+/// detail and reports, the stats, and the read token of the query routes.
 ///
 /// Two implementations: ``PostgresQueryStore`` (the server's) and `InMemoryCrashStore`
 /// (fast route tests only, never instead of the PostgreSQL tests). Reads go through
@@ -13,8 +13,6 @@ protocol QueryStore: ReadTokenLookup {
     func read<T: Sendable>(_ body: (Reader) async throws -> T) async throws -> T
     /// Keeps a list's first-page snapshot for its cursors; returns its id.
     func saveListSnapshot(_ snapshot: String) async throws -> Int64
-    /// Sets a group's status; false when the project has no such group.
-    func triage(project: Int64, group: Int64, status: GroupStatus, resolvedIn: String?) async throws -> Bool
 }
 
 /// The reads of one snapshot (see ``QueryStore/read(_:)``); each is documented on its
@@ -76,7 +74,8 @@ extension QueryReader {
                 id: String(id), signature: row.signature, kind: row.kind, groupingVersion: row.groupingVersion,
                 title: row.title, count: count,
                 devices: devices[id] ?? 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen, status: row.status,
-                resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versionLists[id] ?? [])
+                resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versionLists[id] ?? [], assignee: row.assignee,
+                snoozed: row.snoozed, mergedInto: row.mergedInto.map(String.init), merged: row.merged.map(String.init))
         }
     }
 
@@ -101,6 +100,11 @@ struct GroupRow: Sendable {
     var status: GroupStatus
     var fatal: Bool
     var resolvedIn: String?
+    var assignee: String? = nil
+    var snoozed: SnoozeBody? = nil
+    var mergedInto: Int64? = nil
+    /// The groups merged into this one, ascending.
+    var merged: [Int64] = []
 }
 
 /// A query store failed in a way no client caused (a row PostgreSQL should have returned

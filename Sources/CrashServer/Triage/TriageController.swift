@@ -1,0 +1,72 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// The triage routes of triage.md behind the project's read token: `PATCH` of one group or of
+/// every group a list matches, the activity timeline and comments. Thin: each handler parses
+/// its request (400s naming the field) and asks ``TriageService``; the acting party is the
+/// request's ``CrashRequestContext/principal``.
+struct TriageController<Store: TriageStore, Queries: QueryStore>: Sendable {
+    let triage: TriageService<Store, Queries>
+
+    /// Largest triage body read.
+    static var maxBodyBytes: Int { 64 * 1024 }
+
+    func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
+        let project = router.group("/v1/projects/:project").add(middleware: ReadAuthenticationMiddleware(store: triage.queries.store))
+        project.patch("crashes", use: bulk)
+        project.patch("crashes/:id", use: update)
+        project.get("crashes/:id/activity", use: activity)
+        project.post("crashes/:id/comments", use: comment)
+    }
+
+    @Sendable func update(request: Request, context: CrashRequestContext) async throws -> GroupBody {
+        let project = try context.requireReadProject()
+        let group = try Self.groupID(context)
+        let change = try GroupChange.parse(try await request.body.collect(upTo: Self.maxBodyBytes).readableBytesView)
+        return try await triage.update(project, group: group, change, actor: context.principal)
+    }
+
+    @Sendable func bulk(request: Request, context: CrashRequestContext) async throws -> BulkUpdateBody {
+        let project = try context.requireReadProject()
+        let list = try GroupListRequest(QueryParameters(request), project: project)
+        let change = try GroupChange.parse(try await request.body.collect(upTo: Self.maxBodyBytes).readableBytesView)
+        return BulkUpdateBody(updated: try await triage.bulkUpdate(project, list: list, change, actor: context.principal))
+    }
+
+    @Sendable func activity(request: Request, context: CrashRequestContext) async throws -> ActivityListBody {
+        let project = try context.requireReadProject()
+        let q = QueryParameters(request)
+        return try await triage.activity(project, group: try Self.groupID(context), limit: try q.limit(), cursor: try q.string("cursor"))
+    }
+
+    @Sendable func comment(request: Request, context: CrashRequestContext) async throws -> EditedResponse<ActivityEntry> {
+        let project = try context.requireReadProject()
+        let group = try Self.groupID(context)
+        let bytes = try await request.body.collect(upTo: Self.maxBodyBytes)
+        guard let object = try? JSONDecoder().decode([String: JSONField].self, from: Data(bytes.readableBytesView)) else {
+            throw APIError.badRequest(#"text: body must be a JSON object like {"text": "..."}"#)
+        }
+        var text: String?
+        if case .string(let value)? = object["text"] { text = value }
+        let entry = try await triage.comment(project, group: group, text: text, actor: context.principal)
+        return EditedResponse(status: .created, response: entry)
+    }
+
+    /// The `:id` of a group route; 404 (not 400) for one that cannot be a group id.
+    static func groupID(_ context: CrashRequestContext) throws -> Int64 {
+        guard let id = try? context.parameters.require("id", as: Int64.self), id > 0 else {
+            throw APIError.notFound("no crash group '\(context.parameters.get("id") ?? "")'")
+        }
+        return id
+    }
+}
+
+/// `PATCH .../crashes?...`: how many groups matched.
+struct BulkUpdateBody: Codable, Sendable {
+    var updated: Int
+}
+
+extension BulkUpdateBody: ResponseEncodable {}
+extension ActivityListBody: ResponseEncodable {}
+extension ActivityEntry: ResponseEncodable {}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// Triage of a project's groups (triage.md): status, snooze and assignee of one group or of
+/// every group a list matches, the activity timeline and comments. The REST routes
+/// (``TriageController``) and the dashboard share it, so both write the same entries.
+struct TriageService<Store: TriageStore, Queries: QueryStore>: Sendable {
+    let store: Store
+    let queries: QueryService<Queries>
+
+    /// Most groups one bulk change may touch.
+    static var maxBulkGroups: Int { 1000 }
+    /// Most bytes of a comment.
+    static var maxCommentBytes: Int { 4096 }
+
+    /// Applies `change` to one group and answers it as the list shows it (default window);
+    /// 404 for a group the project does not have.
+    func update(_ project: ProjectRef, group: Int64, _ change: GroupChange, actor: Principal) async throws -> GroupBody {
+        guard try await store.apply(change, to: [group], project: project.id, actor: actor).contains(group) else {
+            throw APIError.noCrashGroup(group, in: project)
+        }
+        return try await body(project, group: group)
+    }
+
+    /// Applies `change` to every group that `list` lists (all pages); returns how many matched.
+    /// More than ``maxBulkGroups`` is a 400 naming `q`, and changes nothing.
+    func bulkUpdate(_ project: ProjectRef, list: GroupListRequest, _ change: GroupChange, actor: Principal) async throws -> Int {
+        let ids = try await queries.store.read { reader in
+            try await reader.windowCounts(project: project.id, ids: nil, window: list.window, filters: list.filters, snapshot: nil)
+        }.keys
+        guard ids.count <= Self.maxBulkGroups else {
+            throw APIError.badRequest(
+                "q: \(ids.count) groups match, more than \(Self.maxBulkGroups) at once; narrow the search or the filters")
+        }
+        return try await store.apply(change, to: Array(ids), project: project.id, actor: actor).count
+    }
+
+    /// A page of a group's activity, newest first, ending with its `created` entry; 404 for a
+    /// group the project does not have, 400 for a cursor this list did not give.
+    func activity(_ project: ProjectRef, group: Int64, limit: Int, cursor: String?) async throws -> ActivityListBody {
+        let before = try cursor.map { text -> Int64 in
+            guard text.hasPrefix("a"), let id = Int64(text.dropFirst()), id >= 0 else {
+                throw APIError.badRequest("cursor: not a cursor from this list (use nextCursor as returned)")
+            }
+            return id
+        }
+        guard let page = try await store.activity(project: project.id, group: group, before: before, limit: limit + 1) else {
+            throw APIError.noCrashGroup(group, in: project)
+        }
+        // The timeline: the stored entries, then the group's creation (id 0, the oldest).
+        let created = ActivityEntry(id: "0", at: page.created, type: .created, actor: Principal.system.name, data: [:])
+        let all = page.entries + (page.entries.count > limit ? [] : [created])
+        let shown = Array(all.prefix(limit))
+        let next = all.count > limit ? shown.last.map { "a\($0.id)" } : nil
+        return ActivityListBody(activity: shown, nextCursor: next)
+    }
+
+    /// Adds a comment of 1 to ``maxCommentBytes`` bytes (else a 400 naming `text`).
+    func comment(_ project: ProjectRef, group: Int64, text: String?, actor: Principal) async throws -> ActivityEntry {
+        guard let text, (1...Self.maxCommentBytes).contains(text.utf8.count) else {
+            throw APIError.badRequest("text: required, a string of 1 to \(Self.maxCommentBytes) bytes")
+        }
+        guard let entry = try await store.comment(project: project.id, group: group, text: text, actor: actor) else {
+            throw APIError.noCrashGroup(group, in: project)
+        }
+        return entry
+    }
+
+    /// The group as the list shows it over the default window.
+    func body(_ project: ProjectRef, group: Int64) async throws -> GroupBody {
+        let window = TimeWindow.lastSevenDays()
+        return try await queries.store.read { reader -> GroupBody in
+            guard let body = try await reader.groupBody(project: project.id, group: group, window: window) else {
+                throw APIError.noCrashGroup(group, in: project)
+            }
+            return body
+        }
+    }
+}
