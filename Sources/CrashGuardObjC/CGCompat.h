@@ -118,6 +118,11 @@ typedef struct {
 } CGClusterMethod;
 /// CGSwizzleCluster for each of the `count` entries of a family's table.
 void CGSwizzleClusterMethods(const CGClusterMethod *methods, size_t count);
+// -init... consumes its receiver and returns a retained object: said explicitly, so that
+// ARC (Apple platforms) balances the calls through the guards' C functions like the methods.
+#define CG_CONSUMED __attribute__((ns_consumed))
+#define CG_RETURNS_RETAINED __attribute__((ns_returns_retained))
+
 /// Makes a change to `cls`'s methods visible to it and its subclasses.
 void CGRebuildDispatch(Class cls);
 

@@ -1,9 +1,12 @@
-// Containers: the NSArray / NSMutableArray / NSDictionary / NSMutableDictionary class
-// clusters. Every concrete class of a cluster that implements a guarded selector itself is
-// swizzled (found with objc_getClassList: __NSArrayI, __NSArrayM, __NSDictionaryM ... on
-// Apple platforms; GSInlineArray, GSArray, GSMutableArray, GSDictionary ... on GNUstep).
-// A call that would raise answers the seed's default instead: nil for a read out of
-// bounds, no change for a bad write, nil pairs dropped from a literal.
+// Containers: the NSArray / NSMutableArray / NSDictionary / NSMutableDictionary, NSSet /
+// NSMutableSet, NSOrderedSet / NSMutableOrderedSet and NSData / NSMutableData class
+// clusters, and NSCache. Every concrete class of a cluster that implements a guarded
+// selector itself is swizzled (found with objc_getClassList: __NSArrayI, __NSArrayM,
+// __NSDictionaryM, __NSSetM, __NSOrderedSetM, NSConcreteData ... on Apple platforms;
+// GSInlineArray, GSMutableArray, GSDictionary, GSSet, GSMutableSet, GSOrderedSet,
+// NSDataMalloc ... on GNUstep). A call that would raise answers the seed's default
+// instead: nil for a read out of bounds, no change for a bad write, nil entries dropped
+// from a literal, the part within bounds for a range.
 #include "CGCompat.h"
 
 #if CRASHGUARD_OBJC_ENABLED
@@ -25,10 +28,6 @@ static void reportContainer(id self, SEL cmd, NSString *action, NSString *except
     CGReport(CRASHGUARD_OBJC_CONTAINER, "container", site, action, reason, exception);
 }
 
-// -init... consumes its receiver and returns a retained object: said explicitly, so that
-// ARC (Apple platforms) balances the calls through these C functions like the methods.
-#define CG_CONSUMED __attribute__((ns_consumed))
-#define CG_RETURNS_RETAINED __attribute__((ns_returns_retained))
 typedef id (*CGInitObjects)(CG_CONSUMED id, SEL, const CG_UNSAFE id *, NSUInteger) CG_RETURNS_RETAINED;
 typedef id (*CGInitObjectsKeys)(CG_CONSUMED id, SEL, const CG_UNSAFE id *, const CG_UNSAFE id *, NSUInteger) CG_RETURNS_RETAINED;
 
@@ -220,6 +219,88 @@ static void cgDictionaryRemoveObjectForKey(id self, SEL _cmd, id key) {
     ((void (*)(id, SEL, id))original)(self, _cmd, key);
 }
 
+// ---- NSMutableSet ----
+
+static void cgSetRemoveObject(id self, SEL _cmd, id object) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && refusedNil(self, _cmd, object, @"object")) return;
+    ((void (*)(id, SEL, id))original)(self, _cmd, object);
+}
+
+// ---- NSCache ----
+
+static void cgCacheSetObjectForKey(id self, SEL _cmd, id object, id key) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && (refusedNil(self, _cmd, object, @"object") || refusedNil(self, _cmd, key, @"key"))) return;
+    ((void (*)(id, SEL, id, id))original)(self, _cmd, object, key);
+}
+
+static void cgCacheSetObjectForKeyCost(id self, SEL _cmd, id object, id key, NSUInteger cost) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && (refusedNil(self, _cmd, object, @"object") || refusedNil(self, _cmd, key, @"key"))) return;
+    ((void (*)(id, SEL, id, id, NSUInteger))original)(self, _cmd, object, key, cost);
+}
+
+// ---- NSData / NSMutableData ----
+
+/// A `range` that does not fit `length` bytes: YES when it does not (recorded).
+static BOOL dataRangeExceeds(id self, SEL cmd, NSRange range, NSUInteger length, NSString *action) {
+    if (range.location <= length && range.length <= length - range.location) return NO;
+    reportContainer(self, cmd, action, NSRangeException, @"range {%lu, %lu} exceeds data length %lu", (unsigned long)range.location,
+                    (unsigned long)range.length, (unsigned long)length);
+    return YES;
+}
+
+static NSRange clampRange(NSRange range, NSUInteger length) {
+    NSUInteger location = MIN(range.location, length);
+    return NSMakeRange(location, MIN(range.length, length - location));
+}
+
+static id cgDataSubdataWithRange(id self, SEL _cmd, NSRange range) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        NSUInteger length = [self length];
+        if (dataRangeExceeds(self, _cmd, range, length, @"returned the part within bounds")) range = clampRange(range, length);
+    }
+    return ((id (*)(id, SEL, NSRange))original)(self, _cmd, range);
+}
+
+static void cgDataGetBytesRange(id self, SEL _cmd, void *buffer, NSRange range) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
+        NSUInteger length = [self length];
+        if (dataRangeExceeds(self, _cmd, range, length, @"copied the bytes within bounds")) range = clampRange(range, length);
+    }
+    ((void (*)(id, SEL, void *, NSRange))original)(self, _cmd, buffer, range);
+}
+
+/// A mutable data's edit grows the data past its end, but must start within it.
+static BOOL refusedDataLocation(id self, SEL cmd, NSRange range) {
+    NSUInteger length = [self length];
+    if (range.location <= length) return NO;
+    reportContainer(self, cmd, @"ignored", NSRangeException, @"range {%lu, %lu} exceeds data length %lu", (unsigned long)range.location,
+                    (unsigned long)range.length, (unsigned long)length);
+    return YES;
+}
+
+static void cgDataReplaceBytes(id self, SEL _cmd, NSRange range, const void *bytes) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && refusedDataLocation(self, _cmd, range)) return;
+    ((void (*)(id, SEL, NSRange, const void *))original)(self, _cmd, range, bytes);
+}
+
+static void cgDataReplaceBytesLength(id self, SEL _cmd, NSRange range, const void *bytes, NSUInteger length) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && refusedDataLocation(self, _cmd, range)) return;
+    ((void (*)(id, SEL, NSRange, const void *, NSUInteger))original)(self, _cmd, range, bytes, length);
+}
+
+static void cgDataResetBytes(id self, SEL _cmd, NSRange range) {
+    IMP original = CGOriginal(self, _cmd);
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER) && refusedDataLocation(self, _cmd, range)) return;
+    ((void (*)(id, SEL, NSRange))original)(self, _cmd, range);
+}
+
 /// Messages each cluster once, so that classes which copy their methods at +initialize
 /// (GNUstep's mutable clusters) have done so before they are swizzled.
 static void warmClusters(void) {
@@ -244,12 +325,35 @@ static void warmClusters(void) {
     [md removeObjectForKey:one];
     NSMutableDictionary *mutableDictionary = CG_AUTORELEASE([d mutableCopy]);
     [mutableDictionary setObject:one forKey:@"2"];
+    NSSet *set = [NSSet setWithObject:one];
+    [set count];
+    NSMutableSet *mutableSet = [NSMutableSet setWithCapacity:1];
+    [mutableSet addObject:one];
+    [mutableSet removeObject:one];
+    NSOrderedSet *ordered = [NSOrderedSet orderedSetWithObject:one];
+    [ordered count];
+    NSMutableOrderedSet *mutableOrdered = [NSMutableOrderedSet orderedSetWithCapacity:1];
+    [mutableOrdered addObject:one];
+    [mutableOrdered insertObject:@"2" atIndex:0];
+    [mutableOrdered replaceObjectAtIndex:0 withObject:@"3"];
+    [mutableOrdered removeObjectAtIndex:0];
+    NSData *data = [NSData dataWithBytes:"ab" length:2];
+    [data length];
+    NSMutableData *mutableData = [NSMutableData dataWithBytes:"ab" length:2];
+    [mutableData replaceBytesInRange:NSMakeRange(0, 1) withBytes:"c"];
+    [mutableData resetBytesInRange:NSMakeRange(0, 1)];
+    NSCache *cache = CG_AUTORELEASE([[NSCache alloc] init]);
+    [cache setObject:one forKey:one];
 }
 
 void CGInstallContainerGuards(void) {
     warmClusters();
     Class array = [NSArray class], mutableArray = [NSMutableArray class];
     Class dictionary = [NSDictionary class], mutableDictionary = [NSMutableDictionary class];
+    Class set = [NSSet class], mutableSet = [NSMutableSet class];
+    Class ordered = [NSOrderedSet class], mutableOrdered = [NSMutableOrderedSet class];
+    Class data = [NSData class], mutableData = [NSMutableData class], cache = [NSCache class];
+    // The array functions serve the ordered sets too: same selectors, same checks.
     const CGClusterMethod methods[] = {
         {array, @selector(objectAtIndex:), (IMP)cgArrayObjectAtIndex},
         {array, @selector(objectAtIndexedSubscript:), (IMP)cgArrayObjectAtIndex},
@@ -264,6 +368,24 @@ void CGInstallContainerGuards(void) {
         {mutableDictionary, @selector(setObject:forKey:), (IMP)cgDictionarySetObjectForKey},
         {mutableDictionary, @selector(setObject:forKeyedSubscript:), (IMP)cgDictionarySetObjectForKey},
         {mutableDictionary, @selector(removeObjectForKey:), (IMP)cgDictionaryRemoveObjectForKey},
+        {set, @selector(initWithObjects:count:), (IMP)cgArrayInitWithObjectsCount},
+        {mutableSet, @selector(addObject:), (IMP)cgArrayAddObject},
+        {mutableSet, @selector(removeObject:), (IMP)cgSetRemoveObject},
+        {ordered, @selector(initWithObjects:count:), (IMP)cgArrayInitWithObjectsCount},
+        {ordered, @selector(objectAtIndex:), (IMP)cgArrayObjectAtIndex},
+        {ordered, @selector(objectAtIndexedSubscript:), (IMP)cgArrayObjectAtIndex},
+        {mutableOrdered, @selector(addObject:), (IMP)cgArrayAddObject},
+        {mutableOrdered, @selector(insertObject:atIndex:), (IMP)cgArrayInsertObjectAtIndex},
+        {mutableOrdered, @selector(removeObjectAtIndex:), (IMP)cgArrayRemoveObjectAtIndex},
+        {mutableOrdered, @selector(replaceObjectAtIndex:withObject:), (IMP)cgArrayReplaceObjectAtIndex},
+        {mutableOrdered, @selector(setObject:atIndexedSubscript:), (IMP)cgArraySetObjectAtIndexedSubscript},
+        {cache, @selector(setObject:forKey:), (IMP)cgCacheSetObjectForKey},
+        {cache, @selector(setObject:forKey:cost:), (IMP)cgCacheSetObjectForKeyCost},
+        {data, @selector(subdataWithRange:), (IMP)cgDataSubdataWithRange},
+        {data, @selector(getBytes:range:), (IMP)cgDataGetBytesRange},
+        {mutableData, @selector(replaceBytesInRange:withBytes:), (IMP)cgDataReplaceBytes},
+        {mutableData, @selector(replaceBytesInRange:withBytes:length:), (IMP)cgDataReplaceBytesLength},
+        {mutableData, @selector(resetBytesInRange:), (IMP)cgDataResetBytes},
     };
     CGSwizzleClusterMethods(methods, sizeof methods / sizeof methods[0]);
 }

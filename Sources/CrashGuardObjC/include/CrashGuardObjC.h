@@ -1,6 +1,6 @@
 // CrashGuardObjC: the seeds' Objective-C runtime guards (swizzled class clusters, a
 // forwarding stub for unrecognized selectors, a KVO proxy, notification observers removed
-// at dealloc, a weak-target timer proxy, zombies, NSNull forwarding), for code nobody
+// at dealloc, a weak-target timer proxy, zombies, NSNull forwarding, KVC), for code nobody
 // rewrote. Plain C API, so that Swift (the CrashGuard SDK) and C test shims can use it.
 //
 // Built as an ordinary SwiftPM Objective-C target on Apple platforms. On Linux a plain
@@ -19,8 +19,8 @@ extern "C" {
 
 /// The guard families, one bit each; every guard is opt-in.
 enum {
-    CRASHGUARD_OBJC_CONTAINER = 1u << 0,     ///< NSArray / NSDictionary / NSSet class clusters
-    CRASHGUARD_OBJC_STRING = 1u << 1,        ///< NSString / NSMutableString / NSAttributedString-free subset
+    CRASHGUARD_OBJC_CONTAINER = 1u << 0,     ///< NSArray, NSDictionary, NSSet, NSOrderedSet, NSData clusters; NSCache
+    CRASHGUARD_OBJC_STRING = 1u << 1,        ///< NSString, NSMutableString, NSAttributedString clusters
     CRASHGUARD_OBJC_SELECTOR = 1u << 2,      ///< unrecognized selector sent to an app class -> stub answering 0 / nil
     CRASHGUARD_OBJC_KVO = 1u << 3,           ///< KVO proxy with {keyPath: observers} bookkeeping
     CRASHGUARD_OBJC_NOTIFICATION = 1u << 4,  ///< observers removed from the centers at dealloc
