@@ -118,6 +118,17 @@ typedef struct {
 } CGClusterMethod;
 /// CGSwizzleCluster for each of the `count` entries of a family's table.
 void CGSwizzleClusterMethods(const CGClusterMethod *methods, size_t count);
+/// Whether `range` lies within `length` units (overflow-safe).
+static inline BOOL CGRangeFits(NSRange range, NSUInteger length) {
+    return range.location <= length && range.length <= length - range.location;
+}
+
+/// The part of `range` within `length` units.
+static inline NSRange CGClampRange(NSRange range, NSUInteger length) {
+    NSUInteger location = MIN(range.location, length);
+    return NSMakeRange(location, MIN(range.length, length - location));
+}
+
 // -init... consumes its receiver and returns a retained object: said explicitly, so that
 // ARC (Apple platforms) balances the calls through the guards' C functions like the methods.
 #define CG_CONSUMED __attribute__((ns_consumed))

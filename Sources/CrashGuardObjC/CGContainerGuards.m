@@ -243,34 +243,24 @@ static void cgCacheSetObjectForKeyCost(id self, SEL _cmd, id object, id key, NSU
 
 // ---- NSData / NSMutableData ----
 
-/// A `range` that does not fit `length` bytes: YES when it does not (recorded).
-static BOOL dataRangeExceeds(id self, SEL cmd, NSRange range, NSUInteger length, NSString *action) {
-    if (range.location <= length && range.length <= length - range.location) return NO;
+/// `range` of the data's bytes, clamped (and recorded) when it runs past the end.
+static NSRange checkedDataRange(id self, SEL cmd, NSRange range, NSString *action) {
+    NSUInteger length = [self length];
+    if (CGRangeFits(range, length)) return range;
     reportContainer(self, cmd, action, NSRangeException, @"range {%lu, %lu} exceeds data length %lu", (unsigned long)range.location,
                     (unsigned long)range.length, (unsigned long)length);
-    return YES;
-}
-
-static NSRange clampRange(NSRange range, NSUInteger length) {
-    NSUInteger location = MIN(range.location, length);
-    return NSMakeRange(location, MIN(range.length, length - location));
+    return CGClampRange(range, length);
 }
 
 static id cgDataSubdataWithRange(id self, SEL _cmd, NSRange range) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
-        NSUInteger length = [self length];
-        if (dataRangeExceeds(self, _cmd, range, length, @"returned the part within bounds")) range = clampRange(range, length);
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) range = checkedDataRange(self, _cmd, range, @"returned the part within bounds");
     return ((id (*)(id, SEL, NSRange))original)(self, _cmd, range);
 }
 
 static void cgDataGetBytesRange(id self, SEL _cmd, void *buffer, NSRange range) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) {
-        NSUInteger length = [self length];
-        if (dataRangeExceeds(self, _cmd, range, length, @"copied the bytes within bounds")) range = clampRange(range, length);
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_CONTAINER)) range = checkedDataRange(self, _cmd, range, @"copied the bytes within bounds");
     ((void (*)(id, SEL, void *, NSRange))original)(self, _cmd, buffer, range);
 }
 

@@ -24,13 +24,14 @@ static void reportString(id self, SEL cmd, NSString *action, NSString *format, .
              isNil ? NSInvalidArgumentException : NSRangeException);
 }
 
-static BOOL rangeFits(NSRange range, NSUInteger length) {
-    return range.location <= length && range.length <= length - range.location;
-}
-
-static NSRange clamp(NSRange range, NSUInteger length) {
-    NSUInteger location = MIN(range.location, length);
-    return NSMakeRange(location, MIN(range.length, length - location));
+/// `range` of the string, clamped (and recorded, `action` saying what the guard does)
+/// when it runs past the end.
+static NSRange checkedRange(id self, SEL cmd, NSRange range, NSString *action) {
+    NSUInteger length = [self length];
+    if (CGRangeFits(range, length)) return range;
+    reportString(self, cmd, action, @"Range {%lu, %lu} out of bounds; string length %lu", (unsigned long)range.location,
+                 (unsigned long)range.length, (unsigned long)length);
+    return CGClampRange(range, length);
 }
 
 static id cgSubstringFromIndex(id self, SEL _cmd, NSUInteger index) {
@@ -61,14 +62,7 @@ static id cgSubstringToIndex(id self, SEL _cmd, NSUInteger index) {
 
 static id cgSubstringWithRange(id self, SEL _cmd, NSRange range) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
-        NSUInteger length = [self length];
-        if (!rangeFits(range, length)) {
-            reportString(self, _cmd, @"returned the part within bounds", @"Range {%lu, %lu} out of bounds; string length %lu",
-                         (unsigned long)range.location, (unsigned long)range.length, (unsigned long)length);
-            range = clamp(range, length);
-        }
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) range = checkedRange(self, _cmd, range, @"returned the part within bounds");
     return ((id (*)(id, SEL, NSRange))original)(self, _cmd, range);
 }
 
@@ -113,14 +107,7 @@ static void cgInsertStringAtIndex(id self, SEL _cmd, id string, NSUInteger index
 
 static void cgDeleteCharactersInRange(id self, SEL _cmd, NSRange range) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
-        NSUInteger length = [self length];
-        if (!rangeFits(range, length)) {
-            reportString(self, _cmd, @"deleted the part within bounds", @"Range {%lu, %lu} out of bounds; string length %lu",
-                         (unsigned long)range.location, (unsigned long)range.length, (unsigned long)length);
-            range = clamp(range, length);
-        }
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) range = checkedRange(self, _cmd, range, @"deleted the part within bounds");
     ((void (*)(id, SEL, NSRange))original)(self, _cmd, range);
 }
 
@@ -129,14 +116,7 @@ static void cgDeleteCharactersInRange(id self, SEL _cmd, NSRange range) {
 // both runtimes' primitives take as "delete"): the range is clamped.
 static void cgReplaceCharactersInRange(id self, SEL _cmd, NSRange range, id string) {
     IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
-        NSUInteger length = [self length];
-        if (!rangeFits(range, length)) {
-            reportString(self, _cmd, @"replaced the part within bounds", @"Range {%lu, %lu} out of bounds; string length %lu",
-                         (unsigned long)range.location, (unsigned long)range.length, (unsigned long)length);
-            range = clamp(range, length);
-        }
-    }
+    if (CGEnabled(CRASHGUARD_OBJC_STRING)) range = checkedRange(self, _cmd, range, @"replaced the part within bounds");
     ((void (*)(id, SEL, NSRange, id))original)(self, _cmd, range, string);
 }
 
@@ -163,19 +143,6 @@ static id cgAttributedInitWithStringAttributes(CG_CONSUMED id self, SEL _cmd, id
         string = @"";
     }
     return ((CGInitStringAttributes)original)(self, _cmd, string, attributes);
-}
-
-static id cgAttributedSubstringFromRange(id self, SEL _cmd, NSRange range) {
-    IMP original = CGOriginal(self, _cmd);
-    if (CGEnabled(CRASHGUARD_OBJC_STRING)) {
-        NSUInteger length = [self length];
-        if (!rangeFits(range, length)) {
-            reportString(self, _cmd, @"returned the part within bounds", @"Range {%lu, %lu} out of bounds; string length %lu",
-                         (unsigned long)range.location, (unsigned long)range.length, (unsigned long)length);
-            range = clamp(range, length);
-        }
-    }
-    return ((id (*)(id, SEL, NSRange))original)(self, _cmd, range);
 }
 
 /// An attribute index at or past the end: YES when refused (recorded, `effectiveRange`
@@ -233,7 +200,7 @@ void CGInstallStringGuards(void) {
         {mutableString, @selector(replaceCharactersInRange:withString:), (IMP)cgReplaceCharactersInRange},
         {attributed, @selector(initWithString:), (IMP)cgAttributedInitWithString},
         {attributed, @selector(initWithString:attributes:), (IMP)cgAttributedInitWithStringAttributes},
-        {attributed, @selector(attributedSubstringFromRange:), (IMP)cgAttributedSubstringFromRange},
+        {attributed, @selector(attributedSubstringFromRange:), (IMP)cgSubstringWithRange},
         {attributed, @selector(attribute:atIndex:effectiveRange:), (IMP)cgAttributeAtIndex},
         {attributed, @selector(attributesAtIndex:effectiveRange:), (IMP)cgAttributesAtIndex},
         {mutableAttributed, @selector(replaceCharactersInRange:withString:), (IMP)cgReplaceCharactersInRange},
