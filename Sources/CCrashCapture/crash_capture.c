@@ -12,6 +12,8 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #if defined(__APPLE__)
+#include <mach-o/dyld.h>
 #include <sys/ucontext.h>
 #elif defined(__linux__)
 #include <link.h>
@@ -37,6 +40,9 @@ static const int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGABRT, SIGFPE
 #define CCRASH_SIGNAL_COUNT ((int)(sizeof(kSignals) / sizeof(kSignals[0])))
 
 static struct sigaction g_previous[CCRASH_SIGNAL_COUNT];
+/// The record's descriptor. Its number never changes once opened: a restart points it at
+/// the new file with `dup2` (atomic), so a thread that loaded it before the restart writes
+/// to a valid file, never to a closed or reused descriptor.
 static atomic_int g_fd = -1;
 static atomic_int g_installed = 0;
 /// 0: idle, 1: a thread is writing the record, 2: written.
@@ -47,8 +53,10 @@ static atomic_long g_writer = 0;
 static atomic_int g_crash_signal = 0;
 /// `std::atomic<const char *> *` from the Swift runtime, or NULL.
 static void *g_fatal_message_slot = NULL;
-/// The report id, fixed at install time so a record re-sent after a crash is a duplicate.
-static char g_report_id[40];
+/// The report id, fixed at install time so a record re-sent after a crash is a duplicate;
+/// two buffers and a pointer swap, so a restart never tears the id a crashing thread reads.
+static char g_report_ids[2][40];
+static _Atomic(const char *) g_report_id = "";
 /// A pipe `safe_read` writes through.
 static int g_probe[2] = {-1, -1};
 /// Test hook: 1 makes the handler fault while it walks the crashing thread's stack.
@@ -269,6 +277,51 @@ void ccrash_refresh_images(void) {
     dl_iterate_phdr(collect_text, &count);
     atomic_store(&g_text_count, count);
 #endif
+}
+
+#if defined(__linux__)
+static int read_generation(struct dl_phdr_info *info, size_t size, void *data) {
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+        *(uint64_t *)data = (uint64_t)info->dlpi_adds + (uint64_t)info->dlpi_subs;
+    return 1;  // the counters are the same in every entry: one is enough
+}
+#elif defined(__APPLE__)
+static atomic_ullong g_dyld_generation = 0;
+static void dyld_changed(const struct mach_header *header, intptr_t slide) {
+    (void)header;
+    (void)slide;
+    atomic_fetch_add(&g_dyld_generation, 1);
+}
+#endif
+
+uint64_t ccrash_image_generation(void) {
+#if defined(__linux__)
+    uint64_t generation = 0;
+    dl_iterate_phdr(read_generation, &generation);
+    return generation;
+#elif defined(__APPLE__)
+    static atomic_int registered = 0;
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&registered, &expected, 1)) {
+        _dyld_register_func_for_add_image(dyld_changed);
+        _dyld_register_func_for_remove_image(dyld_changed);
+    }
+    return atomic_load(&g_dyld_generation);
+#else
+    return 0;
+#endif
+}
+
+int ccrash_backtrace(uintptr_t *frames, int max) {
+    enum { capacity = 258 };
+    void *raw[capacity];
+    if (max <= 0) return 0;
+    int wanted = max + 1 < capacity ? max + 1 : capacity;
+    int n = backtrace(raw, wanted);
+    // raw[0] is this function.
+    int count = 0;
+    for (int i = 1; i < n && count < max; i++) frames[count++] = (uintptr_t)raw[i];
+    return count;
 }
 
 static int is_text(uintptr_t address) {
@@ -562,23 +615,153 @@ static void write_other_threads(ccrash_writer *w, long self) {
 
 // MARK: - Scope
 
-/// The scope (user, tags, context, breadcrumbs) as `key\tvalue\n` lines, double-buffered:
-/// the setter fills the inactive buffer under a lock and then publishes it, so the
-/// handler reads a whole snapshot without taking a lock.
+/// The scope (user, tags, context, breadcrumbs) as `key\tvalue\n` lines in two slots. The
+/// setter (under a lock) rewrites the slot that is not published, then publishes it; each
+/// slot carries a sequence number, odd while it is being rewritten. The handler copies the
+/// published slot and keeps the copy only when the slot's number is the same, even value
+/// before and after: two changes during a crash (the second rewriting the slot being read)
+/// are detected and the copy retried, never written torn.
 #define CCRASH_SCOPE_BYTES (80 * 1024)
-static char g_scope[2][CCRASH_SCOPE_BYTES];
-static size_t g_scope_length[2];
+typedef struct {
+    atomic_uint sequence;
+    atomic_size_t length;
+    char bytes[CCRASH_SCOPE_BYTES];
+} scope_slot;
+static scope_slot g_scope[2];
 static atomic_int g_scope_active = -1;
 static pthread_mutex_t g_scope_lock = PTHREAD_MUTEX_INITIALIZER;
+/// The handler's consistent copy of the scope (only the thread writing the record uses it).
+static char g_scope_copy[CCRASH_SCOPE_BYTES];
 
 void ccrash_set_scope(const char *bytes, size_t length) {
     pthread_mutex_lock(&g_scope_lock);
     int next = atomic_load(&g_scope_active) == 0 ? 1 : 0;
+    scope_slot *slot = &g_scope[next];
     if (length > CCRASH_SCOPE_BYTES) length = CCRASH_SCOPE_BYTES;
-    if (length > 0) memcpy(g_scope[next], bytes, length);
-    g_scope_length[next] = length;
-    atomic_store(&g_scope_active, next);
+    atomic_fetch_add_explicit(&slot->sequence, 1, memory_order_acq_rel);  // odd: being written
+    atomic_thread_fence(memory_order_release);
+    if (length > 0) memcpy(slot->bytes, bytes, length);
+    atomic_store_explicit(&slot->length, length, memory_order_relaxed);
+    atomic_fetch_add_explicit(&slot->sequence, 1, memory_order_release);  // even: whole
+    atomic_store_explicit(&g_scope_active, next, memory_order_release);
     pthread_mutex_unlock(&g_scope_lock);
+}
+
+/// Copies the published scope into `g_scope_copy`; returns its length, 0 when there is
+/// none or no whole copy could be taken (a setter rewrote it on every try).
+static size_t copy_scope(void) {
+    for (int attempt = 0; attempt < 16; attempt++) {
+        int active = atomic_load_explicit(&g_scope_active, memory_order_acquire);
+        if (active < 0) return 0;
+        scope_slot *slot = &g_scope[active];
+        unsigned before = atomic_load_explicit(&slot->sequence, memory_order_acquire);
+        if (before & 1u) continue;
+        size_t length = atomic_load_explicit(&slot->length, memory_order_relaxed);
+        if (length > CCRASH_SCOPE_BYTES) continue;
+        memcpy(g_scope_copy, slot->bytes, length);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&slot->sequence, memory_order_relaxed) == before) return length;
+    }
+    return 0;
+}
+
+// MARK: - Exceptions
+
+/// The uncaught exception noted by the Objective-C handler or the C++ terminate hook, in
+/// preallocated memory: the handler writes it into the record after the header.
+#define CCRASH_EXCEPTION_NAME 256
+#define CCRASH_EXCEPTION_REASON 4096
+static char g_exception_kind[8];
+static char g_exception_name[CCRASH_EXCEPTION_NAME];
+static char g_exception_reason[CCRASH_EXCEPTION_REASON];
+static uintptr_t g_exception_frames[CCRASH_MAX_FRAMES];
+static size_t g_exception_frame_count;
+/// 0: none, 1: being written, 2: whole.
+static atomic_int g_exception_state = 0;
+
+static void copy_text(char *out, size_t size, const char *text) {
+    size_t n = text == NULL ? 0 : c_strlen(text, size - 1);
+    if (n > 0) memcpy(out, text, n);
+    out[n] = 0;
+}
+
+void ccrash_note_exception(const char *kind, const char *name, const char *reason, const uintptr_t *frames,
+                           size_t count) {
+    int expected = atomic_load(&g_exception_state);
+    if (expected == 1 || !atomic_compare_exchange_strong(&g_exception_state, &expected, 1)) return;  // another thread
+    copy_text(g_exception_kind, sizeof(g_exception_kind), kind);
+    copy_text(g_exception_name, sizeof(g_exception_name), name);
+    copy_text(g_exception_reason, sizeof(g_exception_reason), reason);
+    if (count > CCRASH_MAX_FRAMES) count = CCRASH_MAX_FRAMES;
+    for (size_t i = 0; i < count; i++) g_exception_frames[i] = frames[i];
+    g_exception_frame_count = frames == NULL ? 0 : count;
+    atomic_store(&g_exception_state, 2);
+}
+
+void ccrash_clear_exception(void) {
+    int expected = 2;
+    atomic_compare_exchange_strong(&g_exception_state, &expected, 0);
+}
+
+static void w_block(ccrash_writer *w, const char *label, const char *bytes, size_t length) {
+    w_str(w, label);
+    w_str(w, " ");
+    w_dec(w, (long long)length);
+    w_str(w, "\n");
+    w_bytes(w, bytes, length);
+    w_str(w, "\n");
+}
+
+/// The noted exception: `exception <kind>`, its name and reason as length-prefixed blocks,
+/// then the throw site's frames.
+static void w_exception(ccrash_writer *w) {
+    if (atomic_load(&g_exception_state) != 2) return;
+    w_str(w, "exception ");
+    w_str(w, g_exception_kind[0] ? g_exception_kind : "unknown");
+    w_str(w, "\n");
+    w_block(w, "exception.name", g_exception_name, c_strlen(g_exception_name, sizeof(g_exception_name)));
+    w_block(w, "exception.reason", g_exception_reason, c_strlen(g_exception_reason, sizeof(g_exception_reason)));
+    for (size_t i = 0; i < g_exception_frame_count; i++) {
+        w_str(w, "exception.frame ");
+        w_hex(w, g_exception_frames[i]);
+        w_str(w, "\n");
+    }
+}
+
+/// The Swift runtime's fatal error message, read through `safe_read` (the pointer is the
+/// runtime's: a bad one must not fault the handler): `message <length>` and the bytes.
+static void w_fatal_message(ccrash_writer *w) {
+    if (g_fatal_message_slot == NULL) return;
+    uintptr_t message = 0;
+    if (!read_word((uintptr_t)g_fatal_message_slot, &message) || message == 0) return;
+    enum { limit = 16384, chunk = 64 };
+    size_t length = 0;
+    char bytes[chunk];
+    while (length < limit) {
+        size_t want = chunk;
+        if (!safe_read(message + length, bytes, want)) {
+            // The end of a mapping: read byte by byte to the NUL.
+            want = 1;
+            if (!safe_read(message + length, bytes, 1)) break;
+        }
+        size_t n = c_strlen(bytes, want);
+        length += n;
+        if (n < want) break;
+    }
+    if (length > limit) length = limit;
+    if (length == 0) return;
+    w_str(w, "message ");
+    w_dec(w, (long long)length);
+    w_str(w, "\n");
+    for (size_t at = 0; at < length; at += chunk) {
+        size_t want = length - at < chunk ? length - at : chunk;
+        if (!safe_read(message + at, bytes, want)) {
+            // Changed or unmapped since it was measured: pad, so the length stays right.
+            memset(bytes, ' ', want);
+        }
+        w_bytes(w, bytes, want);
+    }
+    w_str(w, "\n");
 }
 
 // MARK: - The handler
@@ -632,9 +815,10 @@ static void write_record(int sig, siginfo_t *info, void *context, long self) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
 
-    // The header first, flushed before any unwinding.
+    // The header and the signal line first, flushed before anything is read through a
+    // pointer: whatever faults later, the record has a report.
     w_str(&w, "CGCRASH 2\nid ");
-    w_str(&w, g_report_id);
+    w_str(&w, atomic_load(&g_report_id));
     w_str(&w, "\ntime ");
     w_dec(&w, (long long)now.tv_sec);
     w_str(&w, " ");
@@ -648,6 +832,8 @@ static void write_record(int sig, siginfo_t *info, void *context, long self) {
     w_str(&w, "\npc ");
     w_hex(&w, state.pc);
     w_str(&w, "\n");
+    w_flush(&w);
+
     uint8_t insn[4];
     if (safe_read(state.pc, insn, sizeof(insn))) {
         w_str(&w, "insn ");
@@ -658,25 +844,11 @@ static void write_record(int sig, siginfo_t *info, void *context, long self) {
         w_str(&w, "\n");
     }
     w_registers(&w, context);
-    if (g_fatal_message_slot != NULL) {
-        const char *message = __atomic_load_n((const char *const *)g_fatal_message_slot, __ATOMIC_ACQUIRE);
-        if (message != NULL && message[0] != 0) {
-            size_t length = c_strlen(message, 16384);
-            w_str(&w, "message ");
-            w_dec(&w, (long long)length);
-            w_str(&w, "\n");
-            w_bytes(&w, message, length);
-            w_str(&w, "\n");
-        }
-    }
-    int scope = atomic_load(&g_scope_active);
-    if (scope >= 0 && g_scope_length[scope] > 0) {
-        w_str(&w, "scope ");
-        w_dec(&w, (long long)g_scope_length[scope]);
-        w_str(&w, "\n");
-        w_bytes(&w, g_scope[scope], g_scope_length[scope]);
-        w_str(&w, "\n");
-    }
+    w_exception(&w);
+    w_flush_lines(&w);
+    w_fatal_message(&w);
+    size_t scope = copy_scope();
+    if (scope > 0) w_block(&w, "scope", g_scope_copy, scope);
     w_flush(&w);
 
     // Then the crashing thread's stack, then the others'.
@@ -716,7 +888,7 @@ static void hand_on(int sig, siginfo_t *info) {
         previous.sa_handler = SIG_DFL;
     }
     sigaction(sig, &previous, NULL);
-    int resend = info == NULL || info->si_code <= 0;
+    int resend = info == NULL || ccrash_code_is_sent(info->si_code);
 #if defined(__x86_64__) || defined(__i386__)
     if (sig == SIGTRAP) resend = 1;
 #endif
@@ -855,16 +1027,47 @@ int ccrash_dump_signal(void) {
 #endif
 }
 
+/// Makes the record descriptor refer to `fd`'s file and closes `fd`: the first time `fd`
+/// becomes the record descriptor; later, `dup2` swaps the file behind the same number.
+static int point_record_at(int fd) {
+    int current = atomic_load(&g_fd);
+    if (current < 0) {
+        int expected = -1;
+        if (atomic_compare_exchange_strong(&g_fd, &expected, fd)) return 0;
+        current = expected;
+    }
+    int result = 0;
+#if defined(__linux__)
+    while (dup3(fd, current, O_CLOEXEC) < 0) {
+#else
+    while (dup2(fd, current) < 0) {
+#endif
+        if (errno != EINTR) {
+            result = errno;
+            break;
+        }
+    }
+#if !defined(__linux__)
+    fcntl(current, F_SETFD, FD_CLOEXEC);
+#endif
+    close(fd);
+    return result;
+}
+
 int ccrash_install(const char *record_path, const char *report_id) {
     int error = open_probe();
     if (error != 0) return error;
     int fd = open(record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return errno;
-    size_t id_length = c_strlen(report_id, sizeof(g_report_id) - 1);
-    memcpy(g_report_id, report_id, id_length);
-    g_report_id[id_length] = 0;
-    int old = atomic_exchange(&g_fd, fd);
-    if (old >= 0) close(old);
+    error = point_record_at(fd);
+    if (error != 0) return error;
+    static int next_id = 0;
+    char *id = g_report_ids[next_id];
+    next_id = 1 - next_id;
+    size_t id_length = c_strlen(report_id, sizeof(g_report_ids[0]) - 1);
+    memcpy(id, report_id, id_length);
+    id[id_length] = 0;
+    atomic_store(&g_report_id, id);
 
     if (g_fatal_message_slot == NULL) {
         void *(*get)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
@@ -905,13 +1108,19 @@ void ccrash_uninstall(void) {
         for (int i = 0; i < CCRASH_SIGNAL_COUNT; i++) sigaction(kSignals[i], &g_previous[i], NULL);
         if (g_dump_signal != 0) sigaction(g_dump_signal, &g_previous_dump, NULL);
     }
-    int old = atomic_exchange(&g_fd, -1);
-    if (old >= 0) close(old);
+    // The descriptor stays open (on /dev/null): a thread still in the handler writes nowhere
+    // instead of into whatever file would reuse its number.
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) point_record_at(null);
 }
+
+int ccrash_record_fd(void) { return atomic_load(&g_fd); }
 
 int ccrash_is_installed(void) { return atomic_load(&g_installed); }
 
 void ccrash_test_fault_in_handler(int enabled) { atomic_store(&g_test_fault, enabled); }
+
+void ccrash_test_fatal_message_slot(const void *slot) { g_fatal_message_slot = (void *)(uintptr_t)slot; }
 
 // MARK: - Symbols
 
@@ -1023,8 +1232,18 @@ int ccrash_signal_number(const char *name) {
 #define CODE(name) \
     if (code == name) return #name;
 
+int ccrash_code_is_sent(int code) {
+#if defined(__APPLE__)
+    // Darwin's SI_USER (kill, raise, abort) and SI_QUEUE are positive (0x10001...).
+    return code == SI_USER || code == SI_QUEUE || code <= 0;
+#else
+    // Linux: SI_USER is 0, SI_QUEUE, SI_TKILL (tgkill, raise, abort) ... are negative.
+    return code <= 0;
+#endif
+}
+
 const char *ccrash_code_name(int sig, int code) {
-    if (code <= 0) {
+    if (ccrash_code_is_sent(code)) {
         CODE(SI_USER)
 #ifdef SI_TKILL
         CODE(SI_TKILL)

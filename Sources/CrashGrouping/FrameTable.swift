@@ -17,6 +17,9 @@ public enum FrameTable {
         "-[NSAssertionHandler *", "_userInfoForFileAndLine*", "___forwarding___", "_CF_forwarding_prep_*",
         "-[NSObject(NSObject) doesNotRecognizeSelector:]", "+[NSObject(NSObject) doesNotRecognizeSelector:]",
         "__cxa_throw", "__cxa_rethrow", "std::terminate*", "std::__terminate*", "__cxxabiv1::*", "demangling_terminate_handler*",
+        // The same on Linux: libstdc++'s terminate handler, GNUstep's uncaught-exception handler.
+        "__cxa_call_terminate*", "__gnu_cxx::__verbose_terminate_handler*", "_NSFoundationUncaughtExceptionHandler*",
+        "_Unwind_RaiseException*", "CGExceptionUncaught*",
         // Signals, abort and assertions (libc on Darwin and Linux).
         "abort", "__abort", "raise", "gsignal", "__GI_raise", "__GI_abort", "pthread_kill", "__pthread_kill",
         "__pthread_kill_implementation*", "__pthread_kill_internal*", "__assert_rtn", "__assert_fail", "__assert_fail_base*",
@@ -54,7 +57,7 @@ public enum FrameTable {
         // Linux: the C library, the dynamic loader, and the Swift toolchain's libraries.
         "libc.so*", "libc-*", "ld-linux*", "ld-musl*", "libpthread*", "libm.so*", "libdl.so*", "libgcc_s*", "libstdc++*",
         "libFoundation*", "libFoundationEssentials*", "libFoundationInternationalization*", "lib_FoundationICU*",
-        "libBlocksRuntime*", "libicu*", "libxml2*", "libcurl*", "libssl*", "libcrypto*",
+        "libBlocksRuntime*", "libicu*", "libxml2*", "libcurl*", "libssl*", "libcrypto*", "libgnustep-base*", "libffi*",
         // Python (Sentry maps a frame to `function (module)`).
         "threading", "asyncio", "concurrent", "multiprocessing", "selectors", "socketserver", "socket", "ssl",
         "http", "urllib", "email", "json", "logging", "contextlib", "functools", "importlib", "runpy", "site",

@@ -49,17 +49,17 @@ public enum CrashGuard {
             configuration: configuration, device: device, clock: clock, backoff: backoff, random: random)
 
         if configuration.captureCrashes {
-            if let crash = CrashCapture.pendingReport(
-                directory: directory, app: configuration.app, device: device, now: clock.now)
-            {
-                reporter.submit(crash, applyingScope: false)
-            }
-            CrashCapture.clearPending(directory: directory)
+            // The previous run's record is moved aside and the handlers installed at once;
+            // the record becomes a report on a background thread (see CrashCapture.processPrevious).
+            let previous = CrashCapture.takePrevious(directory: directory, log: configuration.log)
             do {
                 try CrashCapture.install(directory: directory, app: configuration.app, device: device)
             } catch {
                 configuration.log("crash capture is off: \(error)")
             }
+            CrashCapture.processPrevious(
+                previous.pending, app: configuration.app, device: device, now: { clock.now },
+                submit: { reporter.submit($0, applyingScope: false) })
         } else {
             CrashCapture.uninstall()
         }
@@ -102,6 +102,7 @@ public enum CrashGuard {
     @discardableResult
     public static func flush(timeout: Duration = .seconds(5)) async -> Bool {
         guard let reporter = current.withLock({ $0 }) else { return true }
+        await CrashCapture.waitForPrevious(timeout: timeout)
         return await reporter.flush(timeout: timeout)
     }
 

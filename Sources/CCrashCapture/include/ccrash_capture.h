@@ -33,6 +33,51 @@ void ccrash_set_scope(const char *bytes, size_t length);
 /// Re-reads the executable ranges of the loaded images (call after loading a library).
 void ccrash_refresh_images(void);
 
+/// A number that changes whenever an image is loaded or unloaded (glibc's `dlpi_adds` +
+/// `dlpi_subs`; on Apple platforms a count kept by dyld callbacks): a cached image list is
+/// current while this is unchanged. Cheap: one `dl_iterate_phdr` step.
+uint64_t ccrash_image_generation(void);
+
+/// Return addresses of the calling thread's stack, innermost first, into `frames` (at most
+/// `max`): `backtrace()` into the caller's fixed buffer. Not async-signal-safe. Returns the count.
+int ccrash_backtrace(uintptr_t *frames, int max);
+
+/// Notes an uncaught exception for the crash record the handler is about to write (the
+/// process is about to abort): `kind` is `objc` or `cxx`, `name` the exception's name or
+/// C++ type, `reason` its reason or `what()`, `frames` the throw site's return addresses.
+/// Copied into preallocated memory; the record written at the signal that follows carries
+/// it, and the next start makes an `exception` report of it. The last one noted wins (on
+/// Apple platforms the C++ hook sees an Objective-C exception first, then hands it to
+/// `_objc_terminate`, whose uncaught-exception handler notes it with its name and reason).
+void ccrash_note_exception(const char *kind, const char *name, const char *reason, const uintptr_t *frames,
+                           size_t count);
+
+/// Forgets a noted exception (a handler that let the process live on).
+void ccrash_clear_exception(void);
+
+/// Installs the C++ terminate hook (`std::set_terminate`): an uncaught C++ exception is
+/// noted with its type, `what()` and the throw site's stack, then the previous terminate
+/// handler runs (the default one aborts). Idempotent.
+void ccrash_install_terminate_handler(void);
+
+/// Demangles an Itanium C++ symbol (`_ZN…`) into `buffer` (cut to fit, NUL-terminated).
+/// Returns 0 when `mangled` is not one.
+size_t ccrash_demangle_cxx(const char *mangled, char *buffer, size_t size);
+
+/// Whether a `si_code` says the signal was sent (kill, raise, abort, sigqueue) rather than
+/// raised by a fault: `si_code <= 0` on Linux; Darwin's `SI_USER` and `SI_QUEUE` are positive.
+int ccrash_code_is_sent(int code);
+
+/// The record's descriptor (tests: it names the record file across restarts), or -1.
+int ccrash_record_fd(void);
+
+/// Tests only: the handler reads the Swift runtime's fatal message through `slot` (a
+/// pointer to a `const char *`) instead of the runtime's buffer.
+void ccrash_test_fatal_message_slot(const void *slot);
+
+/// Tests only: throws `std::runtime_error(what)` from C++, uncaught by any C++ handler.
+void crashguard_test_throw_runtime_error(const char *what);
+
 /// Tests only: 1 makes the handler fault while it walks the crashing thread's stack.
 void ccrash_test_fault_in_handler(int enabled);
 

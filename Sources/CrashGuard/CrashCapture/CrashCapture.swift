@@ -1,4 +1,5 @@
 import CCrashCapture
+import CrashGuardObjC
 import CrashWire
 import Foundation
 
@@ -28,6 +29,15 @@ enum CrashCapture {
         try writeFileAtomically(try JSONEncoder().encode(session), to: sessionURL(directory))
         let error = ccrash_install(recordURL(directory).path, UUID().uuidString.lowercased())
         if error != 0 { throw POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO) }
+        // Uncaught exceptions: noted for the record the abort that follows them writes.
+        ccrash_install_terminate_handler()
+        _ = crashguard_objc_install_exception_handler(objcExceptionSink)
+    }
+
+    /// Where the Objective-C uncaught-exception handler hands an exception: the crash
+    /// handler's preallocated memory (`ccrash_note_exception`).
+    static let objcExceptionSink: crashguard_objc_exception_sink = { kind, name, reason, frames, count in
+        ccrash_note_exception(kind, name, reason, frames, count)
     }
 
     /// Restores the handlers that were there before ``install(directory:app:device:)``.
@@ -39,19 +49,123 @@ enum CrashCapture {
 
     /// The previous run's crash as a report, or `nil` when it did not crash.
     static func pendingReport(directory: URL, app: AppInfo, device: DeviceInfo, now: Date = Date()) -> Report? {
-        guard let data = try? Data(contentsOf: recordURL(directory)), !data.isEmpty,
+        report(record: recordURL(directory), session: sessionURL(directory), app: app, device: device, now: now)
+    }
+
+    /// The report of the record at `record` (with the crashed run's session file beside it).
+    static func report(
+        record recordURL: URL, session sessionURL: URL, app: AppInfo, device: DeviceInfo, now: Date
+    )
+        -> Report?
+    {
+        guard let data = try? Data(contentsOf: recordURL), !data.isEmpty,
             let record = CrashRecord(parsing: data)
         else { return nil }
-        let session = (try? Data(contentsOf: sessionURL(directory))).flatMap {
+        if crashWhileProcessing { abort() }
+        let session = (try? Data(contentsOf: sessionURL)).flatMap {
             try? JSONDecoder().decode(Session.self, from: $0)
         }
         return report(for: record, session: session, app: app, device: device, now: now)
     }
 
-    /// Forgets the previous run's record once its report is queued.
-    static func clearPending(directory: URL) {
-        try? FileManager.default.removeItem(at: recordURL(directory))
+    // MARK: - The previous run's record, off the launch thread
+
+    /// Records moved aside at start and not yet queued: `crash/previous/<name>/` holds one
+    /// run's `record`, its `session.json` and `attempts` (how often processing began).
+    static func previousFolder(_ directory: URL) -> URL { folder(directory).appendingPathComponent("previous") }
+    /// Records whose processing crashed the process twice: kept for inspection, never retried.
+    static func setAsideFolder(_ directory: URL) -> URL { folder(directory).appendingPathComponent("set-aside") }
+    /// How many times a record's processing may begin; a record whose processing began this
+    /// often and never finished crashed it each time, and is set aside.
+    static let maxAttempts = 2
+
+    /// Moves the previous run's record (and its session file) out of the way, so `install`
+    /// can open a fresh record at once; sets aside records that crashed their own processing
+    /// ``maxAttempts`` times. Cheap (renames only). Returns the records to process, oldest
+    /// first, and whether the previous run left a crash record.
+    static func takePrevious(directory: URL, log: (String) -> Void) -> (pending: [URL], crashed: Bool) {
+        let manager = FileManager.default
+        let previous = previousFolder(directory)
+        var crashed = false
+        if let size = (try? manager.attributesOfItem(atPath: recordURL(directory).path))?[.size] as? Int, size > 0 {
+            crashed = true
+            let name = String(format: "%013.0f", Date().timeIntervalSince1970 * 1000) + "-" + UUID().uuidString.lowercased()
+            let target = previous.appendingPathComponent(name, isDirectory: true)
+            do {
+                try manager.createDirectory(at: target, withIntermediateDirectories: true)
+                try manager.moveItem(at: recordURL(directory), to: target.appendingPathComponent("record"))
+                try? manager.moveItem(at: sessionURL(directory), to: target.appendingPathComponent("session.json"))
+            } catch {
+                log("crash record could not be moved aside: \(error)")
+            }
+        }
+        let names = ((try? manager.contentsOfDirectory(atPath: previous.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        var pending: [URL] = []
+        for name in names {
+            let folder = previous.appendingPathComponent(name, isDirectory: true)
+            if attempts(folder) >= maxAttempts {
+                let aside = setAsideFolder(directory)
+                try? manager.createDirectory(at: aside, withIntermediateDirectories: true)
+                try? manager.moveItem(at: folder, to: aside.appendingPathComponent(name, isDirectory: true))
+                log("a crash record crashed its own processing \(maxAttempts) times: set aside in \(aside.path)")
+            } else {
+                pending.append(folder)
+            }
+        }
+        return (pending, crashed)
     }
+
+    /// How many times processing of the record in `folder` began.
+    static func attempts(_ folder: URL) -> Int {
+        (try? String(contentsOf: folder.appendingPathComponent("attempts"), encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+    }
+
+    /// Background processing of the previous run's records, waited for by `flush`.
+    static let processing = DispatchGroup()
+
+    /// Turns each record moved aside by ``takePrevious(directory:log:)`` into a report on a
+    /// background thread and hands it to `submit` (which queues it durably), then deletes
+    /// it. Before a record is parsed its attempt count is raised on disk, so a record that
+    /// crashes the process while being processed is set aside after ``maxAttempts`` starts
+    /// instead of crashing every launch.
+    static func processPrevious(
+        _ folders: [URL], app: AppInfo, device: DeviceInfo, now: @escaping @Sendable () -> Date,
+        submit: @escaping @Sendable (Report) -> Void
+    ) {
+        guard !folders.isEmpty else { return }
+        processing.enter()
+        let thread = Thread {
+            defer { processing.leave() }
+            for folder in folders {
+                let count = attempts(folder) + 1
+                try? writeFileAtomically(Data("\(count)\n".utf8), to: folder.appendingPathComponent("attempts"))
+                if let report = report(
+                    record: folder.appendingPathComponent("record"), session: folder.appendingPathComponent("session.json"),
+                    app: app, device: device, now: now())
+                {
+                    submit(report)
+                }
+                try? FileManager.default.removeItem(at: folder)
+            }
+        }
+        thread.name = "CrashGuard.previous-crash"
+        thread.start()
+    }
+
+    /// Waits until the previous run's records are queued, at most `timeout`.
+    static func waitForPrevious(timeout: Duration) async {
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                _ = processing.wait(timeout: .now() + seconds)
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Test hook: the processing of a previous record crashes the process (a bug in the parser).
+    nonisolated(unsafe) static var crashWhileProcessing = false
 
     /// Builds the `signal` report with the id the handler wrote (a re-sent crash is a
     /// duplicate): the runtime's message as the reason, else signal, code and address (and
@@ -62,20 +176,27 @@ enum CrashCapture {
     static func report(for record: CrashRecord, session: Session?, app: AppInfo, device: DeviceInfo, now: Date) -> Report {
         let signalName = ccrash_signal_name(record.signal).map { String(cString: $0) } ?? "signal \(record.signal)"
         let codeName = ccrash_code_name(record.signal, record.code).map { String(cString: $0) } ?? "code \(record.code)"
-        let sent = record.code <= 0  // kill, raise, abort: si_addr is not an address
+        let sent = ccrash_code_is_sent(record.code) != 0  // kill, raise, abort: si_addr is not an address
         let addressText = "0x" + String(record.address, radix: 16)
 
         let crashedImages = session?.images ?? []
         let symbolicator = CachingSymbolicator(Symbolicator(crashed: crashedImages, current: LoadedImage.current()))
-        let recorded = record.frames.isEmpty && record.pc != 0 ? [record.pc] : record.frames
-        let skipped = machineryPrefix(recorded, symbolicator: symbolicator)
+        // An uncaught exception: the throw site's stack, not the abort's.
+        let exception = record.exception.flatMap { $0.frames.isEmpty ? nil : $0 }
+        let recorded =
+            exception?.frames ?? (record.frames.isEmpty && record.pc != 0 ? [record.pc] : record.frames)
+        let skipped = machineryPrefix(
+            recorded, symbolicator: symbolicator,
+            unnamedOnTop: exception == nil ? systemLibraries : systemLibraries + exceptionLibraries)
         let frames = Array(recorded.dropFirst(skipped))
         let stack = frames.prefix(ReportLimits.maxFrames).enumerated().map { i, address in
             symbolicator.frame(i, address: address, isReturnAddress: i + skipped > 0)
         }
 
         let reason: String
-        if let message = record.message {
+        if let exception = record.exception {
+            reason = exception.reason.isEmpty ? exception.name : "\(exception.name): \(exception.reason)"
+        } else if let message = record.message {
             reason = message
         } else if isTrap(record) {
             let place = frames.first.map { symbolicator.place($0, isReturnAddress: skipped > 0) } ?? "an unknown function"
@@ -92,6 +213,10 @@ enum CrashCapture {
         context.add("signal.pc", "0x" + String(record.pc, radix: 16))
         if !sent { context.add("signal.address", addressText) }
         if let message = record.message { context.add("runtime.message", message) }
+        if let exception = record.exception {
+            context.add("exception.name", exception.name)
+            context.add("exception.runtime", exception.runtime)
+        }
         if let pid = session?.pid { context.add("process.pid", String(pid)) }
         if !record.registers.isEmpty {
             context.add("registers", record.registers.map { "\($0.name)=0x\(String($0.value, radix: 16))" }.joined(separator: " "))
@@ -101,7 +226,7 @@ enum CrashCapture {
         // The images the crashing thread's frames fall in, for symbolication on the server
         // (docs/symbolication.md): before the scope, so a full scope never crowds them out.
         var used: [LoadedImage] = []
-        for frame in recorded {
+        for frame in recorded + (exception == nil ? [] : record.frames) {
             if let image = crashedImages.first(where: { $0.contains(frame) }), !used.contains(image) { used.append(image) }
         }
         for (i, image) in used.prefix(16).enumerated() {
@@ -126,7 +251,7 @@ enum CrashCapture {
         return Report(
             id: record.id ?? UUID(),
             timestamp: timestamp,
-            kind: .signal,
+            kind: record.exception == nil ? .signal : .exception,
             reason: reason,
             stack: stack.isEmpty ? nil : stack,
             fatal: true,
@@ -139,7 +264,9 @@ enum CrashCapture {
     /// How many leading frames are crash machinery: the signal's delivery and libc's
     /// `raise`/`abort`/`pthread_kill`, the Swift runtime's and standard library's failure
     /// functions, this SDK's handler. At least one frame is always kept.
-    static func machineryPrefix(_ frames: [UInt64], symbolicator: CachingSymbolicator) -> Int {
+    static func machineryPrefix(
+        _ frames: [UInt64], symbolicator: CachingSymbolicator, unnamedOnTop: [String] = systemLibraries
+    ) -> Int {
         var count = 0
         for (i, address) in frames.enumerated() where count < frames.count - 1 {
             let resolved = symbolicator.resolve(address, isReturnAddress: i > 0)
@@ -148,7 +275,7 @@ enum CrashCapture {
             } else {
                 // libc's internals (`__pthread_kill_implementation`) are in no symbol table
                 // we can read on the device: an unnamed libc frame on top is signal delivery.
-                guard let image = resolved.image, systemLibraries.contains(where: { image.hasPrefix($0) }) else { break }
+                guard let image = resolved.image, unnamedOnTop.contains(where: { image.hasPrefix($0) }) else { break }
             }
             count += 1
         }
@@ -158,6 +285,10 @@ enum CrashCapture {
     /// The C libraries whose unnamed frames on top of a crash are signal delivery.
     static let systemLibraries = ["libc.so", "libc-", "libpthread", "libsystem_kernel", "libsystem_pthread", "libsystem_c"]
 
+    /// The runtimes whose unnamed frames on top of an exception's stack are its throw and
+    /// terminate machinery (`__cxxabiv1::__terminate` is a local symbol of libstdc++).
+    static let exceptionLibraries = ["libstdc++", "libc++abi", "libc++.", "libgcc_s", "libobjc", "libgnustep-base"]
+
     /// Names of functions that only report or deliver a crash.
     static func isMachinery(_ symbol: String) -> Bool {
         let exact: Set<String> = [
@@ -165,11 +296,20 @@ enum CrashCapture {
             "__GI_raise", "__GI_abort", "__restore_rt", "__kernel_rt_sigreturn", "_sigtramp", "__pthread_kill",
             "__abort_with_payload", "abort_with_payload", "__assert_fail", "__assert_fail_base", "__libc_message",
             "__fortify_fail", "__stack_chk_fail", "__chk_fail",
+            // Uncaught exceptions: the throw, the terminate handlers, the uncaught-exception handlers.
+            "objc_exception_throw", "objc_exception_rethrow", "_objc_terminate", "__exceptionPreprocess",
+            "_CFThrowFormattedException", "__cxa_throw", "__cxa_rethrow", "__cxa_call_terminate", "std::terminate",
+            "__cxxabiv1::__terminate", "__gnu_cxx::__verbose_terminate_handler", "_NSFoundationUncaughtExceptionHandler",
+            "_Unwind_RaiseException", "_Unwind_Resume",
         ]
         if exact.contains(symbol) { return true }
         let base = symbol.split(separator: "(").first.map(String.init) ?? symbol
         if exact.contains(base) { return true }
-        if base.hasPrefix("ccrash_") { return true }
+        if base.hasPrefix("ccrash_") || base.hasPrefix("CGException") || base.hasPrefix("crashguard_objc_exception") {
+            return true
+        }
+        if base.hasPrefix("+[NSException raise") || base.hasPrefix("-[NSException raise") { return true }
+        if symbol.hasPrefix("(anonymous namespace)::terminate_hook") || base.hasPrefix("std::__terminate") { return true }
         if base.hasPrefix("swift_"), base.contains("Failure") || base.contains("Error") || base.hasSuffix("abort") {
             return true
         }

@@ -14,6 +14,12 @@ import Foundation
 /// pc 0x<program counter>
 /// insn <the 4 bytes at pc, hex>          (when readable)
 /// register <name> 0x<value>              (the crashing thread's, repeated)
+/// exception <objc|cxx>                   (an uncaught exception noted before the abort)
+/// exception.name <length>                (its name or C++ type)
+/// <length bytes>
+/// exception.reason <length>              (its reason or what())
+/// <length bytes>
+/// exception.frame 0x<address>            (the throw site's stack, innermost first, repeated)
 /// message <length>                       (the Swift runtime's fatal error message)
 /// <length bytes>
 /// scope <length>                         (user, tags, context, breadcrumbs: key\tvalue lines)
@@ -31,6 +37,18 @@ struct CrashRecord: Equatable, Sendable {
     struct ScopeEntry: Equatable, Sendable {
         var key: String
         var value: String
+    }
+
+    /// An uncaught Objective-C or C++ exception the process died of.
+    struct Exception: Equatable, Sendable {
+        /// `objc` or `cxx`.
+        var runtime: String
+        /// The exception's name (`NSRangeException`) or C++ type (`std::runtime_error`).
+        var name: String
+        /// Its reason or `what()`.
+        var reason: String
+        /// Return addresses at the throw, innermost first.
+        var frames: [UInt64]
     }
 
     /// One thread's stack.
@@ -53,6 +71,8 @@ struct CrashRecord: Equatable, Sendable {
     /// The crashing thread's registers, in the order written.
     var registers: [(name: String, value: UInt64)]
     var message: String?
+    /// The uncaught exception behind the signal, when one was noted.
+    var exception: Exception?
     /// The scope at the crash, in the order the SDK wrote it (see ``Scope``).
     var scope: [ScopeEntry]
     /// The crashing thread first, then the others.
@@ -66,7 +86,8 @@ struct CrashRecord: Equatable, Sendable {
 
     static func == (a: CrashRecord, b: CrashRecord) -> Bool {
         a.id == b.id && a.time == b.time && a.signal == b.signal && a.code == b.code && a.address == b.address
-            && a.pc == b.pc && a.instruction == b.instruction && a.registers.map { $0.name } == b.registers.map { $0.name }
+            && a.pc == b.pc && a.instruction == b.instruction && a.exception == b.exception
+            && a.registers.map { $0.name } == b.registers.map { $0.name }
             && a.registers.map { $0.value } == b.registers.map { $0.value } && a.message == b.message && a.scope == b.scope
             && a.threads == b.threads && a.unanswered == b.unanswered && a.truncated == b.truncated
     }
@@ -85,6 +106,7 @@ struct CrashRecord: Equatable, Sendable {
         var instruction: [UInt8] = []
         var registers: [(name: String, value: UInt64)] = []
         var message: String?
+        var exception: Exception?
         var scope: [ScopeEntry] = []
         var threads: [ThreadStack] = []
         var unanswered = 0
@@ -139,6 +161,14 @@ struct CrashRecord: Equatable, Sendable {
                     message = String(decoding: body, as: UTF8.self)
                     at = bytes.count
                 }
+            case "exception":
+                exception = Exception(runtime: parts.count > 1 ? String(parts[1]) : "", name: "", reason: "", frames: [])
+            case "exception.name":
+                if parts.count > 1, let length = Int(parts[1]) { exception?.name = block(length) }
+            case "exception.reason":
+                if parts.count > 1, let length = Int(parts[1]) { exception?.reason = block(length) }
+            case "exception.frame":
+                if parts.count > 1, let frame = Self.hex(parts[1]) { exception?.frames.append(frame) }
             case "scope":
                 if parts.count > 1, let length = Int(parts[1]) {
                     for entry in block(length).split(separator: "\n") {
@@ -177,6 +207,7 @@ struct CrashRecord: Equatable, Sendable {
         self.registers = registers
         let trimmed = message?.trimmingCharacters(in: .whitespacesAndNewlines)
         self.message = trimmed?.isEmpty == false ? trimmed : nil
+        self.exception = exception
         self.scope = scope
         self.threads = threads
         self.unanswered = unanswered

@@ -128,10 +128,12 @@ struct Symbolicator {
         return (demangle(String(cString: name)), UInt64(symbolAddress))
     }
 
-    /// `swift_demangle`'s readable name, or the input when it is not a Swift symbol.
+    /// `swift_demangle`'s readable name (or the C++ one for `_Z…`), or the input when it is
+    /// neither.
     static func demangle(_ mangled: String) -> String {
         var buffer = [CChar](repeating: 0, count: 2048)
-        let length = ccrash_demangle(mangled, &buffer, buffer.count)
+        var length = ccrash_demangle(mangled, &buffer, buffer.count)
+        if length == 0 { length = ccrash_demangle_cxx(mangled, &buffer, buffer.count) }
         guard length > 0 else { return mangled }
         return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }

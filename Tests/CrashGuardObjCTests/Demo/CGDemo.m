@@ -28,4 +28,15 @@ int crashguard_objc_demo_trip(int reads, int selectors) {
     return defaults;
 }
 
+/// Reads index 7 of a three-element array without the guards: an uncaught NSRangeException
+/// (for the exception-capture test, in a child process). Returns only if something caught it.
+__attribute__((noinline)) int crashguard_objc_demo_uncaught_range(void) {
+    NSAutoreleasePool *pool = [[NSAutoreleasePool alloc] init];
+    NSArray *array = [NSArray arrayWithObjects:@"a", @"b", @"c", nil];
+    id element = [array objectAtIndex:7];
+    int found = element != nil;
+    [pool release];
+    return found;
+}
+
 #endif

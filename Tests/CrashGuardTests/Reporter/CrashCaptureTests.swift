@@ -198,6 +198,7 @@ struct CrashGuardEntryTests {
         config.captureCrashes = true
         config.device = DeviceInfo(os: "Linux", osVersion: "1", model: "m")
         let reporter = try CrashGuard.start(config, clock: SystemReporterClock(), backoff: Backoff())
+        await CrashCapture.waitForPrevious(timeout: .seconds(10))  // the record is processed off the launch thread
         #expect(await reporter.flush(timeout: .seconds(10)))
         let report = try #require(transport.reports.first)
         #expect(report.kind == .signal)
@@ -288,11 +289,11 @@ enum CrashChild {
     }
 
     /// In the parent: the report the next start would make.
-    static func report(_ directory: URL) throws -> Report {
+    static func report(_ directory: URL, kind: ReportKind = .signal) throws -> Report {
         let report = try #require(
             CrashCapture.pendingReport(
                 directory: directory, app: AppInfo(id: "other", version: "0"), device: DeviceInfo(), now: Date()))
-        #expect(report.kind == .signal)
+        #expect(report.kind == kind)
         #expect(report.fatal == true)
         #expect(report.app == app)
         #expect(report.validationError(now: Date()) == nil)
