@@ -303,8 +303,7 @@ static void warmClusters(void) {
     [m insertObject:one atIndex:0];
     [m replaceObjectAtIndex:0 withObject:one];
     [m removeObjectAtIndex:0];
-    NSArray *copied = [m copy];
-    CG_RELEASE(copied);
+    [CG_AUTORELEASE([m copy]) count];
     NSMutableArray *mutableCopy = CG_AUTORELEASE([a mutableCopy]);
     [mutableCopy addObject:one];
     NSDictionary *d = [NSDictionary dictionaryWithObjectsAndKeys:one, one, nil];
