@@ -437,4 +437,5 @@ def main():
     print(f"dashboard browser test: ok ({time.monotonic() - started:.1f} s), screenshots in {SHOTS}")
 
 
-main()
+if __name__ == "__main__":
+    main()

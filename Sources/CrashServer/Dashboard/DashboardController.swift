@@ -28,6 +28,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         group.post("/projects/:project/crashes/:id", use: triage)
         group.get("/projects/:project/releases", use: releases)
         group.get("/projects/:project/releases/:version", use: release)
+        addTriageRoutes(to: group)
     }
 
     // MARK: - Sign-in and sign-out
@@ -130,7 +131,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         let statuses: [(String?, String)] = [
             (nil, "Active"), ("open", "Open"), ("regressed", "Regressed"), ("resolved", "Resolved"), ("ignored", "Ignored"),
         ]
-        let view = CrashesView(
+        var view = CrashesView(
             pageTitle: "Crashes · \(project.slug)", nav: nav(project, session, crashes: true), project: project.slug,
             window: window.rawValue, windowLabel: window.label, windows: windowTabs(q, base: base),
             statuses: statuses.map { value, label in
@@ -149,6 +150,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
                 shown: "\(list.groups.count) crash group\(list.groups.count == 1 ? "" : "s") on this page", base: base, kept: kept,
                 followedCursor: q.values["cursor"] != nil, nextCursor: list.nextCursor),
             renderedAt: DashboardFormat.exact(now))
+        view.bulk = bulkView(csrf: sessions.csrfToken(for: session), query: q, count: list.groups.count)
         return try html(view, "crashes")
     }
 
@@ -178,7 +180,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             case "open": "Reopened."
             default: nil
             }
-        let view = CrashView(
+        var view = CrashView(
             pageTitle: group.title, nav: nav(project, session, crashes: true), csrf: sessions.csrfToken(for: session),
             project: project.slug, group: GroupView(group, project: project, now: now), signature: group.signature,
             windowLabel: window.label, windows: windowTabs(q, base: "/projects/\(project.slug)/crashes/\(group.id)"),
@@ -189,6 +191,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
                 BreakdownView("Models", detail.breakdown.models),
             ],
             reports: reports.map { ReportView($0, now: now) }, renderedAt: DashboardFormat.exact(now))
+        view.triage = try await triagePanel(project, group: group, csrf: view.csrf, now: now)
         return try html(view, "crash")
     }
 

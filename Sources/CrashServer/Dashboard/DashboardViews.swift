@@ -93,6 +93,8 @@ struct CrashesView: Sendable {
     var rows: [GroupView]
     var pager: PagerView
     var renderedAt: String
+    /// The bulk triage form (DashboardController+triage.swift).
+    var bulk: BulkView? = nil
 }
 
 /// A crash group as the dashboard shows it: a row of the top-crashes table or of the
@@ -223,6 +225,8 @@ struct CrashView: Sendable {
     var breakdowns: [BreakdownView]
     var reports: [ReportView]
     var renderedAt: String
+    /// Assignee, snooze, activity and comments (DashboardController+triage.swift).
+    var triage: TriagePanelView? = nil
 }
 
 /// swift-mustache finds a name in a value by building a `Mirror` of it and scanning its
