@@ -132,6 +132,20 @@ import Testing
         }
     }
 
+    @Test func aRegressionIsASystemEntryNamingTheVersion() async throws {
+        let p = try await makeProject()
+        try await withApp { client in
+            let id = try await group(client, p, "regressing")
+            _ = try await patch(client, p, id, #"{"status": "resolved", "resolvedIn": "2.0"}"#)
+            try await client.send([queryReport("regressing", at: Date().addingTimeInterval(-10), version: "1.9")], key: p.ingestKey)
+            try await client.send([queryReport("regressing", at: Date().addingTimeInterval(-5), version: "2.1")], key: p.ingestKey)
+            let entries = try await activity(client, p, id)
+            #expect(entries.map { $0["type"] as? String } == ["regressed", "resolved", "created"])
+            #expect(entries[0]["actor"] as? String == "system")
+            #expect(entries[0]["data"] as? [String: String] == ["version": "2.1"])
+        }
+    }
+
     @Test func commentsAreAddedAsSentAndChecked() async throws {
         let p = try await makeProject()
         try await withApp { client in

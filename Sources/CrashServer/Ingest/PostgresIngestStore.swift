@@ -110,20 +110,31 @@ struct PostgresIngestStore: IngestStore {
     }
 
     /// Turns the resolved groups that a new report regresses (its version >= `resolved_in`, or
-    /// any report when `resolved_in` is absent; ``AppVersion``) into regressed; returns them.
-    /// A statement only when one regresses.
+    /// any report when `resolved_in` is absent; ``AppVersion``) into regressed, each with a
+    /// `regressed` activity entry naming the version of the report that regressed it; returns
+    /// them. A statement only when one regresses.
     private func regress(
         _ stored: [IngestItem], _ groupIDs: [Int64], resolved: [Int64: String?], _ connection: PostgresConnection
     ) async throws -> Set<Int64> {
         guard !resolved.isEmpty else { return [] }
         var regressedIDs = Set<Int64>()
+        var entries: (ids: [Int64], data: [String]) = ([], [])
         for (item, id) in zip(stored, groupIDs) {
             guard let resolvedIn = resolved[id], !regressedIDs.contains(id) else { continue }
-            if resolvedIn.map({ AppVersion.compare(item.report.app.version, $0) >= 0 }) ?? true { regressedIDs.insert(id) }
+            if resolvedIn.map({ AppVersion.compare(item.report.app.version, $0) >= 0 }) ?? true {
+                regressedIDs.insert(id)
+                entries.ids.append(id)
+                entries.data.append(String(decoding: try JSONEncoder().encode(["version": item.report.app.version]), as: UTF8.self))
+            }
         }
         if !regressedIDs.isEmpty {
             try await connection.query(
-                "UPDATE crash_groups SET status = 'regressed' WHERE id = ANY(\(regressedIDs.sorted()))", logger: logger)
+                """
+                WITH regressed AS (UPDATE crash_groups SET status = 'regressed' WHERE id = ANY(\(regressedIDs.sorted())))
+                INSERT INTO group_activity (group_id, type, actor, data)
+                SELECT g, 'regressed', \(Principal.system.name), d FROM unnest(\(entries.ids)::bigint[], \(entries.data)::text[]) AS x(g, d)
+                ORDER BY g
+                """, logger: logger)
         }
         return regressedIDs
     }
