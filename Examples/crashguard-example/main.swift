@@ -5,6 +5,10 @@
 //
 //     crashguard-example crash KIND DIRECTORY        start with uploads off, then crash
 //     crashguard-example report URL KEY DIRECTORY    start (queuing the last crash), use guards, flush
+//     crashguard-example session URL KEY DIRECTORY END
+//         one run with a session, uploads on: it starts (ending the previous run's session),
+//         uploads, then ends by END: `crash` (fatalError), `kill` (prints "ready" and waits
+//         for SIGKILL) or `exit` (CrashGuard.closeAndWait, then exit 0)
 //
 // KIND: index, unwrap, overflow, fatal, abort, abort2, segv, cast, stack, handler-fault.
 @_spi(Testing) import CrashGuard
@@ -18,7 +22,8 @@ import Darwin
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 4 else {
-    FileHandle.standardError.write(Data("usage: crashguard-example crash KIND DIR | report URL KEY DIR\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: crashguard-example crash KIND DIR | report URL KEY DIR | session URL KEY DIR crash|kill|exit\n".utf8))
     exit(2)
 }
 
@@ -149,6 +154,31 @@ case "report":
     let flushed = CrashGuard.flushAndWait(timeout: .seconds(20))
     print(flushed ? "flushed" : "not flushed")
     exit(flushed ? 0 : 1)
+
+case "session":
+    guard arguments.count >= 6, let server = URL(string: arguments[2]) else { exit(2) }
+    do {
+        try CrashGuard.start(configuration(server: server, key: arguments[3], directory: URL(fileURLWithPath: arguments[4]), upload: true))
+    } catch {
+        print("start failed: \(error)")
+        exit(3)
+    }
+    switch arguments[5] {
+    case "crash":
+        // The session's start (and the previous run's end) reach the server, then the crash.
+        guard CrashGuard.flushAndWait(timeout: .seconds(20)) else { exit(1) }
+        crashFatalError()
+    case "kill":
+        guard CrashGuard.flushAndWait(timeout: .seconds(20)) else { exit(1) }
+        FileHandle.standardOutput.write(Data("ready\n".utf8))  // unbuffered: the test waits for it
+        while true { sleep(60) }
+    case "exit":
+        let closed = CrashGuard.closeAndWait(timeout: .seconds(20))
+        print(closed ? "closed" : "not closed")
+        exit(closed ? 0 : 1)
+    default:
+        exit(2)
+    }
 
 default:
     exit(2)

@@ -48,10 +48,12 @@ public enum CrashGuard {
         let reporter = try Reporter(
             configuration: configuration, device: device, clock: clock, backoff: backoff, random: random)
 
+        var previousRunCrashed = false  // ends the previous run's session `crashed`
         if configuration.captureCrashes {
             // The previous run's record is moved aside and the handlers installed at once;
             // the record becomes a report on a background thread (see CrashCapture.processPrevious).
             let previous = CrashCapture.takePrevious(directory: directory, log: configuration.log)
+            previousRunCrashed = previous.crashed
             do {
                 try CrashCapture.install(directory: directory, app: configuration.app, device: device)
             } catch {
@@ -67,6 +69,7 @@ public enum CrashGuard {
         let queue = reporter.queue
         let beforeTrap: (@Sendable () -> Void)? = configuration.debugTraps ? { @Sendable in _ = queue?.sync() } : nil
         GuardRecorder.debugTrap.withLock { $0 = beforeTrap }
+        SessionLifecycle.start(reporter: reporter, clock: clock, previousRunCrashed: previousRunCrashed)
         let previous = current.withLock { state -> Reporter? in
             defer { state = reporter }
             return state
@@ -76,8 +79,8 @@ public enum CrashGuard {
         return reporter
     }
 
-    /// Disconnects the guards, removes the crash handlers and stops uploading; queued
-    /// reports stay on disk for the next start. Idempotent.
+    /// Disconnects the guards, removes the crash handlers, ends the session (`exited`) and
+    /// stops uploading; queued reports stay on disk for the next start. Idempotent.
     public static func stop() async {
         let reporter: Reporter? = lifecycle.withLock { () -> Reporter? in
             let reporter = current.withLock { state -> Reporter? in
@@ -87,6 +90,7 @@ public enum CrashGuard {
             GuardRecorder.uninstall()
             GuardRecorder.debugTrap.withLock { $0 = nil }
             CrashCapture.uninstall()
+            SessionLifecycle.end()  // an explicit stop ends the session cleanly
             reporter?.shutdown()
             return reporter
         }
@@ -111,15 +115,7 @@ public enum CrashGuard {
     /// while it must run the uploads.
     @discardableResult
     public static func flushAndWait(timeout: Duration = .seconds(5)) -> Bool {
-        let done = DispatchSemaphore(value: 0)
-        let result = LockedBox(false)
-        Task.detached {
-            let flushed = await flush(timeout: timeout)
-            result.withLock { $0 = flushed }
-            done.signal()
-        }
-        done.wait()
-        return result.withLock { $0 }
+        waitBlocking { await flush(timeout: timeout) }
     }
 
     /// Records a report from app code (kind `custom` unless told otherwise), with the call

@@ -108,3 +108,24 @@ def report(example, port, key, directory):
     p = subprocess.run([example, "report", f"http://127.0.0.1:{port}", key, directory],
                        capture_output=True, text=True, timeout=120)
     check(p.returncode == 0 and "flushed" in p.stdout, f"report run uploaded everything ({p.stdout.strip()} {p.stderr.strip()[-300:]})")
+
+
+def session_run(example, port, key, directory, end):
+    """One run of the example with a session, ended by `end`: crash, kill (SIGKILL once it
+    printed "ready") or exit (a clean close)."""
+    command = [example, "session", f"http://127.0.0.1:{port}", key, directory, end]
+    if end != "kill":
+        p = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if end == "crash":
+            check(p.returncode < 0, f"session run crashed (exit {p.returncode}; {p.stderr.strip()[-300:]})")
+        else:
+            check(p.returncode == 0 and "closed" in p.stdout, f"session run closed cleanly ({p.stdout.strip()} {p.stderr.strip()[-300:]})")
+        return
+    p = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        check(line.strip() == "ready", f"session run got ready to be killed ({line.strip()!r})")
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+    check(p.returncode == -signal.SIGKILL, f"session run killed by SIGKILL (exit {p.returncode})")

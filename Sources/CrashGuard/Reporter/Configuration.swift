@@ -47,6 +47,13 @@ extension CrashGuard {
         /// develop. Default `false`; a typical setup turns it on in debug builds only:
         /// `#if DEBUG configuration.debugTraps = true #endif`.
         public var debugTraps: Bool = false
+        /// Session tracking for release health (`docs/sdk.md`, "Sessions"): one session per
+        /// run, sent to `POST /v1/sessions`, so the server can compute crash-free rates.
+        /// Needs ``uploadEnabled``. Default `true`.
+        public var trackSessions: Bool = true
+        /// The environment sessions are reported in (`production`, `staging`, …; 1 to 64
+        /// bytes). `nil`: the server's default, `production`.
+        public var environment: String?
 
         /// Creates a configuration with the defaults: batches of 100, a 30 s flush
         /// interval, a 5 MiB queue, every report kept, uploads and crash capture on.

@@ -10,8 +10,15 @@ import Darwin
 #endif
 
 /// The crash-safe on-disk queue: one file per report (`<sequence>-<id>.report`, the
-/// sequence zero-padded so names sort in arrival order), each written to a temporary file,
-/// fsynced and atomically renamed, so a crash at any moment leaves whole reports or none.
+/// sequence zero-padded so names sort in arrival order) or session update
+/// (`<sequence>-<id>.session`), each written to a temporary file and atomically renamed, so a
+/// crash at any moment leaves whole entries or none.
+///
+/// **Two stores.** Guard reports live in the directory itself; fatal reports and session
+/// updates (``Store/kept``) in its `kept/` folder, which eviction never touches. The writer
+/// fsyncs only what is durable (fatal reports, final session updates): a crash of the app
+/// keeps every renamed file (the kernel has it), only a power loss can lose an unsynced
+/// one, and ``close()`` fsyncs those at shutdown.
 ///
 /// **One queue per directory.** ``open(directory:maxBytes:)`` hands every caller in this
 /// process the same instance for a directory, and the instance holds an exclusive `flock`
@@ -20,14 +27,15 @@ import Darwin
 ///
 /// **Off the caller's thread.** ``append(_:id:durable:)`` hands the encoded report to the
 /// queue's writer thread through a bounded buffer (``maxPending`` reports) and returns; the
-/// writer writes and fsyncs each file and fsyncs the directory once per group. A full
+/// writer writes each file (fsyncing the durable ones and their folder). A full
 /// buffer drops the report and counts it (a guard firing in a loop must never block the
 /// main thread). ``sync()`` waits until everything handed over is on disk (`flush` calls
 /// it first); a `durable` append (fatal reports) waits for its own write.
 ///
-/// **Bounded** in bytes: when over ``maxBytes`` the *oldest* reports are dropped and counted,
-/// except reports leased to an upload in flight (``lease(limit:maxBytes:)``), which are never
-/// dropped. The count is kept in `dropped` beside the reports. Eviction renames the victims
+/// **Bounded** in bytes: when both stores together are over ``maxBytes`` the *oldest guard
+/// reports* are dropped and counted, except reports leased to an upload in flight
+/// (``lease(limit:maxBytes:)``); kept entries are never evicted (the kept store alone is
+/// capped at ``maxKeptEntries``: beyond that a new kept entry is dropped and counted). The count is kept in `dropped` beside the reports. Eviction renames the victims
 /// to `.evicted`, records their names with the new count, then deletes them, so a crash at
 /// any point neither loses nor double-counts a drop.
 ///
@@ -36,9 +44,20 @@ import Darwin
 final class DiskQueue: @unchecked Sendable {
     /// One queued report file.
     struct Entry: Hashable, Sendable {
+        /// The file's path relative to the queue directory (`kept/…` for the kept store).
         var name: String
         var bytes: Int
+
+        var store: Store { name.hasPrefix(DiskQueue.keptFolder + "/") ? .kept : .evictable }
+        var payload: Payload { name.hasSuffix(DiskQueue.sessionSuffix) ? .session : .report }
     }
+
+    /// Where an entry lives: ``evictable`` guard reports, or the ``kept`` store of fatal
+    /// reports and session updates that eviction never touches.
+    enum Store: Sendable { case evictable, kept }
+
+    /// What an entry holds, which decides the endpoint it is uploaded to.
+    enum Payload: Sendable { case report, session }
 
     /// Why a queue could not be opened.
     struct QueueError: Error, CustomStringConvertible {
@@ -62,6 +81,10 @@ final class DiskQueue: @unchecked Sendable {
     /// Reports handed over but not yet written, at most.
     let maxPending: Int
     static let maxDeadLetters = 20
+    /// Most entries the kept store holds (a crash loop offline for hundreds of launches).
+    static let maxKeptEntries = 1000
+    static let keptFolder = "kept"
+    static let sessionSuffix = ".session"
 
     private let condition = NSCondition()
     private var maxBytesValue: Int
@@ -71,7 +94,9 @@ final class DiskQueue: @unchecked Sendable {
     private var droppedCount = 0
     private var deadCount = 0
     private var nextSequence: UInt64 = 0
-    private var pending: [(sequence: UInt64, name: String, data: Data)] = []
+    private var pending: [(sequence: UInt64, name: String, data: Data, durable: Bool)] = []
+    /// Files renamed into place without fsync, synced by ``close()``.
+    private var unsynced: Set<String> = []
     /// Every sequence below this one is written (or was dropped).
     private var writtenBelow: UInt64 = 0
     private var closed = false
@@ -140,8 +165,12 @@ final class DiskQueue: @unchecked Sendable {
             deadCount = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         }
         var evicted = false
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
-        for name in names.sorted() {
+        try FileManager.default.createDirectory(at: url(Self.keptFolder), withIntermediateDirectories: true)
+        let names =
+            try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            + (try FileManager.default.contentsOfDirectory(atPath: url(Self.keptFolder).path)).map { Self.keptFolder + "/" + $0 }
+        // Arrival order across both stores: by sequence, the file name's first part.
+        for name in names.sorted(by: { ($0.split(separator: "/").last ?? "") < ($1.split(separator: "/").last ?? "") }) {
             let path = directory.appendingPathComponent(name).path
             if name.hasSuffix(".tmp") {
                 try? FileManager.default.removeItem(atPath: path)
@@ -150,11 +179,12 @@ final class DiskQueue: @unchecked Sendable {
                 if !counted.contains(name) { droppedCount += 1 }
                 try? FileManager.default.removeItem(atPath: path)
                 evicted = true
-            } else if name.hasSuffix(Self.suffix) {
+            } else if name.hasSuffix(Self.suffix) || name.hasSuffix(Self.sessionSuffix) {
                 let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
                 entries.append(Entry(name: name, bytes: size))
                 totalBytes += size
-                if let sequence = UInt64(name.prefix { $0 != "-" }) { nextSequence = max(nextSequence, sequence + 1) }
+                let file = name.split(separator: "/").last ?? ""
+                if let sequence = UInt64(file.prefix { $0 != "-" }) { nextSequence = max(nextSequence, sequence + 1) }
             }
         }
         writtenBelow = nextSequence
@@ -186,22 +216,31 @@ final class DiskQueue: @unchecked Sendable {
     /// Reports leased to uploads in flight.
     var leasedCount: Int { condition.withLock { leased.count } }
 
-    /// Hands one encoded report to the writer thread. Returns `false` when it was dropped
-    /// (hand-off buffer full, or the queue closed). `durable`: returns only once it is on
-    /// disk.
+    /// Hands one encoded entry to the writer thread. Returns `false` when it was dropped
+    /// (hand-off buffer or kept store full, or the queue closed). `durable`: fsynced, and
+    /// returns only once it is on disk.
     @discardableResult
-    func append(_ data: Data, id: UUID, durable: Bool = false) -> Bool {
+    func append(
+        _ data: Data, id: UUID, durable: Bool = false, store: Store = .evictable, payload: Payload = .report
+    ) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !closed else { return false }
-        if pending.count >= maxPending {
+        let keptFull =
+            store == .kept
+            && entries.count(where: { $0.store == .kept }) + pending.count(where: { $0.name.hasPrefix(Self.keptFolder) })
+                >= Self.maxKeptEntries
+        if pending.count >= maxPending || keptFull {
             droppedCount += 1
             return false
         }
         let sequence = nextSequence
         nextSequence += 1
-        let name = String(format: "%020llu-", sequence) + id.uuidString.lowercased() + Self.suffix
-        pending.append((sequence, name, data))
+        let file =
+            String(format: "%020llu-", sequence) + id.uuidString.lowercased()
+            + (payload == .session ? Self.sessionSuffix : Self.suffix)
+        let name = store == .kept ? Self.keptFolder + "/" + file : file
+        pending.append((sequence, name, data, durable))
         condition.broadcast()
         if durable {
             while writtenBelow <= sequence, !closed { condition.wait() }
@@ -217,6 +256,20 @@ final class DiskQueue: @unchecked Sendable {
         while writtenBelow < target, !closed { condition.wait() }
     }
 
+    /// Shutdown: waits for the writer, then fsyncs what it wrote without fsync (guard
+    /// reports, first session updates) and the folders, so a power loss after a clean exit
+    /// loses nothing.
+    func syncToDisk() {
+        sync()
+        condition.withLock {
+            guard !unsynced.isEmpty else { return }
+            for name in unsynced { fsyncPath(url(name).path) }
+            fsyncPath(directory.path)
+            fsyncPath(url(Self.keptFolder).path)
+            unsynced = []
+        }
+    }
+
     /// ``sync()`` from async code, waiting on a Dispatch thread rather than blocking one of
     /// the concurrency pool's few threads.
     func syncOffPool() async {
@@ -228,14 +281,19 @@ final class DiskQueue: @unchecked Sendable {
         }
     }
 
-    /// Leases the oldest reports not already leased, at most `limit` of them and about
+    /// Leases the oldest entries not already leased, the kept store's first, all of one
+    /// ``Payload`` (one upload goes to one endpoint), at most `limit` of them and about
     /// `maxBytes` (at least one): they are not handed out again, nor evicted, until
     /// ``remove(_:)``, ``release(_:)`` or ``deadLetter(_:)``.
     func lease(limit: Int, maxBytes: Int = .max) -> [Entry] {
         condition.withLock {
             var batch: [Entry] = []
             var bytes = 0
-            for entry in entries where !leased.contains(entry.name) {
+            let candidates =
+                entries.filter { $0.store == .kept && !leased.contains($0.name) }
+                + entries.filter { $0.store == .evictable && !leased.contains($0.name) }
+            let payload = candidates.first?.payload
+            for entry in candidates where entry.payload == payload {
                 if batch.count == limit { break }
                 if !batch.isEmpty, bytes + entry.bytes > maxBytes { break }
                 batch.append(entry)
@@ -246,10 +304,11 @@ final class DiskQueue: @unchecked Sendable {
         }
     }
 
-    /// The oldest reports, once everything handed over is written (not leasing them).
-    func peek(limit: Int) -> [Entry] {
+    /// The oldest entries holding `payload`, once everything handed over is written (not
+    /// leasing them).
+    func peek(limit: Int, payload: Payload = .report) -> [Entry] {
         sync()
-        return condition.withLock { Array(entries.prefix(limit)) }
+        return condition.withLock { Array(entries.lazy.filter { $0.payload == payload }.prefix(limit)) }
     }
 
     /// Gives leased reports back (the upload failed; they are sent again later).
@@ -278,7 +337,8 @@ final class DiskQueue: @unchecked Sendable {
             let dead = directory.appendingPathComponent("dead", isDirectory: true)
             try? FileManager.default.createDirectory(at: dead, withIntermediateDirectories: true)
             for name in names {
-                if rename(url(name).path, dead.appendingPathComponent(name).path) != 0 {
+                let file = String(name.split(separator: "/").last ?? "")
+                if rename(url(name).path, dead.appendingPathComponent(file).path) != 0 {
                     try? FileManager.default.removeItem(at: url(name))
                 }
             }
@@ -309,7 +369,7 @@ final class DiskQueue: @unchecked Sendable {
     /// Writes what is pending, stops the writer thread and unlocks the directory. Appends
     /// after this are dropped. Only through ``relinquish()`` (or on a queue made for a test).
     private func close() {
-        sync()
+        syncToDisk()
         condition.withLock {
             closed = true
             condition.broadcast()
@@ -335,15 +395,22 @@ final class DiskQueue: @unchecked Sendable {
             condition.unlock()
 
             var written: [Entry] = []
+            var notSynced: [String] = []
+            var folders: Set<String> = []
             for item in group {
-                let error = item.data.withUnsafeBytes { bytes in
-                    ccrash_write_file_atomically(nil, url(item.name + ".tmp").path, url(item.name).path, bytes.baseAddress, bytes.count)
+                let error = writeFileAtomically(item.data, to: url(item.name), fsync: item.durable)
+                guard error == 0 else { continue }
+                written.append(Entry(name: item.name, bytes: item.data.count))
+                if item.durable {
+                    folders.insert(url(item.name).deletingLastPathComponent().path)
+                } else {
+                    notSynced.append(item.name)
                 }
-                if error == 0 { written.append(Entry(name: item.name, bytes: item.data.count)) }
             }
-            fsyncDirectory()
+            for folder in folders { fsyncPath(folder) }
 
             condition.lock()
+            unsynced.formUnion(notSynced)
             pending.removeFirst(group.count)
             droppedCount += group.count - written.count
             entries.append(contentsOf: written)
@@ -355,11 +422,12 @@ final class DiskQueue: @unchecked Sendable {
         }
     }
 
-    /// Drops the oldest unleased reports while over the byte cap.
+    /// Drops the oldest unleased guard reports while both stores together are over the byte
+    /// cap; the kept store is never touched.
     private func evictLocked() {
         var victims: [Entry] = []
         var bytes = totalBytes
-        for entry in entries where bytes > maxBytesValue && !leased.contains(entry.name) {
+        for entry in entries where bytes > maxBytesValue && entry.store == .evictable && !leased.contains(entry.name) {
             victims.append(entry)
             bytes -= entry.bytes
         }
@@ -381,17 +449,10 @@ final class DiskQueue: @unchecked Sendable {
             return true
         }
         leased.subtract(names)
+        unsynced.subtract(names)
     }
 
     private func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
-
-    private func fsyncDirectory() {
-        let fd = posixOpen(directory.path, directory: true)
-        if fd >= 0 {
-            fsync(fd)
-            posixClose(fd)
-        }
-    }
 
     /// The count, then the names of evicted files it already includes.
     private func persistDropped(names: [String]) {
@@ -405,6 +466,43 @@ private func posixOpen(_ path: String, directory: Bool = false) -> Int32 {
 }
 
 private func posixClose(_ fd: Int32) { _ = close(fd) }
+
+/// Opens `path` and fsyncs it (a file, or a folder so that renames in it are durable).
+private func fsyncPath(_ path: String) {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    if fd >= 0 {
+        fsync(fd)
+        posixClose(fd)
+    }
+}
+
+/// Writes `data` to a temporary file beside `url` and renames it into place: a crash leaves
+/// the old file or the new one, never a torn one. `fsync`: the file is synced before the
+/// rename (power-loss durability; the caller syncs the folder). Returns 0 or an errno.
+func writeFileAtomically(_ data: Data, to url: URL, fsync shouldSync: Bool) -> Int32 {
+    let temporary = url.path + ".tmp"
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    if fd < 0 { return errno }
+    let failed: Int32 = data.withUnsafeBytes { bytes -> Int32 in
+        var done = 0
+        while done < bytes.count {
+            let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            done += n
+        }
+        return shouldSync && fsync(fd) != 0 ? errno : 0
+    }
+    posixClose(fd)
+    if failed != 0 || rename(temporary, url.path) != 0 {
+        let error = failed != 0 ? failed : errno
+        unlink(temporary)
+        return error
+    }
+    return 0
+}
 
 /// A small file written crash-safely (temporary file, fsync, rename).
 func writeFileAtomically(_ data: Data, to url: URL) throws {

@@ -61,7 +61,11 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
 
     // MARK: Recording
 
-    func record(_ event: GuardEvent) { submit(report(for: event)) }
+    /// A guard's catch: queued, and counted as an error of the running session.
+    func record(_ event: GuardEvent) {
+        if !event.fatal { SessionLifecycle.recordError(from: self) }
+        submit(report(for: event))
+    }
 
     /// A wire report for `event`, stamped with this app and device.
     func report(for event: GuardEvent) -> Report {
@@ -99,8 +103,10 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         }
         do {
             let data = try JSONEncoder.crashWire().encode(report)
-            // Fatal reports are on disk before this returns: the process may be ending.
-            guard queue.append(data, id: report.id, durable: report.fatal == true) else {
+            // Fatal reports are on disk before this returns (the process may be ending), in
+            // the kept store that eviction never touches.
+            let fatal = report.fatal == true
+            guard queue.append(data, id: report.id, durable: fatal, store: fatal ? .kept : .evictable) else {
                 configuration.log("dropped a report: the queue's hand-off is full")
                 return false
             }
@@ -109,6 +115,22 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         } catch {
             configuration.log("could not queue a report: \(error)")
             return false
+        }
+    }
+
+    /// Queues a session update in the kept store (`durable`: fsynced, on disk before this
+    /// returns). Sessions bypass sampling and the reporter block: they are counts, not reports.
+    func submitSession(_ update: SessionUpdate, durable: Bool) {
+        guard let queue else { return }
+        do {
+            let data = try JSONEncoder.crashWire().encode(update)
+            guard queue.append(data, id: UUID(), durable: durable, store: .kept, payload: .session) else {
+                configuration.log("dropped a session update: the queue's hand-off or kept store is full")
+                return
+            }
+            if queue.count >= configuration.effectiveBatchSize { tick.yield() }
+        } catch {
+            configuration.log("could not queue a session update: \(error)")
         }
     }
 

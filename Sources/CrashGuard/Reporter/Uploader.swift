@@ -2,7 +2,9 @@ import CrashCompression
 import CrashWire
 import Foundation
 
-/// Drains the ``DiskQueue`` to `POST /v1/reports`, one batch at a time, oldest first.
+/// Drains the ``DiskQueue`` to `POST /v1/reports` and `POST /v1/sessions`, one batch at a
+/// time: the kept store (fatal reports, session updates) first, then guard reports, oldest
+/// first within each.
 ///
 /// A report leaves the queue only when the server answered 202 (accepted, duplicate or
 /// rejected as invalid: a resend could never succeed) or 200/204 (a success without the
@@ -12,7 +14,7 @@ import Foundation
 ///
 /// 429, 503, 5xx, 408 and network errors are retried with exponential backoff and full
 /// jitter, honouring `Retry-After`. Only 401 (the key is missing or unknown) stops
-/// uploading for this process, logged once, with the queue kept for a later start. The
+/// uploading, logged once, with the queue kept for a start with another key. The
 /// contract never answers `/v1/reports` with 403 or 404: such an answer comes from
 /// something in between (a proxy, a wrong `serverURL`), so it is logged once and retried
 /// with backoff like a network error, the queue kept.
@@ -25,6 +27,12 @@ import Foundation
 /// count: they say nothing about the batch. A 400 or 413 batch is split in halves until the
 /// offender is alone. Drains never overlap: a second caller waits for the running one, then
 /// drains whatever is left.
+///
+/// **Across launches** (``UploadState``): the time before which no upload starts (the
+/// backoff's delay or `Retry-After`), the failed-attempt count and a 401 are kept in the
+/// queue directory, so a restarted app waits out the delay the last run chose, and a key
+/// that got a 401 is not tried again for ``UploadState/unauthorizedPause`` (a different key
+/// uploads at once).
 actor Uploader {
     /// What one upload attempt asks the drain loop to do next.
     enum Outcome: Equatable {
@@ -38,6 +46,8 @@ actor Uploader {
     let transport: any ReportTransport
     let clock: any ReporterClock
     let endpoint: URL
+    /// `POST /v1/sessions`, beside ``endpoint``.
+    let sessionsEndpoint: URL
     let ingestKey: String
     let batchSize: Int
     /// Uncompressed bytes per batch, well under the server's 16 MiB decompressed cap.
@@ -58,6 +68,9 @@ actor Uploader {
     private var running: (id: Int, task: Task<Void, Never>)?
     private var nextRunID = 0
     private var loggedStop = false
+    /// Persisted in the queue directory; see the type's documentation.
+    private var state: UploadState
+    private let keyFingerprint: String
 
     init(
         queue: DiskQueue,
@@ -76,7 +89,11 @@ actor Uploader {
         self.transport = transport
         self.clock = clock
         self.endpoint = endpoint
+        self.sessionsEndpoint = endpoint.deletingLastPathComponent().appendingPathComponent("sessions")
         self.ingestKey = ingestKey
+        self.state = UploadState.load(from: queue.directory)
+        self.keyFingerprint = UploadState.fingerprint(endpoint: endpoint, key: ingestKey)
+        self.attempt = state.attempt
         self.batchSize = min(max(batchSize, 1), WireProtocol.maxReportsPerBatch)
         self.maxBatchBytes = maxBatchBytes
         self.backoff = backoff
@@ -105,6 +122,24 @@ actor Uploader {
     func cancel() { running?.task.cancel() }
 
     private func drainLoop() async {
+        if let refused = state.unauthorized {
+            let paused = clock.now.timeIntervalSince(refused.at) < UploadState.unauthorizedPause
+            if refused.fingerprint == keyFingerprint, paused {
+                logStopOnce(
+                    "the server answered 401 for this ingest key at \(RFC3339.format(refused.at)); uploads stay off for a day, reports stay queued"
+                )
+                stopped = true
+                return
+            }
+            // Another key uploads now; the refused key's pause is kept until it ends.
+            if !paused { updateState { $0.unauthorized = nil } }
+        }
+        // A delay an earlier run (or drain) chose is waited out first, at most the longest
+        // delay the backoff can choose (a clock set back must not park uploads).
+        if let notBefore = state.notBefore, notBefore > clock.now {
+            let wait = min(notBefore.timeIntervalSince(clock.now), max(backoff.maxRetryAfter, backoff.cap).seconds)
+            do { try await clock.sleep(for: .milliseconds(Int64(wait * 1000))) } catch { return }
+        }
         while !stopped, !Task.isCancelled {
             let batch = queue.lease(limit: singleReports ? 1 : batchSize, maxBytes: maxBatchBytes)
             if batch.isEmpty { return }
@@ -114,9 +149,14 @@ actor Uploader {
                 // One at a time goes on until the report that kept failing is dealt with.
                 attempt = 0
                 failures = 0
+                updateState {
+                    $0.notBefore = nil
+                    $0.attempt = 0
+                }
             case .stop:
                 queue.release(batch)
                 stopped = true
+                updateState { $0.unauthorized = .init(fingerprint: keyFingerprint, at: clock.now) }
                 return
             case .retry(let retryAfter, let counts):
                 if counts { failures += 1 }
@@ -136,13 +176,28 @@ actor Uploader {
                 queue.release(batch)
                 let delay = backoff.delay(attempt: attempt, retryAfter: retryAfter)
                 attempt += 1
+                let attempts = attempt
+                updateState {
+                    $0.notBefore = clock.now.addingTimeInterval(delay.seconds)
+                    $0.attempt = attempts
+                }
                 do { try await clock.sleep(for: delay) } catch { return }
             }
         }
     }
 
+    /// Changes the persisted state, writing it only when it changed.
+    private func updateState(_ change: (inout UploadState) -> Void) {
+        var next = state
+        change(&next)
+        guard next != state else { return }
+        state = next
+        next.save(to: queue.directory)
+    }
+
     /// One `POST` of `batch`, splitting it on 400/413.
     func send(_ batch: [DiskQueue.Entry]) async -> Outcome {
+        if batch.first?.payload == .session { return await sendSessions(batch) }
         var entries: [DiskQueue.Entry] = []
         var reports: [Report] = []
         var unreadable: [DiskQueue.Entry] = []
@@ -224,21 +279,83 @@ actor Uploader {
             log("server refused report \(reports[0].id.uuidString.lowercased()) (\(response.status)); removed it")
             queue.remove(entries)
             return .sent
+        default:
+            return failure(response, path: "/v1/reports")
+        }
+    }
+
+    /// The outcome of an answer that took nothing: 401 stops, the rest are retried.
+    private func failure(_ response: UploadResponse, path: String) -> Outcome {
+        let retryAfter = Backoff.parseRetryAfter(response.headers["retry-after"], now: clock.now)
+        switch response.status {
         case 401:
-            logStopOnce("server answered 401: the ingest key is missing or unknown; uploads stop until the next start, reports stay queued")
+            logStopOnce(
+                "server answered 401: the ingest key is missing or unknown; uploads stop for a day or until a start with another key, reports stay queued"
+            )
             return .stop
         case 429, 503:
-            return .retry(after: Backoff.parseRetryAfter(response.headers["retry-after"], now: clock.now), counts: false)
+            return .retry(after: retryAfter, counts: false)
         case 408, 500...599:
-            return .retry(after: Backoff.parseRetryAfter(response.headers["retry-after"], now: clock.now), counts: true)
+            return .retry(after: retryAfter, counts: true)
         default:
             // 403, 404 and the like: not the contract's server answering (see the type's doc).
             if loggedStatuses.insert(response.status).inserted {
                 log(
-                    "server answered \(response.status), which /v1/reports never does (a proxy or a wrong serverURL?); retrying with backoff, reports stay queued"
+                    "server answered \(response.status), which \(path) never does (a proxy or a wrong serverURL?); retrying with backoff, reports stay queued"
                 )
             }
-            return .retry(after: Backoff.parseRetryAfter(response.headers["retry-after"], now: clock.now), counts: false)
+            return .retry(after: retryAfter, counts: false)
+        }
+    }
+
+    /// One `POST /v1/sessions` of queued session updates. A 202 (each rejected update is
+    /// logged: resending cannot fix it), 200 or 204 removes them; a 400 or 413 removes them
+    /// too (updates are small and few: a refused batch would be refused again); the rest is
+    /// as for reports.
+    private func sendSessions(_ batch: [DiskQueue.Entry]) async -> Outcome {
+        var entries: [DiskQueue.Entry] = []
+        var updates: [Data] = []
+        for entry in batch {
+            if let data = queue.read(entry), (try? JSONSerialization.jsonObject(with: data)) is [String: Any] {
+                entries.append(entry)
+                updates.append(data)
+            } else {
+                queue.remove([entry])
+            }
+        }
+        guard !updates.isEmpty else { return .sent }
+        let json = Data("{\"sessions\":[".utf8) + Data(updates.joined(separator: Data(",".utf8))) + Data("]}".utf8)
+        let request: UploadRequest
+        do {
+            request = UploadRequest(
+                url: sessionsEndpoint,
+                headers: [
+                    WireProtocol.ingestKeyHeader: ingestKey,
+                    "Content-Type": WireProtocol.mediaType,
+                    "Content-Encoding": "gzip",
+                ],
+                body: Data(try Deflater.compress(Array(json), format: .gzip)))
+        } catch {
+            log("could not encode session updates: \(error)")
+            return .retry(after: nil, counts: true)
+        }
+        let response: UploadResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            return .retry(after: nil, counts: false)
+        }
+        switch response.status {
+        case 200, 202, 204, 400, 413:
+            if response.status == 202, let result = try? JSONDecoder().decode(IngestResponse.self, from: response.body) {
+                for rejection in result.rejected { log("server rejected a session update: \(rejection.error)") }
+            } else if response.status >= 400 {
+                log("server refused \(entries.count) session update(s) (\(response.status)); removed them")
+            }
+            queue.remove(entries)
+            return .sent
+        default:
+            return failure(response, path: "/v1/sessions")
         }
     }
 

@@ -7,8 +7,12 @@ import Foundation
 /// A clock whose sleeps return at once, advancing `now` and remembering each duration.
 final class ReporterTestClock: ReporterClock, @unchecked Sendable {
     private let lock = NSLock()
-    private var current = Date(timeIntervalSince1970: 1_800_000_000)
+    private var current: Date
     private var slept: [Duration] = []
+
+    init(now: Date = Date(timeIntervalSince1970: 1_800_000_000)) { current = now }
+
+    func advance(by seconds: TimeInterval) { lock.withLock { current += seconds } }
 
     var now: Date { lock.withLock { current } }
     var sleeps: [Duration] { lock.withLock { slept } }
@@ -23,8 +27,18 @@ final class ReporterTestClock: ReporterClock, @unchecked Sendable {
     }
 }
 
-/// A scripted transport: `respond` gets each request and the reports in it (decoded from
-/// the gzip body) and answers, or throws like a network error.
+/// A clock whose sleeps never end until their task is cancelled (an upload parked in backoff).
+struct ParkedClock: ReporterClock {
+    var now: Date
+    func sleep(for duration: Duration) async throws {
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+}
+
+/// A scripted transport: `respond` gets each `/v1/reports` request and the reports in it
+/// (decoded from the gzip body) and answers, or throws like a network error.
+/// `/v1/sessions` requests are kept apart (``sessionUpdates``) and answered by
+/// `respondSessions` (default: all accepted).
 final class FakeTransport: ReportTransport, @unchecked Sendable {
     struct Sent {
         var request: UploadRequest
@@ -33,18 +47,36 @@ final class FakeTransport: ReportTransport, @unchecked Sendable {
 
     private let lock = NSLock()
     private var sent: [Sent] = []
+    private var sessionsSent: [(request: UploadRequest, updates: [SessionUpdate])] = []
     private let respond: @Sendable (_ reports: [Report], _ call: Int) throws -> UploadResponse
+    private let respondSessions: @Sendable (_ updates: [SessionUpdate]) throws -> UploadResponse
 
-    init(respond: @escaping @Sendable (_ reports: [Report], _ call: Int) throws -> UploadResponse = { _, _ in .accepted }) {
+    init(
+        respond: @escaping @Sendable (_ reports: [Report], _ call: Int) throws -> UploadResponse = { _, _ in .accepted },
+        respondSessions: @escaping @Sendable (_ updates: [SessionUpdate]) throws -> UploadResponse = {
+            .ingested(count: $0.count)
+        }
+    ) {
         self.respond = respond
+        self.respondSessions = respondSessions
     }
 
     var requests: [Sent] { lock.withLock { sent } }
     var batchSizes: [Int] { requests.map(\.reports.count) }
     var reports: [Report] { requests.flatMap(\.reports) }
+    /// Session updates sent, in order.
+    var sessionUpdates: [SessionUpdate] { lock.withLock { sessionsSent.flatMap(\.updates) } }
+    var sessionRequests: [UploadRequest] { lock.withLock { sessionsSent.map(\.request) } }
+
+    private struct SessionBatch: Decodable { var sessions: [SessionUpdate] }
 
     func send(_ request: UploadRequest) async throws -> UploadResponse {
         let json = try Inflater.inflate(Array(request.body), format: .gzip, maxOutputBytes: 64 << 20)
+        if request.url.lastPathComponent == "sessions" {
+            let updates = try JSONDecoder.crashWire().decode(SessionBatch.self, from: Data(json)).sessions
+            lock.withLock { sessionsSent.append((request, updates)) }
+            return try respondSessions(updates)
+        }
         let batch = try JSONDecoder.crashWire().decode(ReportBatch.self, from: Data(json))
         let call = lock.withLock {
             sent.append(Sent(request: request, reports: batch.reports))
@@ -100,7 +132,7 @@ func reporterTestConfiguration(
     uploadEnabled: Bool = true,
     reporter: (@Sendable (Report) -> Report?)? = nil
 ) -> CrashGuard.Configuration {
-    CrashGuard.Configuration(
+    var configuration = CrashGuard.Configuration(
         serverURL: URL(string: "http://127.0.0.1:9")!,
         ingestKey: "ik_test",
         appID: "com.example.tests",
@@ -118,6 +150,8 @@ func reporterTestConfiguration(
         reporter: reporter,
         log: { log.append($0) }
     )
+    configuration.environment = "test"
+    return configuration
 }
 
 /// A reporter with a manual clock and a deterministic backoff (no jitter: the ceiling).
