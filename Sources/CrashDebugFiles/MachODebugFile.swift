@@ -27,9 +27,15 @@ public struct MachODebugFile: Sendable, Equatable {
         public var hasDebugInfo: Bool
         /// An `LC_SYMTAB` with at least one symbol: function names at least.
         public var hasSymbols: Bool
+        /// Byte changes (offsets within the slice) that make the image name no other file: in
+        /// its `__debug_abbrev` the split-DWARF attributes (the path of a `.dwo` file, also
+        /// written by Clang's module debug info) renamed to one no reader looks up, or, when
+        /// the tables cannot be read through, the section's name cleared (no DWARF is read).
+        public var lookupPatches: [ELFDebugFile.Patch] = []
 
         public init(
-            debugID: String, arch: String, offset: Int, size: Int, textAddress: UInt64, hasDebugInfo: Bool, hasSymbols: Bool
+            debugID: String, arch: String, offset: Int, size: Int, textAddress: UInt64, hasDebugInfo: Bool, hasSymbols: Bool,
+            lookupPatches: [ELFDebugFile.Patch] = []
         ) {
             self.debugID = debugID
             self.arch = arch
@@ -38,6 +44,7 @@ public struct MachODebugFile: Sendable, Equatable {
             self.textAddress = textAddress
             self.hasDebugInfo = hasDebugInfo
             self.hasSymbols = hasSymbols
+            self.lookupPatches = lookupPatches
         }
     }
 
@@ -161,6 +168,7 @@ public struct MachODebugFile: Sendable, Equatable {
         var textAddress: UInt64?
         var hasDebugInfo = false
         var hasSymbols = false
+        var patches: [ELFDebugFile.Patch] = []
         var at = headerSize
         for _ in 0..<commands {
             guard at + 8 <= end else { throw .truncated }
@@ -186,6 +194,13 @@ public struct MachODebugFile: Sendable, Equatable {
                 guard sections <= (size - fixed) / sectionSize else { throw .truncated }
                 for s in 0..<sections {
                     let section = at + fixed + s * sectionSize
+                    if name(data, at: section, is: "__debug_abbrev") {
+                        let bytes = segment64 ? try r.u64(at: section + 40) : UInt64(try r.u32(at: section + 36))
+                        let offset = UInt64(try r.u32(at: section + (segment64 ? 48 : 40)))
+                        if bytes > 0, !DWARFAbbreviations.splitDWARFAttributes(in: data, offset: offset, size: bytes, into: &patches) {
+                            patches.append(ELFDebugFile.Patch(offset: section, bytes: [UInt8](repeating: 0, count: 16)))
+                        }
+                    }
                     guard name(data, at: section, is: "__debug_info") else { continue }
                     let bytes = segment64 ? try r.u64(at: section + 40) : UInt64(try r.u32(at: section + 36))
                     let type = try r.u32(at: section + (segment64 ? 64 : 56)) & 0xff
@@ -200,7 +215,7 @@ public struct MachODebugFile: Sendable, Equatable {
         guard let uuid else { throw .noUUID }
         return Slice(
             debugID: uuid, arch: archName(cpuType: cpuType, subtype: cpuSubtype), offset: 0, size: data.count,
-            textAddress: textAddress ?? 0, hasDebugInfo: hasDebugInfo, hasSymbols: hasSymbols)
+            textAddress: textAddress ?? 0, hasDebugInfo: hasDebugInfo, hasSymbols: hasSymbols, lookupPatches: patches)
     }
 
     /// Whether the 16-byte, NUL-padded name at `offset` is `text`.

@@ -132,7 +132,12 @@ func buildRouter(
         quota: DebugFileQuota(maxCount: configuration.debugFilesMaxCount, maxBytes: configuration.debugFilesMaxBytes),
         budget: budget, spoolDirectory: DebugFileSpool.uploadDirectory
     ).addRoutes(to: router)
-    try addDashboard(to: bounded, store: PostgresDashboardStore(database: database), configuration: configuration, logger: logger)
+    try addDashboard(to: bounded, database: database, configuration: configuration, logger: logger)
+    // Members, API tokens and the audit log (docs/accounts.md).
+    AccountsController(
+        database: database, cookies: DashboardSessions(secret: [], secure: DashboardSessions.securesCookies(publicURL: configuration.publicURL)),
+        publicURL: configuration.publicURL, logger: logger
+    ).addRoutes(to: bounded)
     WebhookController(
         store: PostgresWebhookStore(database: database), projects: PostgresProjectStore(database: database),
         allowList: configuration.webhooks.allowList

@@ -4,12 +4,16 @@ import Logging
 import NIOPosix
 
 /// The debug files one server's symbolizer reads: copies written from the database on first
-/// use, in one directory (`<build id>-<sha256 prefix>.elf`), each moved into place whole
-/// (concurrent readers, and replicas sharing the directory, never see half a file).
+/// use, in one directory (`<key>-<sha256 prefix>.elf` or `.macho`), each moved into place
+/// whole (concurrent readers, and replicas sharing the directory, never see half a file).
 ///
-/// A copy is the stored file with its ``ELFDebugFile/lookupPatches`` applied: it names no
+/// An ELF copy is the stored file with its ``ELFDebugFile/lookupPatches`` applied: it names no
 /// other file (no debug link, no split-DWARF `.dwo` path), so `llvm-symbolizer` reads nothing
-/// but what the server wrote for it. Its SHA-256 before the patches must be the stored one.
+/// but what the server wrote for it. A Mach-O copy is one thin image (the intake stores each
+/// architecture of a fat file on its own) with its ``MachODebugFile/Slice/lookupPatches``
+/// applied (split-DWARF paths in its `__debug_abbrev`); the symbolizer's other Mach-O lookup,
+/// a `<file>.dSYM` bundle beside it, can only name this directory, where the server writes
+/// nothing of that name. Its SHA-256 before the patches must be the stored one.
 ///
 /// The directory is bounded: after each new copy, files not used for ``maxAge`` go, then the
 /// least recently used (by modification time, set again at every use) until the whole is
@@ -30,7 +34,7 @@ final class DebugFileCache: Sendable {
 
     /// The symbolizer's copy of a stored debug file, written from the database when missing.
     func file(project: Int64, info: DebugFileInfo, store: some DebugFileStore) async throws -> URL {
-        let url = directory.appendingPathComponent("\(info.buildId)-\(info.sha256.prefix(16)).elf")
+        let url = directory.appendingPathComponent("\(info.buildId)-\(info.sha256.prefix(16)).\(info.kind == "macho" ? "macho" : "elf")")
         if Self.touch(url.path) { return url }
         let spool = try DebugFileSpool(in: directory)
         let found = try await store.chunks(project: project, buildID: info.buildId, sha256: info.sha256) { chunk in
@@ -47,19 +51,31 @@ final class DebugFileCache: Sendable {
     func install(copying path: String) async throws -> URL {
         let spool = try DebugFileSpool(in: directory)
         try await spool.append(contentsOf: path)
-        let url = directory.appendingPathComponent("\(UUID().uuidString)-\(spool.sha256.prefix(16)).elf")
+        let isMachO = try await spool.withMapping { MachODebugFile.hasMagic($0) }
+        let url = directory.appendingPathComponent("\(UUID().uuidString)-\(spool.sha256.prefix(16)).\(isMachO ? "macho" : "elf")")
         try await install(spool, at: url)
         return url
     }
 
     /// Makes `spool` the copy at `url`: parsed, patched, moved into place; then the cache is pruned.
     private func install(_ spool: DebugFileSpool, at url: URL) async throws {
-        let elf = try await spool.parse()
-        try await spool.apply(elf.lookupPatches)
+        let (key, patches) = try await spool.withMapping { data throws -> (String, [ELFDebugFile.Patch]) in
+            guard MachODebugFile.hasMagic(data) else {
+                let elf = try ELFDebugFile(parsing: data)
+                return (elf.buildID, elf.lookupPatches)
+            }
+            // One architecture: what the symbolizer is given must be the image the key names.
+            let file = try MachODebugFile(parsing: data)
+            guard file.slices.count == 1, let slice = file.slices.first else {
+                throw SymbolizerError.unavailable("a debug file copy must be one thin Mach-O image")
+            }
+            return (slice.debugID, slice.lookupPatches)
+        }
+        try await spool.apply(patches)
         // Read again as patched: a file whose patches overlap its own headers could name
         // something still; it is then never given to the symbolizer.
         guard try await spool.remainingLookups() == [] else {
-            throw SymbolizerError.unavailable("debug file \(elf.buildID) still names other files once patched")
+            throw SymbolizerError.unavailable("debug file \(key) still names other files once patched")
         }
         try spool.keep(at: url.path)
         let removed = try await NIOThreadPool.singleton.runIfActive { self.prune(keeping: url.lastPathComponent) }

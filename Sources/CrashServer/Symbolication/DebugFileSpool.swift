@@ -133,23 +133,8 @@ final class DebugFileSpool: @unchecked Sendable {
         }
     }
 
-    /// The file's headers, read from a mapping of it (only the pages the reader touches are read).
-    func parse() async throws -> ELFDebugFile {
-        let descriptor = self.descriptor
-        let size = self.size
-        return try await NIOThreadPool.singleton.runIfActive {
-            guard size > 0 else { return try ELFDebugFile(parsing: [UInt8]()) }
-            let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0)
-            guard let mapping, mapping != UnsafeMutableRawPointer(bitPattern: -1) else {
-                throw DebugFileSpoolError("cannot map the file: errno \(errno)")
-            }
-            defer { munmap(mapping, size) }
-            return try ELFDebugFile(parsing: UnsafeRawBufferPointer(start: mapping, count: size))
-        }
-    }
-
-    /// The lookups the file still names (``ELFDebugFile/remainingLookups(in:)``); nil when
-    /// its headers cannot be read.
+    /// The lookups the file still names (``ELFDebugFile/remainingLookups(in:)``, or a thin
+    /// Mach-O image's ``MachODebugFile/Slice/lookupPatches``); nil when its headers cannot be read.
     func remainingLookups() async throws -> [ELFDebugFile.Patch]? {
         let descriptor = self.descriptor
         let size = self.size
@@ -160,7 +145,12 @@ final class DebugFileSpool: @unchecked Sendable {
                 throw DebugFileSpoolError("cannot map the file: errno \(errno)")
             }
             defer { munmap(mapping, size) }
-            return try? ELFDebugFile.remainingLookups(in: UnsafeRawBufferPointer(start: mapping, count: size))
+            let data = UnsafeRawBufferPointer(start: mapping, count: size)
+            if MachODebugFile.hasMagic(data) {
+                guard let file = try? MachODebugFile(parsing: data), file.slices.count == 1 else { return nil }
+                return file.slices[0].lookupPatches
+            }
+            return try? ELFDebugFile.remainingLookups(in: data)
         }
     }
 

@@ -6,11 +6,15 @@ import NIOCore
 import PostgresNIO
 
 /// One frame of a report's `stack`, resolved with the debug file of its image.
+///
+/// In JSON the image's key is `buildId` (ELF) or `debugId` (Mach-O, its `LC_UUID`), as in
+/// ``DebugFileInfo``.
 public struct SymbolicatedFrame: Codable, Sendable, Equatable {
     /// Index into the report's `stack`.
     public var frame: Int
     /// The image's file name, as in the frame.
     public var image: String
+    /// The image's key: a GNU build id, or a Mach-O debug id (UUID, lower case with dashes).
     public var buildId: String
     /// The function the address is in (for an inlined call: the function it was inlined into).
     public var function: String?
@@ -20,6 +24,46 @@ public struct SymbolicatedFrame: Codable, Sendable, Equatable {
     /// Functions inlined at this address, innermost first: each called the next one, the
     /// last called from `function`'s `file:line`.
     public var inlined: [SymbolizedLocation]?
+
+    private enum CodingKeys: String, CodingKey { case frame, image, buildId, debugId, function, file, line, column, inlined }
+
+    public init(
+        frame: Int, image: String, buildId: String, function: String?, file: String?, line: Int?, column: Int?,
+        inlined: [SymbolizedLocation]?
+    ) {
+        self.frame = frame
+        self.image = image
+        self.buildId = buildId
+        self.function = function
+        self.file = file
+        self.line = line
+        self.column = column
+        self.inlined = inlined
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        frame = try c.decode(Int.self, forKey: .frame)
+        image = try c.decode(String.self, forKey: .image)
+        buildId = try c.decodeIfPresent(String.self, forKey: .buildId) ?? c.decode(String.self, forKey: .debugId)
+        function = try c.decodeIfPresent(String.self, forKey: .function)
+        file = try c.decodeIfPresent(String.self, forKey: .file)
+        line = try c.decodeIfPresent(Int.self, forKey: .line)
+        column = try c.decodeIfPresent(Int.self, forKey: .column)
+        inlined = try c.decodeIfPresent([SymbolizedLocation].self, forKey: .inlined)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(frame, forKey: .frame)
+        try c.encode(image, forKey: .image)
+        try c.encode(buildId, forKey: ReportSymbolicator.isDebugID(buildId) ? .debugId : .buildId)
+        try c.encodeIfPresent(function, forKey: .function)
+        try c.encodeIfPresent(file, forKey: .file)
+        try c.encodeIfPresent(line, forKey: .line)
+        try c.encodeIfPresent(column, forKey: .column)
+        try c.encodeIfPresent(inlined, forKey: .inlined)
+    }
 }
 
 /// Resolves the frames of stored reports against the project's uploaded debug files:
@@ -30,6 +74,12 @@ public struct SymbolicatedFrame: Codable, Sendable, Equatable {
 /// The SDK sends, per crash report, the images its frames fall in (`context["image.N"]`:
 /// `0x<base> <size> <build id or -> <path>`) and, when it skipped crash machinery,
 /// `context["crash.machineryFrames"]`; each frame is `"<i> <image> 0x<address> ..."`.
+/// Apple's reports (Sentry Cocoa events, `.ips`, MetricKit) carry the same entries with the
+/// image's debug id (`LC_UUID`) in place of the build id, and frames in Apple's form
+/// `"<i> <image> 0x<address> 0x<base> + <offset>"` (or `<symbol> + <offset>` where the device
+/// named it); a frame in that form is matched by image name and base, its offset read from
+/// the line (MetricKit gives no image size). The address looked up is the file's load address
+/// (ELF: lowest `PT_LOAD`; Mach-O: `__TEXT` vmaddr) plus the offset.
 final class ReportSymbolicator: Sendable {
     /// The debug files' lookups and contents.
     let store: any DebugFileStore
@@ -78,16 +128,37 @@ final class ReportSymbolicator: Sendable {
         var offset: UInt64
     }
 
-    /// The images of `context` (`image.N` entries).
+    /// The images of `context` (`image.N` entries), keyed by GNU build id or Mach-O debug id.
     static func images(context: [String: String]) -> [Image] {
         context.keys.filter { $0.hasPrefix("image.") }.sorted().compactMap { key in
             let parts = context[key]!.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: true)
             guard parts.count == 4, parts[0].hasPrefix("0x"), let base = UInt64(parts[0].dropFirst(2), radix: 16),
-                let size = UInt64(parts[1]), ELFDebugFile.isBuildID(parts[2])
+                let size = UInt64(parts[1])
             else { return nil }
+            let id = parts[2].lowercased()
+            guard ELFDebugFile.isBuildID(id) || isDebugID(id) else { return nil }
             let path = String(parts[3])
-            return Image(base: base, size: size, buildID: String(parts[2]), name: path.split(separator: "/").last.map(String.init) ?? path)
+            return Image(base: base, size: size, buildID: id, name: path.split(separator: "/").last.map(String.init) ?? path)
         }
+    }
+
+    /// A Mach-O debug id: a UUID in lower case with dashes (`4c4c4480-5555-3144-a123-46faaaed6c55`).
+    static func isDebugID(_ text: some StringProtocol) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        return bytes.indices.allSatisfy { i in
+            [8, 13, 18, 23].contains(i) ? bytes[i] == UInt8(ascii: "-") : (bytes[i] >= 48 && bytes[i] <= 57) || (bytes[i] >= 97 && bytes[i] <= 102)
+        }
+    }
+
+    /// The base and offset of a frame in Apple's form, from what follows its address:
+    /// `0x<base> + <offset>` (offset in decimal).
+    static func appleOffset(_ rest: Substring) -> (base: UInt64, offset: UInt64)? {
+        let parts = rest.split(separator: " ", omittingEmptySubsequences: true)
+        guard parts.count == 3, parts[0].hasPrefix("0x"), parts[1] == "+", let base = UInt64(parts[0].dropFirst(2), radix: 16),
+            let offset = UInt64(parts[2])
+        else { return nil }
+        return (base, offset)
     }
 
     /// The frames of `stack` that fall in one of `images`.
@@ -102,12 +173,15 @@ final class ReportSymbolicator: Sendable {
                 continue
             }
             let index = Int(parts[0]) ?? i
+            let apple = parts.count == 4 ? appleOffset(parts[3]) : nil
             guard
-                let image = images.first(where: {
-                    $0.name == parts[1] && address >= $0.base && address - $0.base < $0.size
+                let image = images.first(where: { image in
+                    guard image.name == parts[1] else { return false }
+                    if let apple { return image.base == apple.base }
+                    return address >= image.base && address - image.base < image.size
                 })
             else { continue }
-            var offset = address - image.base
+            var offset = apple?.offset ?? address - image.base
             // Every frame but the crashing instruction is a return address: look up its call.
             if index + skipped > 0, offset > 0 { offset -= 1 }
             sites.append(Site(frame: i, image: image, offset: offset))
@@ -152,13 +226,15 @@ final class ReportSymbolicator: Sendable {
         return result
     }
 
-    /// The detail's `latest` reports (sent without their stacks) with `symbolicated` frames:
-    /// their stacks are read again here, resolved, and dropped.
-    func symbolicateLatest(project: Int64, group: Int64, _ latest: [StoredReport]) async -> [StoredReport] {
+    /// The detail's `latest` reports (sent without their stacks, read within `environments`)
+    /// with `symbolicated` frames: their stacks are read again here, resolved, and dropped.
+    func symbolicateLatest(project: Int64, group: Int64, _ latest: [StoredReport], environments: [String] = []) async -> [StoredReport] {
         let full: [StoredReport]
         do {
             full = try await reports.read { reader in
-                try await reader.reports(project: project, group: group, after: nil, limit: latest.count, includeStack: true)
+                try await reader.reports(
+                    project: project, group: group, after: nil, limit: latest.count, includeStack: true,
+                    environments: environments)
             }.map(\.report)
         } catch {
             logger.warning("latest reports not readable for symbolication", metadata: ["error.message": "\(error)"])
