@@ -134,10 +134,7 @@ func buildRouter(
     ).addRoutes(to: router)
     try addDashboard(to: bounded, database: database, configuration: configuration, logger: logger)
     // Members, API tokens and the audit log (docs/accounts.md).
-    AccountsController(
-        database: database, cookies: DashboardSessions(secret: [], secure: DashboardSessions.securesCookies(publicURL: configuration.publicURL)),
-        publicURL: configuration.publicURL, logger: logger
-    ).addRoutes(to: bounded)
+    AccountsController(database: database, publicURL: configuration.publicURL, logger: logger).addRoutes(to: bounded)
     WebhookController(
         store: PostgresWebhookStore(database: database), projects: PostgresProjectStore(database: database),
         allowList: configuration.webhooks.allowList

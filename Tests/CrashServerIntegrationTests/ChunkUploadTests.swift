@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import PostgresNIO
 import Testing
 
 @testable import CrashServer
@@ -97,6 +98,33 @@ import Testing
                 headers: [.authorization: "Bearer \(other.readToken)"],
                 body: ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: [sum: ["name": "junk", "chunks": [sum]]])))
             #expect((json(theirs)[sum] as? [String: Any])?["state"] as? String == "not_found")
+        }
+    }
+
+    /// Chunks no assemble took are swept by the periodic maintenance once past their keep,
+    /// whether or not their project uploads again; younger ones stay.
+    @Test func maintenanceSweepsExpiredChunks() async throws {
+        let project = try await makeProject()
+        let old: [UInt8] = Array("an abandoned chunk \(UUID())".utf8)
+        let fresh: [UInt8] = Array("a recent chunk \(UUID())".utf8)
+        try await withTestDatabase { database in
+            var id: Int64 = 0
+            for try await value in try await database.client.query(
+                "SELECT id FROM projects WHERE slug = \(project.project)", logger: database.logger
+            ).decode(Int64.self) { id = value }
+            let store = PostgresChunkUploadStore(database: database)
+            try await store.save(project: id, chunks: [(Self.sha1(old), ByteBuffer(bytes: old))], maxBytes: 1 << 20)
+            try await database.client.query(
+                """
+                UPDATE upload_chunks SET uploaded_at = now() - interval '3 hours'
+                WHERE project_id = \(id) AND sha1 = \(Self.sha1(old))
+                """, logger: database.logger)
+            try await store.save(project: id, chunks: [(Self.sha1(fresh), ByteBuffer(bytes: fresh))], maxBytes: 1 << 20)
+            let maintenance = PartitionMaintenance(
+                schema: PostgresSchemaMaintenance(database: database), database: database,
+                retentionDays: TestEnvironment.configuration().retentionDays, logger: database.logger)
+            try await maintenance.runOnce()
+            #expect(try await store.missing(project: id, among: [Self.sha1(old), Self.sha1(fresh)]) == [Self.sha1(old)])
         }
     }
 }

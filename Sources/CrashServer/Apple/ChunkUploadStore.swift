@@ -22,6 +22,10 @@ protocol ChunkUploadStore: Sendable {
     func remember(project: Int64, sha1: String, key: String) async throws
     /// The debug file an earlier assemble of `sha1` went to.
     func assembled(project: Int64, sha1: String) async throws -> String?
+    /// Forgets every project's chunks last uploaded more than ``PostgresChunkUploadStore/keep``
+    /// before `now` (the periodic maintenance: a project that never uploads again still frees
+    /// them); how many.
+    func sweepExpired(now: Date) async throws -> Int
 }
 
 /// ``ChunkUploadStore`` on the primary's pool: an assemble reads the chunks right after
@@ -98,6 +102,16 @@ struct PostgresChunkUploadStore: ChunkUploadStore {
             INSERT INTO assembled_files (project_id, sha1, build_id) VALUES (\(project), \(sha1), \(key))
             ON CONFLICT (project_id, sha1) DO UPDATE SET build_id = EXCLUDED.build_id
             """, logger: logger)
+    }
+
+    func sweepExpired(now: Date) async throws -> Int {
+        let cutoff = now.addingTimeInterval(-Double(Self.keep.components.seconds))
+        let rows = try await client.query(
+            "WITH gone AS (DELETE FROM upload_chunks WHERE uploaded_at < \(cutoff) RETURNING 1) SELECT count(*)::bigint FROM gone",
+            logger: logger)
+        var count: Int64 = 0
+        for try await value in rows.decode(Int64.self) { count = value }
+        return Int(count)
     }
 
     func assembled(project: Int64, sha1: String) async throws -> String? {

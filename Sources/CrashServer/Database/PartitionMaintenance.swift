@@ -4,7 +4,8 @@ import PostgresNIO
 import ServiceLifecycle
 
 /// Keeps daily partitions of `reports` ahead of time and drops those past retention; prunes
-/// the list snapshots of cursors older than a day.
+/// the list snapshots of cursors older than a day, sessions that can no longer change and
+/// chunk uploads past their keep.
 ///
 /// Runs once before the server accepts traffic (see `buildApplication`) and hourly after.
 struct PartitionMaintenance: Service {
@@ -28,6 +29,8 @@ struct PartitionMaintenance: Service {
         _ = try await PostgresQueryStore(database: database).pruneListSnapshots(before: now.addingTimeInterval(-day))
         // Sessions started over 31 days ago can no longer change (release-health.md).
         _ = try await PostgresSessionStore(database: database).pruneSessions(before: now.addingTimeInterval(-31 * day))
+        // sentry-cli's chunks no assemble took (apple.md: kept at least an hour).
+        _ = try await PostgresChunkUploadStore(database: database).sweepExpired(now: now)
     }
 
     func run() async throws {
