@@ -6,19 +6,23 @@ import Foundation
 extension AppleCrashReports {
     /// A MetricKit payload: each of `crashDiagnostics` becomes a report; hangs, CPU and disk
     /// write exceptions and launch diagnostics are accepted and ignored.
-    static func metricKit(_ payload: [String: Any], receivedAt: Date) throws(IngestError) -> AppleReportBatch {
-        var diagnostics: [Any] = []
-        if let value = payload["crashDiagnostics"], !(value is NSNull) {
-            guard let list = value as? [Any] else { throw .badRequest("MetricKit: crashDiagnostics is not an array") }
-            diagnostics = list
+    /// `payload` is the tree's root as Foundation values, its call stacks left out.
+    static func metricKit(_ payload: [String: Any], tree: JSONTree, receivedAt: Date) throws(IngestError) -> AppleReportBatch {
+        var diagnostics: [Int] = []
+        if let value = tree.member(tree.root, "crashDiagnostics") {
+            if case .null = tree[value] {
+            } else {
+                guard let list = tree.elements(value) else { throw .badRequest("MetricKit: crashDiagnostics is not an array") }
+                diagnostics = list
+            }
         }
         var batch = AppleReportBatch(format: .metricKit, count: diagnostics.count, accepted: [], rejected: [])
-        for (index, value) in diagnostics.enumerated() {
-            guard let diagnostic = value as? [String: Any] else {
+        for (index, node) in diagnostics.enumerated() {
+            guard let diagnostic = tree.foundationValue(node, omitting: ["callStackTree"]) as? [String: Any] else {
                 batch.rejected.append(.init(index: index, error: "crashDiagnostics[\(index)]: not a JSON object"))
                 continue
             }
-            let crash = metricKitCrash(diagnostic, payload: payload, receivedAt: receivedAt)
+            let crash = metricKitCrash(diagnostic, node: node, tree: tree, payload: payload, receivedAt: receivedAt)
             switch report(crash, index: index, receivedAt: receivedAt) {
             case .accepted(let report): batch.accepted.append(report)
             case .rejected(let rejection): batch.rejected.append(rejection)
@@ -27,16 +31,15 @@ extension AppleCrashReports {
         return batch
     }
 
-    static func metricKitCrash(_ diagnostic: [String: Any], payload: [String: Any], receivedAt: Date) -> Crash {
+    /// `diagnostic` is the tree's `node` as Foundation values, without its call stacks.
+    static func metricKitCrash(_ diagnostic: [String: Any], node: Int, tree: JSONTree, payload: [String: Any], receivedAt: Date) -> Crash {
         // `jsonRepresentation()` puts the crash's fields in `diagnosticMetaData`; some writers put
         // them beside it.
         let meta = diagnostic["diagnosticMetaData"] as? [String: Any] ?? [:]
         func field(_ key: String) -> Any? { meta[key] ?? diagnostic[key] }
 
-        // The id: the diagnostic's canonical JSON (sorted keys), so a resend is a duplicate.
-        let canonical =
-            (try? JSONSerialization.data(withJSONObject: diagnostic, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        let id = contentID(canonical)
+        // The id: the diagnostic's canonical JSON (``JSONTree/canonical(_:)``), so a resend is a duplicate.
+        let id = contentID(tree.canonical(node))
 
         let thrown = (field("exceptionReason") ?? field("objectiveCexceptionReason")) as? [String: Any]
         var reasonLines: [String] = []
@@ -66,20 +69,24 @@ extension AppleCrashReports {
         var frames: [String] = []
         var images: [Image] = []
         var imageSlots: [String: Int] = [:]
-        var frame = attributedRootFrame(diagnostic["callStackTree"])
+        var frame = attributedRootFrame(tree.member(node, "callStackTree"), in: tree)
         while let current = frame, frames.count < ReportLimits.maxFrames {
-            let name = (current["binaryName"] as? String).flatMap(nonEmpty) ?? "???"
-            let offset = unsigned(current["offsetIntoBinaryTextSegment"]) ?? 0
-            let address = unsigned(current["address"]) ?? offset
+            // The frame's own members (its subFrames left in the tree).
+            let fields = tree.foundationValue(current, omitting: ["subFrames"], maxDepth: 2) as? [String: Any] ?? [:]
+            let name = (fields["binaryName"] as? String).flatMap(nonEmpty) ?? "???"
+            let offset = unsigned(fields["offsetIntoBinaryTextSegment"]) ?? 0
+            let address = unsigned(fields["address"]) ?? offset
             let base = address >= offset ? address - offset : 0
             frames.append(Self.frame(frames.count, image: name, base: base, offset: offset))
-            let uuid = current["binaryUUID"] as? String
+            let uuid = fields["binaryUUID"] as? String
             let key = "\(uuid ?? "") \(name) \(base)"
             if imageSlots[key] == nil, name != "???" {
                 imageSlots[key] = images.count
                 images.append(Image(base: base, size: 0, uuid: uuid, name: name))
             }
-            frame = (current["subFrames"] as? [Any])?.first as? [String: Any]
+            frame = tree.member(current, "subFrames").flatMap { tree.elements($0)?.first }.flatMap { next in
+                if case .object = tree[next] { next } else { nil }
+            }
         }
 
         let os = (text(field("osVersion"))).map(operatingSystem) ?? (name: nil, version: nil)
@@ -106,12 +113,22 @@ extension AppleCrashReports {
             images: images)
     }
 
-    /// The first root frame of the `threadAttributed` call stack (else of the first one).
-    static func attributedRootFrame(_ tree: Any?) -> [String: Any]? {
-        guard let stacks = (tree as? [String: Any])?["callStacks"] as? [Any] else { return nil }
-        let objects = stacks.compactMap { $0 as? [String: Any] }
-        let attributed = objects.first { ($0["threadAttributed"] as? Bool) == true } ?? objects.first
-        return (attributed?["callStackRootFrames"] as? [Any])?.first as? [String: Any]
+    /// The first root frame of the `threadAttributed` call stack (else of the first one), in
+    /// `tree` from the `callStackTree` node.
+    static func attributedRootFrame(_ callStackTree: Int?, in tree: JSONTree) -> Int? {
+        guard let callStackTree, let list = tree.member(callStackTree, "callStacks"), let stacks = tree.elements(list) else {
+            return nil
+        }
+        let objects = stacks.filter { if case .object = tree[$0] { true } else { false } }
+        let attributed =
+            objects.first { stack in
+                guard let flag = tree.member(stack, "threadAttributed"), case .bool(true) = tree[flag] else { return false }
+                return true
+            } ?? objects.first
+        guard let roots = attributed.flatMap({ tree.member($0, "callStackRootFrames") }).flatMap({ tree.elements($0) }),
+            let first = roots.first, case .object = tree[first]
+        else { return nil }
+        return first
     }
 
     /// The Mach exception type's name (`<mach/exception_types.h>`): 1 is `EXC_BAD_ACCESS`.

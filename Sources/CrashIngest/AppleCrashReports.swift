@@ -33,8 +33,11 @@ public struct AppleReportBatch: Sendable {
 /// `image.<n>` entry (`0x<load address> <size> <uuid> <name>`) per image the stack's frames
 /// fall in, for symbolication by UUID at read time.
 ///
-/// Bodies are read with `JSONSerialization` (MetricKit nests one level per frame, past the
-/// 32 levels `/v1/reports` allows); everything walked here is walked without recursion.
+/// A body is first read as one JSON text into a ``JSONTree``, without recursion: MetricKit nests
+/// two levels per frame of a call stack (a 1,000-frame stack is 2,000 levels, past the limits
+/// of Foundation's reader and writer), so its call stacks are walked and its diagnostics
+/// hashed in the tree. The rest of a payload, and an `.ips` (two texts, its frames in flat
+/// lists), is read as Foundation values.
 public enum AppleCrashReports {
     /// The `bug_type` of a crash report; every other `.ips` (hangs, jetsam, ...) is refused.
     public static let crashBugType = "309"
@@ -43,11 +46,13 @@ public enum AppleCrashReports {
     /// Throws a 400 (``IngestError/badRequest(_:)``) for a body that is neither, naming why.
     public static func read(_ bytes: [UInt8], receivedAt: Date) throws(IngestError) -> AppleReportBatch {
         guard bytes.contains(where: { !isSpace($0) }) else { throw .badRequest("body is empty") }
-        if let whole = json(bytes[...]) {
-            guard let object = whole as? [String: Any] else {
+        if let tree = JSONTree(bytes[...]) {
+            // The call stacks (`callStackTree`, at any depth) stay in the tree: MetricKit nests
+            // two levels per frame; everything else is shallow.
+            guard let object = tree.foundationValue(tree.root, omitting: ["callStackTree"]) as? [String: Any] else {
                 throw .badRequest("body is neither an .ips crash report nor a MetricKit payload: not a JSON object")
             }
-            if isMetricKit(object) { return try metricKit(object, receivedAt: receivedAt) }
+            if isMetricKit(object) { return try metricKit(object, tree: tree, receivedAt: receivedAt) }
             if let bugType = text(object["bug_type"]) {
                 guard bugType == crashBugType else { throw notACrash(bugType) }
                 throw .badRequest(".ips: the body line after the header line is missing")

@@ -403,6 +403,56 @@ import Testing
         #expect(Self.refusal(deep)?.status == 400)
     }
 
+    /// A MetricKit payload whose attributed call stack is `depth` frames (each in its caller's
+    /// `subFrames`: two levels per frame), written as text: Foundation's writer cannot.
+    static func deepPayload(depth: Int, spacing: String = "") -> [UInt8] {
+        var frame = ""
+        for level in (0..<depth).reversed() {
+            let fields = #""binaryName":\#(spacing)"Crashy","offsetIntoBinaryTextSegment":\#(level),"address":\#(4_305_000_000 + level)"#
+            frame = frame.isEmpty ? "{\(fields)}" : "{\(fields),\(spacing)\"subFrames\":[\(frame)]}"
+        }
+        let text = """
+            {"timeStampEnd":"2026-11-27 08:00:00 +0000","crashDiagnostics":[{"diagnosticMetaData":{"appVersion":"1","signal":11},\
+            "callStackTree":{"callStacks":[{"threadAttributed":true,"callStackRootFrames":[\(frame)]}]}}]}
+            """
+        return Array(text.utf8)
+    }
+
+    @Test func metricKitStacksOfAThousandFramesAreRead() throws {
+        // 2,000 levels: past Foundation's nesting limit (a 400 before), read into a flat tree.
+        #expect((try? JSONSerialization.jsonObject(with: Data(Self.deepPayload(depth: 1000)))) == nil)
+        let batch = try Self.read(Self.deepPayload(depth: 1000))
+        let report = try #require(batch.accepted.first)
+        // The stack keeps the contract's frame limit, innermost (root) first.
+        #expect(report.stack?.count == ReportLimits.maxFrames)
+        #expect(report.stack?.first == "0 Crashy \(Self.hex(4_305_000_000)) \(Self.hex(4_305_000_000)) + 0")
+        #expect(report.stack?.last == "255 Crashy \(Self.hex(4_305_000_255)) \(Self.hex(4_305_000_000)) + 255")
+        #expect(report.validationError(now: Self.received) == nil)
+        // The id is the diagnostic's canonical form: the same text spaced differently is the same crash.
+        #expect(try Self.read(Self.deepPayload(depth: 1000, spacing: " ")).accepted.first?.id == report.id)
+        #expect(try Self.read(Self.deepPayload(depth: 999)).accepted.first?.id != report.id)
+        // Well-formed nesting far deeper than any stack, and its truncation: 400s, not a crash.
+        let nested = Array((String(repeating: "[", count: 200_000) + String(repeating: "]", count: 200_000)).utf8)
+        #expect(Self.refusal(nested)?.status == 400)
+        #expect(Self.refusal(Array(Self.deepPayload(depth: 1000).dropLast(500)))?.status == 400)
+    }
+
+    @Test func jsonTreeReadsWhatFoundationReads() throws {
+        // Every fixture and shape the mapping reads: the same values as JSONSerialization.
+        for text in [
+            #"{"a":[1,-2,3.5,1e3,true,false,null,"x\"y\\z\/\u00e9\ud83d\ude00"],"b":{},"c":[],"d":18446744073709551615}"#,
+            String(decoding: try Self.fixture("metrickit-payload.json"), as: UTF8.self),
+        ] {
+            let tree = try #require(JSONTree(Array(text.utf8)[...]))
+            let ours = try #require(tree.foundationValue(tree.root) as? [String: Any])
+            let foundation = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+            #expect(NSDictionary(dictionary: ours).isEqual(to: foundation))
+        }
+        for bad in ["", "{", #"{"a":}"#, "[1,]", #"{"a" 1}"#, "01", "1.", "\"\u{1}\"", "[1] [2]", "tru", #""\x""#] {
+            #expect(JSONTree(Array(bad.utf8)[...]) == nil, "\(bad)")
+        }
+    }
+
     // MARK: Fields
 
     @Test func operatingSystemsAndTimes() throws {
