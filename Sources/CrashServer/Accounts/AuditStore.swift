@@ -46,6 +46,7 @@ struct AuditQuery: Sendable {
 
 /// Where the audit log is kept.
 protocol AuditStore: Sendable {
-    func append(action: String, by: Principal, project: ProjectRef?, target: String?, address: String?) async throws
+    /// Appends an entry; `project` is a slug (an unknown one is kept as text, with no project id).
+    func append(action: String, by: Principal, project: String?, target: String?, address: String?) async throws
     func entries(_ query: AuditQuery) async throws -> [AuditEntry]
 }

@@ -1,7 +1,8 @@
 import Foundation
+import Hummingbird
 
 /// A project member: a user and its role there.
-struct ProjectMember: Sendable, Codable, Equatable {
+struct ProjectMember: Sendable, Codable, Equatable, ResponseEncodable {
     var email: String
     var name: String
     var role: ProjectRole

@@ -4,18 +4,28 @@ import PostgresNIO
 
 /// ``AuditStore`` in the `audit_log` table.
 struct PostgresAuditStore: AuditStore {
-    let database: CrashDatabase
+    let client: PostgresClient
+    let logger: Logger
 
-    func append(action: String, by actor: Principal, project: ProjectRef?, target: String?, address: String?) async throws {
-        try await database.client.query(
+    init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// On the primary.
+    init(database: CrashDatabase) { self.init(client: database.client, logger: database.logger) }
+
+    func append(action: String, by actor: Principal, project: String?, target: String?, address: String?) async throws {
+        try await client.query(
             """
             INSERT INTO audit_log (actor_type, actor_id, actor_name, action, project_id, project, target, address)
-            VALUES (\(actor.kind.rawValue), \(actor.id), \(actor.name), \(action), \(project?.id), \(project?.slug), \(target), \(address))
-            """, logger: database.logger)
+            VALUES (\(actor.kind.rawValue), \(actor.id), \(actor.name), \(action),
+                    (SELECT id FROM projects WHERE slug = \(project)), \(project), \(target), \(address))
+            """, logger: logger)
     }
 
     func entries(_ q: AuditQuery) async throws -> [AuditEntry] {
-        let rows = try await database.client.query(
+        let rows = try await client.query(
             """
             SELECT id, at, actor_type, actor_id, actor_name, action, project, target, address FROM audit_log
             WHERE (\(q.project)::bigint IS NULL OR project_id = \(q.project))
@@ -25,7 +35,7 @@ struct PostgresAuditStore: AuditStore {
               AND (\(q.to)::timestamptz IS NULL OR at < \(q.to))
               AND (\(q.before)::bigint IS NULL OR id < \(q.before))
             ORDER BY id DESC LIMIT \(q.limit)
-            """, logger: database.logger)
+            """, logger: logger)
         var out: [AuditEntry] = []
         for try await (id, at, type, actorID, name, action, project, target, address) in rows.decode(
             (Int64, Date, String, String?, String, String, String?, String?, String?).self)
@@ -56,8 +66,13 @@ struct AuditLog: Sendable {
     }
 
     func record(_ action: String, by actor: Principal, project: ProjectRef? = nil, target: String? = nil, address: String? = nil) async {
+        await record(action, by: actor, projectSlug: project?.slug, target: target, address: address)
+    }
+
+    /// The same, naming the project by its slug.
+    func record(_ action: String, by actor: Principal, projectSlug: String?, target: String?, address: String?) async {
         do {
-            try await store.append(action: action, by: actor, project: project, target: target, address: address)
+            try await store.append(action: action, by: actor, project: projectSlug, target: target, address: address)
         } catch {
             logger.error("audit entry not recorded", metadata: ["audit.action": "\(action)", "error.message": "\(error)"])
         }

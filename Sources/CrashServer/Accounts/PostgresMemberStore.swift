@@ -4,10 +4,16 @@ import PostgresNIO
 
 /// ``MemberStore`` in `project_members`, on the primary (a removed member loses access at once).
 struct PostgresMemberStore: MemberStore {
-    let database: CrashDatabase
+    let client: PostgresClient
+    let logger: Logger
 
-    private var client: PostgresClient { database.client }
-    private var logger: Logger { database.logger }
+    init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// On the primary.
+    init(database: CrashDatabase) { self.init(client: database.client, logger: database.logger) }
 
     func access(user: User, project slug: String) async throws -> (ProjectRef, ProjectRole)? {
         let rows = try await client.query(

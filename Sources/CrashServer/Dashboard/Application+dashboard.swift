@@ -7,7 +7,7 @@ import Logging
 /// reloaded); cookies are `Secure` and `__Host-` unless the public URL is http on a loopback
 /// host (``DashboardSessions/securesCookies(publicURL:)``).
 func addDashboard(
-    to router: some RouterMethods<CrashRequestContext>, store: some DashboardStore, configuration: ServerConfiguration, logger: Logger
+    to router: some RouterMethods<CrashRequestContext>, database: CrashDatabase, configuration: ServerConfiguration, logger: Logger
 ) throws {
     let secret: [UInt8]
     if !configuration.sessionSecret.isEmpty {
@@ -17,7 +17,9 @@ func addDashboard(
         logger.notice("CRASHGUARD_SESSION_SECRET not set: dashboard forms shown before a restart must be reloaded")
     }
     let secure = DashboardSessions.securesCookies(publicURL: configuration.publicURL)
+    let sessions = DashboardSessions(secret: secret, secure: secure)
     DashboardController(
-        store: store, sessions: DashboardSessions(secret: secret, secure: secure), pages: try DashboardPages(), logger: logger
+        store: PostgresDashboardStore(database: database), sessions: sessions, pages: try DashboardPages(), logger: logger,
+        people: DashboardAccounts(database: database, cookies: sessions, configuration: configuration, logger: logger)
     ).addRoutes(to: router)
 }

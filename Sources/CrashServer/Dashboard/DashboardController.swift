@@ -12,12 +12,17 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     let sessions: DashboardSessions
     let pages: DashboardPages
     let logger: Logger
+    /// Users, their sessions and roles (DashboardAccounts.swift).
+    let people: DashboardAccounts
 
     /// Rows per page of the top-crashes list.
     static var pageSize: Int { 25 }
 
     func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
         let group = router.group().add(middleware: DashboardMiddleware(pages: pages, logger: logger))
+            .add(middleware: DashboardAccountMiddleware(accounts: people.accounts, audit: people.audit))
+        addAccountRoutes(to: group)
+        addTriageRoutes(to: group)
         group.get("/", use: home)
         group.post("/signin", use: signIn)
         group.post("/signout", use: signOut)
@@ -28,7 +33,6 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         group.post("/projects/:project/crashes/:id", use: triage)
         group.get("/projects/:project/releases", use: releases)
         group.get("/projects/:project/releases/:version", use: release)
-        addTriageRoutes(to: group)
     }
 
     // MARK: - Sign-in and sign-out
@@ -36,6 +40,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     /// Signed in: to the project's overview. Otherwise the sign-in form, with a fresh
     /// pre-session nonce for its CSRF token.
     @Sendable func home(request: Request, context: CrashRequestContext) async throws -> Response {
+        if let user = context.user { return try await projectsPage(user, request) }
         if let (_, project) = try await session(request) {
             return DashboardResponse.redirect("/projects/\(project.slug)")
         }
@@ -48,6 +53,9 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             DashboardSessions.equal(sessions.signInToken(nonce: nonce), form.csrf ?? "")
         else {
             return signInPage(error: "The form expired or cookies are blocked: please try again.", status: .forbidden)
+        }
+        if let email = form.email, !email.isEmpty {
+            return try await passwordSignIn(email: email, password: form.password ?? "", context: context)
         }
         let token = (form.token ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         let session = sessions.issue()
@@ -68,7 +76,10 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     /// nothing afterwards) and clears the cookie. A signed-in sign-out needs the CSRF token.
     @Sendable func signOut(request: Request, context: CrashRequestContext) async throws -> Response {
         let form = try await Self.form(request, as: SignOutForm.self)
-        if let (session, project) = try await session(request) {
+        if let user = context.user, let session = request.cookies[sessions.cookieName].flatMap({ DashboardSessions.session(cookie: $0.value) }) {
+            guard DashboardSessions.equal(sessions.csrfToken(for: session), form.csrf ?? "") else { throw DashboardError.forbidden }
+            try await userSignOut(user, request, context)
+        } else if let (session, project) = try await session(request) {
             guard DashboardSessions.equal(sessions.csrfToken(for: session), form.csrf ?? "") else {
                 throw DashboardError.forbidden
             }
@@ -235,6 +246,9 @@ struct DashboardController<Store: DashboardStore>: Sendable {
     /// The session of a project page: no session redirects to sign-in, another project's
     /// path is a 404 (as the API: a session cannot probe which projects exist).
     func signedIn(_ request: Request, _ context: CrashRequestContext) async throws -> (DashboardSessions.Session, ProjectRef) {
+        if let user = context.user, let session = request.cookies[sessions.cookieName].flatMap({ DashboardSessions.session(cookie: $0.value) }) {
+            return (session, try await userProject(user, request, context).0)
+        }
         guard let (session, project) = try await session(request) else { throw DashboardError.signInRequired }
         guard context.parameters.get("project") == project.slug else {
             throw APIError.notFound("no project '\(context.parameters.get("project") ?? "")'")
@@ -242,9 +256,10 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         return (session, project)
     }
 
-    private func signInPage(error: String?, status: HTTPResponse.Status) -> Response {
+    func signInPage(error: String?, status: HTTPResponse.Status) -> Response {
         let nonce = DashboardSessions.nonce()
-        let view = SignInView(pageTitle: "Sign in", csrf: sessions.signInToken(nonce: nonce), error: error)
+        let view = SignInView(
+            pageTitle: "Sign in", csrf: sessions.signInToken(nonce: nonce), error: error, singleSignOn: people.singleSignOn)
         var response = (try? html(view, "signin", status: status)) ?? Response(status: .internalServerError)
         response.setCookie(sessions.signInCookie(nonce))
         return response
@@ -299,6 +314,8 @@ struct DashboardController<Store: DashboardStore>: Sendable {
 /// The sign-in form.
 struct SignInForm: Decodable {
     var token: String?
+    var email: String?
+    var password: String?
     var csrf: String?
 }
 

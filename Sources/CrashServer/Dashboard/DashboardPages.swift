@@ -15,6 +15,8 @@ struct DashboardPages: Sendable {
             ("crash", PackageResources.crash_mustache), ("grouptable_new", PackageResources.grouptable_new_mustache),
             ("grouptable_regressed", PackageResources.grouptable_regressed_mustache),
             ("releases", PackageResources.releases_mustache), ("release", PackageResources.release_mustache),
+            ("setup", PackageResources.setup_mustache), ("projects", PackageResources.projects_mustache),
+            ("members", PackageResources.members_mustache),
             ("triagepanel", PackageResources.triagepanel_mustache), ("bulk", PackageResources.bulk_mustache),
         ]
         HTMLEscaping.register()

@@ -12,6 +12,9 @@ struct NavView: Sendable {
     var overview: Bool
     var crashes: Bool
     var releases: Bool = false
+    var members: Bool = false
+    /// A user (not a read token) is signed in: the members page and the project switcher.
+    var signedInUser: Bool = DashboardAccounts.current != nil
 }
 
 struct TabView: Sendable {
@@ -24,6 +27,8 @@ struct SignInView: Sendable {
     var pageTitle: String
     var csrf: String
     var error: String?
+    /// Offer "Sign in with SSO" (OpenID Connect is configured).
+    var singleSignOn: Bool = false
 }
 
 struct ErrorView: Sendable {

@@ -20,6 +20,11 @@ public struct CrashRequestContext: RequestContext {
     /// the request was authenticated otherwise); activity and audit entries name it.
     public var principal: Principal = .readToken
 
+    /// The signed-in user (a dashboard session or an API token's owner); nil for a read token.
+    public var user: User?
+    /// The API token that authenticated the request, if one did.
+    var apiToken: APIToken?
+
     /// The client's address (the connection's peer): the sign-in rate limit counts failures
     /// per address, and audit entries name it.
     public var clientAddress: String?
