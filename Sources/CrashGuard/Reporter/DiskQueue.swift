@@ -103,6 +103,8 @@ final class DiskQueue: @unchecked Sendable {
     private var lockDescriptor: Int32 = -1
     /// Tests: called between eviction's steps (`renamed`, `counted`).
     nonisolated(unsafe) static var evictionHook: ((String) -> Void)?
+    /// Tests: called with the path of each file or folder the queue fsyncs.
+    nonisolated(unsafe) static var fsyncHook: (@Sendable (String) -> Void)?
 
     private static let suffix = ".report"
     private static let droppedFile = "dropped"
@@ -469,6 +471,7 @@ private func posixClose(_ fd: Int32) { _ = close(fd) }
 
 /// Opens `path` and fsyncs it (a file, or a folder so that renames in it are durable).
 private func fsyncPath(_ path: String) {
+    DiskQueue.fsyncHook?(path)
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     if fd >= 0 {
         fsync(fd)
@@ -483,6 +486,7 @@ func writeFileAtomically(_ data: Data, to url: URL, fsync shouldSync: Bool) -> I
     let temporary = url.path + ".tmp"
     let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     if fd < 0 { return errno }
+    if shouldSync { DiskQueue.fsyncHook?(url.path) }
     let failed: Int32 = data.withUnsafeBytes { bytes -> Int32 in
         var done = 0
         while done < bytes.count {

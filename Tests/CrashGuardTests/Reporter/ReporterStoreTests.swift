@@ -154,3 +154,35 @@ struct ReporterStoreTests {
         #expect(later.requests.count == 1)
     }
 }
+
+/// Uses the process-wide fsync hook, so it runs in the serialized entry-point suite.
+extension CrashGuardEntryTests {
+    @Test("guard reports are written without fsync, fatal reports and final session updates with it, and shutdown syncs the rest")
+    func fsyncOnlyWhereItMatters() throws {
+        let directory = reporterTestDirectory()
+        let queueDirectory = directory.appendingPathComponent("queue").standardizedFileURL.path
+        let synced = ReporterLog()
+        DiskQueue.fsyncHook = { path in if path.hasPrefix(queueDirectory) { synced.append(path) } }
+        defer { DiskQueue.fsyncHook = nil }
+        let reporter = try makeReporter(reporterTestConfiguration(directory: directory))
+        for i in 0..<5 { reporter.record(reporterEvent("guard \(i)")) }
+        reporter.queue?.sync()
+        #expect(synced.lines.isEmpty, "a guard report was fsynced: \(synced.lines)")
+
+        let crash = reporter.report(for: reporterEvent("crash", kind: .signal, fatal: true))
+        #expect(reporter.submit(crash))
+        reporter.submitSession(
+            SessionUpdate(
+                sid: UUID(), did: nil, seq: 1, isInit: false, started: Date(timeIntervalSince1970: 1_800_000_000),
+                timestamp: Date(timeIntervalSince1970: 1_800_000_000), duration: 1, status: .exited, errors: 0,
+                attrs: .init(release: "a@1", environment: nil)),
+            durable: true)
+        let durable = synced.lines.filter { $0.hasSuffix(".report") || $0.hasSuffix(".session") }
+        #expect(durable.count == 2 && durable.allSatisfy { $0.contains("/kept/") })
+        #expect(synced.lines.contains { $0.hasSuffix("/kept") }, "the kept folder was not synced after the rename")
+
+        reporter.shutdown()  // the last user closes the queue: shutdown syncs the guard reports
+        let atShutdown = synced.lines.filter { $0.hasSuffix(".report") && !$0.contains("/kept/") }
+        #expect(atShutdown.count == 5)
+    }
+}
