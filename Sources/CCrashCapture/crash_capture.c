@@ -1128,7 +1128,19 @@ int ccrash_dladdr(uintptr_t address, const char **symbol, uintptr_t *symbol_addr
                   uintptr_t *image_base) {
     Dl_info info;
     memset(&info, 0, sizeof(info));
+#if defined(__linux__)
+    // With the symbol's size: dladdr alone names the nearest exported symbol below the
+    // address, which for a local function is another function.
+    const ElfW(Sym) *entry = NULL;
+    if (dladdr1((const void *)address, &info, (void **)&entry, RTLD_DL_SYMENT) == 0) return 0;
+    if (entry != NULL && info.dli_saddr != NULL && entry->st_size > 0 &&
+        address - (uintptr_t)info.dli_saddr >= entry->st_size) {
+        info.dli_sname = NULL;
+        info.dli_saddr = NULL;
+    }
+#else
     if (dladdr((const void *)address, &info) == 0) return 0;
+#endif
     *symbol = info.dli_sname;
     *symbol_address = (uintptr_t)info.dli_saddr;
     *image = info.dli_fname;

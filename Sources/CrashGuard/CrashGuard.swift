@@ -137,10 +137,10 @@ public enum CrashGuard {
         context["file"] = context["file"] ?? fileID
         context["line"] = context["line"] ?? String(line)
         context["function"] = context["function"] ?? function
+        let stack = GuardStack.frames(into: &context) { Array(Thread.callStackSymbols.dropFirst()) }
         var report = reporter.report(
             for: GuardEvent(
-                kind: kind, reason: reason, stack: Array(Thread.callStackSymbols.dropFirst()), context: context,
-                fatal: fatal, timestamp: reporter.clock.now))
+                kind: kind, reason: reason, stack: stack, context: context, fatal: fatal, timestamp: reporter.clock.now))
         report.fingerprint = fingerprint
         return reporter.submit(report)
     }
@@ -184,17 +184,19 @@ public enum CrashGuard {
 
     // MARK: - Internals
 
+    @inline(never)
     static func recordUncaught(_ error: any Error, fileID: String = #fileID, line: Int = #line) {
         guard let reporter = current.withLock({ $0 }) else { return }
         var context = ["error.type": String(reflecting: type(of: error))]
         let nsError = error as NSError
         context["error.domain"] = nsError.domain
         context["error.code"] = String(nsError.code)
+        let stack = GuardStack.frames(into: &context, skipping: 1) { Array(Thread.callStackSymbols.dropFirst(2)) }
         let report = reporter.report(
             for: GuardEvent(
                 kind: .exception,
                 reason: "Error raised at top level: \(String(reflecting: error))",
-                stack: Array(Thread.callStackSymbols.dropFirst(2)),
+                stack: stack,
                 context: context,
                 fatal: true,
                 timestamp: reporter.clock.now))

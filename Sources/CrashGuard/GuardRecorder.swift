@@ -18,7 +18,8 @@ import Foundation
 /// string, the context and the stack are never built.
 ///
 /// Each recorded ``GuardEvent`` has `fatal: false`, the guard's reason, the stack at the
-/// catch (`Thread.callStackSymbols`, at most 256 frames) and a context with the call site
+/// catch (return addresses with their images, see ``GuardStack``; at most 128 frames) and a
+/// context with the call site
 /// (`file`, `line`, `function`), what the guard did instead (`action`), and the guard's own
 /// details. Identical reports (same kind and call site) are rate-limited per site, see
 /// ``RateLimit``; the number suppressed travels in the next report from that site as
@@ -258,7 +259,10 @@ public enum GuardRecorder {
     static func captureScope() -> Recording? { scoped }
 
     /// The guards' entry point. `captured` is a scope remembered by a guard object, used
-    /// when the firing task has no scope of its own.
+    /// when the firing task has no scope of its own. The stack is the caller's return
+    /// addresses with their images (``GuardStack``); `stack` (or `Thread.callStackSymbols`)
+    /// only when no address could be captured.
+    @inline(never)
     static func record(
         _ kind: ReportKind,
         site: CallSite,
@@ -287,10 +291,11 @@ public enum GuardRecorder {
         ctx["line"] = String(site.line)
         ctx["function"] = site.function
         if suppressed > 0 { ctx["suppressed"] = String(suppressed) }
+        let frames = GuardStack.frames(into: &ctx) { stack() ?? Thread.callStackSymbols }
         let event = GuardEvent(
             kind: kind,
             reason: Limits.reason(reason()),
-            stack: Limits.stack(stack() ?? Thread.callStackSymbols),
+            stack: frames.prefix(ReportLimits.maxFrames).map { Limits.truncate($0, bytes: ReportLimits.frameBytes) },
             context: Limits.context(ctx),
             fatal: false,
             timestamp: recording.now()
@@ -354,10 +359,11 @@ enum Limits {
 
     static func context(_ ctx: [String: String]) -> [String: String] {
         var out: [String: String] = [:]
-        // Call-site keys first so they survive the entry cap.
+        // Call-site keys first so they survive the entry cap, then what symbolication needs.
+        let first = ["file", "line", "function", "action", "suppressed", "crash.machineryFrames"]
         let keys =
-            ["file", "line", "function", "action", "suppressed"].filter { ctx[$0] != nil }
-            + ctx.keys.filter { !["file", "line", "function", "action", "suppressed"].contains($0) }.sorted()
+            first.filter { ctx[$0] != nil } + ctx.keys.filter { $0.hasPrefix("image.") }.sorted()
+            + ctx.keys.filter { !first.contains($0) && !$0.hasPrefix("image.") }.sorted()
         for key in keys.prefix(ReportLimits.maxContextEntries) {
             out[truncate(key, bytes: ReportLimits.contextKeyBytes)] = truncate(ctx[key]!, bytes: ReportLimits.contextValueBytes)
         }
