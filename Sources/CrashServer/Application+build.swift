@@ -133,6 +133,9 @@ func buildRouter(
         budget: budget, spoolDirectory: DebugFileSpool.uploadDirectory
     ).addRoutes(to: router)
     try addDashboard(to: bounded, database: database, configuration: configuration, logger: logger)
+    // Single sign-on with OpenID Connect (docs/accounts.md): /dashboard/sso/start and /callback,
+    // bounded by the database's deadline plus the identity provider's.
+    try addSingleSignOn(to: router, database: database, configuration: configuration, logger: logger)
     // Members, API tokens and the audit log (docs/accounts.md).
     AccountsController(database: database, publicURL: configuration.publicURL, logger: logger).addRoutes(to: bounded)
     WebhookController(

@@ -67,8 +67,8 @@ import Testing
     /// would be neither read nor documented.
     @Test func everyPropertyIsDeclaredOnce() {
         let properties =
-            Mirror(reflecting: ServerConfiguration()).children.count - 1  // `webhooks` is a group
-            + Mirror(reflecting: WebhookSettings()).children.count
+            Mirror(reflecting: ServerConfiguration()).children.count - 2  // `webhooks` and `oidc` are groups
+            + Mirror(reflecting: WebhookSettings()).children.count + Mirror(reflecting: OIDCSettings()).children.count
         #expect(ServerConfiguration.settings.count == properties)
         #expect(Set(ServerConfiguration.settings.map(\.name)).count == ServerConfiguration.settings.count)
         let flags = ServerConfiguration.settings.compactMap(\.flag)

@@ -73,6 +73,8 @@ public struct ServerConfiguration: Sendable {
     public var metricsToken = ""
     /// Webhook delivery and spike detection (docs/alerts.md).
     public var webhooks = WebhookSettings()
+    /// Single sign-on with OpenID Connect (docs/accounts.md); off while its issuer is empty.
+    public var oidc = OIDCSettings()
 
     /// The defaults.
     public init() {}
@@ -167,6 +169,20 @@ public struct ServerConfiguration: Sendable {
             "key of the dashboard forms' CSRF tokens; empty: a random one per start",
             Setting.Rule { $0.isEmpty || $0.utf8.count >= 32 ? nil : "at least 32 bytes (e.g. openssl rand -hex 32)" }),
         Setting(
+            \.oidc.issuer, "CRASHGUARD_OIDC_ISSUER", .serve,
+            "OpenID Connect provider's issuer URL (https); empty: no single sign-on",
+            Setting.Rule { OIDCSettings.issuerProblem($0) }),
+        Setting(\.oidc.clientID, "CRASHGUARD_OIDC_CLIENT_ID", .serve, "client id registered with the provider"),
+        Setting(\.oidc.clientSecret, "CRASHGUARD_OIDC_CLIENT_SECRET", .environmentOnly, "client secret registered with the provider"),
+        Setting(
+            \.oidc.allowedDomains, "CRASHGUARD_OIDC_ALLOWED_DOMAINS", .serve,
+            "comma-separated e-mail domains whose people get an account at first sign-in",
+            parse: { text throws(ConfigurationError) in try OIDCSettings.parseDomains(text) }),
+        Setting(
+            \.oidc.defaultRole, "CRASHGUARD_OIDC_DEFAULT_ROLE", .serve,
+            "role such new users get on every project (viewer, member, admin); empty: none",
+            Setting.Rule { $0.isEmpty || OIDCSettings.roles.contains($0) ? nil : "viewer, member or admin" }),
+        Setting(
             \.webhooks.timeout, "CRASHGUARD_WEBHOOK_TIMEOUT", .serve,
             "seconds one webhook delivery attempt may take, lookup to last byte", .when("above 0") { $0 > .zero }),
         Setting(
@@ -225,6 +241,7 @@ public struct ServerConfiguration: Sendable {
         guard debugFilesCacheBytes >= Int64(maxDebugFileBytes) else {
             throw ConfigurationError("debug files cache bytes: at least the largest debug file (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
         }
+        if let problem = oidc.problem { throw ConfigurationError(problem) }
         guard webhooks.retryMaxDelay >= webhooks.retryDelay else {
             throw ConfigurationError("webhook retry max delay: at least the retry delay (CRASHGUARD_WEBHOOK_RETRY_DELAY)")
         }
