@@ -81,6 +81,8 @@ import Testing
         "upload_chunks", "assembled_files",
         // Release health: derived from sessions, not reports (ReleaseHealthTests checks them).
         "session_states", "session_aggregates", "session_deltas", "session_hours", "session_days",
+        // Triage: what people did to groups, and a snooze's new devices (TriageTests checks them).
+        "group_activity", "snooze_devices",
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with
