@@ -7,11 +7,13 @@ token endpoint, RS256 ID tokens) and a crash-server configured for it, both on l
 and drives the browser's part with an HTTP client that keeps each site's cookies, follows the
 redirects by hand and posts the provider's form:
 
-- a first sign-in by a person of an allowed domain creates the user and signs the dashboard
-  in as that user (the authorization request carries PKCE S256, state and nonce);
+- a first sign-in by a person of an allowed domain creates the user, a viewer of every project
+  (CRASHGUARD_OIDC_DEFAULT_ROLE), and signs the dashboard in as that user (the authorization
+  request carries PKCE S256, state and nonce);
 - a person of another domain is refused with a page saying so, and gets no account;
 - a forged `state`, a callback without the browser's binding cookie, a replayed callback and
   a used code under a fresh state are refused;
+- every sign-in, refusal and failure is in the audit log;
 - a provider that accepts connections but never answers gives an error page within the
   server's bound, not a hang.
 Run by scripts/test.d/25-oidc.
@@ -172,6 +174,15 @@ def silent_provider():
     return listener, f"http://127.0.0.1:{listener.getsockname()[1]}"
 
 
+def audit_entries():
+    """(action, target) of the audit log's sso entries, through psql (scripts/postgres)."""
+    out = subprocess.run(
+        ["scripts/postgres", "psql", "-d", os.environ["DATABASE_URL"], "-tA", "-F", "|", "-c",
+         "SELECT action, coalesce(target, '') FROM audit_log WHERE action LIKE 'sso.%' ORDER BY id"],
+        check=True, capture_output=True, text=True).stdout
+    return [tuple(line.split("|", 1)) for line in out.splitlines() if line]
+
+
 def serve(issuer, **extra):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -193,8 +204,10 @@ def main():
         wait_provider(provider, mock)
         put_user(provider, "ada", {"email": "ada@allowed.example", "email_verified": True, "name": "Ada Lovelace"})
         put_user(provider, "eve", {"email": "eve@other.example", "email_verified": True, "name": "Eve"})
-        server, base, env = serve(provider, CRASHGUARD_OIDC_ALLOWED_DOMAINS="allowed.example")
+        server, base, env = serve(
+            provider, CRASHGUARD_OIDC_ALLOWED_DOMAINS="allowed.example", CRASHGUARD_OIDC_DEFAULT_ROLE="viewer")
         servers.append(server)
+        subprocess.run([SERVER, "project", "create", "oidc-app"], env=env, check=True, capture_output=True)
 
         # First sign-in of a person of an allowed domain: the user is created, the dashboard signed in.
         ada = Browser()
@@ -210,7 +223,11 @@ def main():
         url, status, page = ada.follow(base + "/")
         assert status == 200 and ("ada@allowed.example" in page or "Ada Lovelace" in page), (url, status, page[:800])
         assert 'name="password"' not in page, "the dashboard shows the sign-in form, not the signed-in user"
-        log("first sign-in by an allowed domain: signed in as ada@allowed.example")
+        # CRASHGUARD_OIDC_DEFAULT_ROLE: the new user is a viewer of every project.
+        assert "/projects/oidc-app" in page, page[:800]
+        url, status, page = ada.follow(base + "/projects/oidc-app/crashes")
+        assert status == 200 and url.endswith("/projects/oidc-app/crashes"), (url, status, page[:400])
+        log("first sign-in by an allowed domain: signed in as ada@allowed.example, viewer of oidc-app")
 
         # A replayed callback (same state and code): the sign-in was used up.
         status, _, text = ada.request(callback)
@@ -256,6 +273,13 @@ def main():
         assert status == 400 and "access_denied" in text, (status, text[:400])
         log("provider's refusal shown")
 
+        # Each sign-in and refusal is in the audit log.
+        audit = audit_entries()
+        assert ("sso.sign-in", "ada@allowed.example") in audit, audit
+        assert ("sso.sign-in-refused", "eve@other.example") in audit, audit
+        assert sum(1 for action, _ in audit if action == "sso.sign-in-failed") >= 5, audit
+        log("audit log: sign-ins, refusals and failures recorded")
+
         # A provider that never answers: an error page within the bound (10 s per exchange).
         listener, silent = silent_provider()
         try:
@@ -273,7 +297,7 @@ def main():
             stop(server)
         mock.terminate()
         mock.wait(timeout=30)
-    print("oidc: 7 passed, 0 failed")
+    print("oidc: 8 passed, 0 failed")
 
 
 if __name__ == "__main__":

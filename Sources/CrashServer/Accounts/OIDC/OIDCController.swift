@@ -48,17 +48,24 @@ struct OIDCController<Users: UserStore, Logins: OIDCLoginStore>: Sendable {
             }
             let (_, cookie) = try await signIn.finish(
                 state: query["state"].map(String.init) ?? "", code: query["code"].map(String.init) ?? "",
-                browser: request.cookies[browserCookieName]?.value)
+                browser: request.cookies[browserCookieName]?.value, address: context.clientAddress)
             // A page, not a redirect: the session cookie is SameSite=Strict, and a redirect that
             // ends the provider's cross-site navigation would arrive without it.
             response = DashboardResponse.html(Self.signedInPage, status: .ok)
             response.setCookie(cookie)
         } catch let error as OIDCError {
+            if !error.isAccountRefusal {
+                // Account refusals are recorded with the e-mail (OIDCSignIn); these name no one.
+                await signIn.audit.record("sso.sign-in-failed", by: Self.unknown, target: nil, address: context.clientAddress)
+            }
             response = page(error)
         }
         response.setCookie(browserCookie("", maxAge: 0))
         return response
     }
+
+    /// The actor of a sign-in that failed before the provider named anyone.
+    static var unknown: Principal { Principal(kind: .user, id: nil, name: "single sign-on") }
 
     private func browserCookie(_ value: String, maxAge: Int) -> Cookie {
         Cookie(name: browserCookieName, value: value, maxAge: maxAge, path: "/", secure: cookies.secure, httpOnly: true, sameSite: .lax)
@@ -94,8 +101,9 @@ func addSingleSignOn(
     let signIn =
         configuration.oidc.isEnabled
         ? OIDCSignIn(
-            settings: configuration.oidc, provider: provider,
-            logins: PostgresOIDCLoginStore(database: database), accounts: accounts, publicURL: configuration.publicURL, logger: logger)
+            settings: configuration.oidc, provider: provider, logins: PostgresOIDCLoginStore(database: database),
+            accounts: accounts, members: PostgresMemberStore(database: database), audit: AuditLog(database: database, logger: logger),
+            publicURL: configuration.publicURL, logger: logger)
         : nil
     let bounded = router.group().add(middleware: DatabaseDeadlineMiddleware(limit: configuration.databaseTimeout + provider.timeout))
     OIDCController(signIn: signIn, cookies: cookies, pages: try DashboardPages(), logger: logger).addRoutes(to: bounded)

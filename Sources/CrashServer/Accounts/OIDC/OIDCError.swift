@@ -64,6 +64,9 @@ public struct OIDCError: Error, CustomStringConvertible, Sendable {
         }
     }
 
+    /// A refusal of the account the provider named (none and not allowed, or disabled).
+    var isAccountRefusal: Bool { code == .accountRefused }
+
     public var description: String { "\(status.code) \(message)" }
 }
 

@@ -18,6 +18,9 @@ struct OIDCSignIn<Users: UserStore, Logins: OIDCLoginStore>: Sendable {
     let provider: OIDCProvider
     let logins: Logins
     let accounts: AccountService<Users>
+    /// Where ``OIDCSettings/defaultRole`` is granted.
+    let members: any MemberStore
+    let audit: AuditLog
     /// `<public URL>/dashboard/sso/callback`, as registered with the provider.
     let redirectURI: String
     let logger: Logger
@@ -27,11 +30,16 @@ struct OIDCSignIn<Users: UserStore, Logins: OIDCLoginStore>: Sendable {
     /// What the server asks the provider for.
     static var scopes: String { "openid email profile" }
 
-    init(settings: OIDCSettings, provider: OIDCProvider, logins: Logins, accounts: AccountService<Users>, publicURL: String, logger: Logger) {
+    init(
+        settings: OIDCSettings, provider: OIDCProvider, logins: Logins, accounts: AccountService<Users>, members: any MemberStore,
+        audit: AuditLog, publicURL: String, logger: Logger
+    ) {
         self.settings = settings
         self.provider = provider
         self.logins = logins
         self.accounts = accounts
+        self.members = members
+        self.audit = audit
         var base = publicURL
         while base.hasSuffix("/") { base.removeLast() }
         redirectURI = base + "/dashboard/sso/callback"
@@ -80,7 +88,7 @@ struct OIDCSignIn<Users: UserStore, Logins: OIDCLoginStore>: Sendable {
     /// with the verified e-mail is signed in; unknown, it is created when its domain is in
     /// ``OIDCSettings/allowedDomains`` (with ``OIDCSettings/defaultRole`` on every project),
     /// else refused.
-    func finish(state: String, code: String, browser: String?) async throws -> (User, Cookie) {
+    func finish(state: String, code: String, browser: String?, address: String?) async throws -> (User, Cookie) {
         guard DashboardSessions.session(cookie: state) != nil, !code.isEmpty, code.utf8.count <= 4096,
             let login = try await logins.finish(stateHash: ProjectKeys.hash(state))
         else { throw OIDCError.loginExpired }
@@ -97,7 +105,7 @@ struct OIDCSignIn<Users: UserStore, Logins: OIDCLoginStore>: Sendable {
         }
         let identity = try await IDTokenVerifier(issuer: settings.issuer, clientID: settings.clientID).verify(
             token, nonce: login.nonce, keys: keys)
-        return try await signIn(identity)
+        return try await signIn(identity, address: address)
     }
 
     /// Forgets the pending login `state` names (the provider refused the sign-in).
@@ -106,12 +114,24 @@ struct OIDCSignIn<Users: UserStore, Logins: OIDCLoginStore>: Sendable {
         _ = try await logins.finish(stateHash: ProjectKeys.hash(state))
     }
 
-    /// Signs in the user `identity` names, creating it when its domain is allowed.
-    func signIn(_ identity: VerifiedIdentity) async throws -> (User, Cookie) {
-        if let signedIn = try await accounts.signIn(verifiedEmail: identity.email) {
-            logger.info("oidc sign-in", metadata: ["user.id": "\(signedIn.0.id)"])
-            return signedIn
+    /// Signs in the user `identity` names, creating it when its domain is allowed; each
+    /// sign-in and refusal is in the audit log (`sso.sign-in`, `sso.sign-in-refused`).
+    func signIn(_ identity: VerifiedIdentity, address: String?) async throws -> (User, Cookie) {
+        let (user, cookie): (User, Cookie)
+        do {
+            (user, cookie) = try await userSession(identity)
+        } catch let error as OIDCError {
+            let actor = Principal(kind: .user, id: nil, name: identity.email)
+            await audit.record("sso.sign-in-refused", by: actor, target: identity.email, address: address)
+            throw error
         }
+        await audit.record("sso.sign-in", by: user.principal, target: user.email, address: address)
+        logger.info("oidc sign-in", metadata: ["user.id": "\(user.id)"])
+        return (user, cookie)
+    }
+
+    private func userSession(_ identity: VerifiedIdentity) async throws -> (User, Cookie) {
+        if let signedIn = try await accounts.signIn(verifiedEmail: identity.email) { return signedIn }
         if try await accounts.users.user(email: identity.email) != nil {
             logger.info("oidc sign-in of a disabled user refused")
             throw OIDCError.accountDisabled(identity.email)
@@ -125,10 +145,13 @@ struct OIDCSignIn<Users: UserStore, Logins: OIDCLoginStore>: Sendable {
             user = try await accounts.createUser(email: identity.email, name: Self.clipped(identity.name, bytes: 200))
         } catch is AccountError {
             // Created meanwhile by another sign-in of the same person: sign that user in.
-            guard let signedIn = try await accounts.signIn(verifiedEmail: identity.email) else { throw OIDCError.accountDisabled(identity.email) }
+            guard let signedIn = try await accounts.signIn(verifiedEmail: identity.email) else {
+                throw OIDCError.accountDisabled(identity.email)
+            }
             return signedIn
         }
-        logger.info("oidc user created at first sign-in", metadata: ["user.id": "\(user.id)"])
+        if let role = ProjectRole(rawValue: settings.defaultRole) { try await members.grantOnEveryProject(user: user.id, role: role) }
+        logger.info("oidc user created at first sign-in", metadata: ["user.id": "\(user.id)", "user.role": "\(settings.defaultRole)"])
         return (user, try await accounts.startSession(user))
     }
 
