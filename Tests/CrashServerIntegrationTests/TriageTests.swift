@@ -257,9 +257,15 @@ import Testing
             let listed = try await client.query("/v1/projects/\(p.project)/crashes", token: p.readToken)
             #expect(listed.json.groups.titled("timed")?["status"] as? String == "open")
             #expect(listed.json.groups.titled("timed")?["snoozed"] is NSNull)
-            // The periodic check writes it: open, a reappeared entry, the event.
-            _ = try await withTestDatabase { try await PostgresTriageStore(database: $0).wakeDueSnoozes(limit: 1000) }
-            let entries = try await activity(client, p, id)
+            // The app's snooze check (SnoozeWaker) writes it within 10 s of `until`: open, a
+            // reappeared entry, the event.
+            var entries: [[String: Any]] = []
+            let deadline = ContinuousClock.now + .seconds(10)
+            repeat {
+                entries = try await activity(client, p, id)
+                if entries.first?["type"] as? String == "reappeared" { break }
+                try await Task.sleep(for: .milliseconds(200))
+            } while ContinuousClock.now < deadline
             #expect(entries.map { $0["type"] as? String } == ["reappeared", "snoozed", "created"])
             #expect((entries[0]["data"] as? [String: String])?["until"].flatMap(RFC3339.parse) != nil)
             #expect(try await withTestDatabase { try await $0.deliveryEvents(webhook: webhook) } == ["group.reappeared"])
