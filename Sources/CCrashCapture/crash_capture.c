@@ -29,6 +29,7 @@
 
 #if defined(__APPLE__)
 #include <mach-o/dyld.h>
+#include <mach-o/loader.h>
 #include <sys/ucontext.h>
 #elif defined(__linux__)
 #include <link.h>
@@ -275,6 +276,30 @@ void ccrash_refresh_images(void) {
     atomic_store(&g_text_count, 0);
     int count = 0;
     dl_iterate_phdr(collect_text, &count);
+    atomic_store(&g_text_count, count);
+#elif defined(__APPLE__)
+    // Each image's __TEXT segment only (the whole image would take data for code).
+    atomic_store(&g_text_count, 0);
+    int count = 0;
+    uint32_t images = _dyld_image_count();
+    for (uint32_t i = 0; i < images && count < CCRASH_TEXT_RANGES; i++) {
+        const struct mach_header *header = _dyld_get_image_header(i);
+        if (header == NULL || header->magic != MH_MAGIC_64) continue;
+        uintptr_t slide = (uintptr_t)_dyld_get_image_vmaddr_slide(i);
+        const struct load_command *command =
+            (const struct load_command *)((const char *)header + sizeof(struct mach_header_64));
+        for (uint32_t c = 0; c < header->ncmds && count < CCRASH_TEXT_RANGES; c++) {
+            if (command->cmd == LC_SEGMENT_64) {
+                const struct segment_command_64 *segment = (const struct segment_command_64 *)command;
+                if (strcmp(segment->segname, SEG_TEXT) == 0) {
+                    g_text[count].low = (uintptr_t)segment->vmaddr + slide;
+                    g_text[count].high = g_text[count].low + (uintptr_t)segment->vmsize;
+                    count++;
+                }
+            }
+            command = (const struct load_command *)((const char *)command + command->cmdsize);
+        }
+    }
     atomic_store(&g_text_count, count);
 #endif
 }

@@ -259,9 +259,9 @@ public enum GuardRecorder {
     static func captureScope() -> Recording? { scoped }
 
     /// The guards' entry point. `captured` is a scope remembered by a guard object, used
-    /// when the firing task has no scope of its own. The stack is the caller's return
-    /// addresses with their images (``GuardStack``); `stack` (or `Thread.callStackSymbols`)
-    /// only when no address could be captured.
+    /// when the firing task has no scope of its own. The stack is `addresses` (return
+    /// addresses the guard captured) or the caller's, with their images (``GuardStack``);
+    /// `stack` (or `Thread.callStackSymbols`) only when no address could be captured.
     @inline(never)
     static func record(
         _ kind: ReportKind,
@@ -269,7 +269,8 @@ public enum GuardRecorder {
         in captured: Recording?,
         reason: @autoclosure () -> String,
         context: @autoclosure () -> [String: String] = [:],
-        stack: @autoclosure () -> [String]? = nil
+        stack: @autoclosure () -> [String]? = nil,
+        addresses: [UInt64] = []
     ) {
         // The firing task's scope first, then the scope remembered by the guard object
         // (deferred callbacks on other threads), then the process-wide installation.
@@ -291,7 +292,15 @@ public enum GuardRecorder {
         ctx["line"] = String(site.line)
         ctx["function"] = site.function
         if suppressed > 0 { ctx["suppressed"] = String(suppressed) }
-        let frames = GuardStack.frames(into: &ctx) { stack() ?? Thread.callStackSymbols }
+        let frames: [String]
+        if addresses.isEmpty {
+            frames = GuardStack.frames(into: &ctx) { stack() ?? Thread.callStackSymbols }
+        } else {
+            // The return addresses the guard captured at its catch (the Objective-C guards').
+            let captured = GuardStack.format(addresses, skipped: 1)
+            ctx.merge(captured.context) { mine, _ in mine }
+            frames = captured.frames
+        }
         let event = GuardEvent(
             kind: kind,
             reason: Limits.reason(reason()),

@@ -13,7 +13,8 @@ index out of range in `crashIndexOutOfRange`) and the next run reports. Then:
   (its DWARF makes it richer);
 - `GET .../reports` and the group's detail then show the crashing functions with
   main.swift:line (the line of the `abort()` call), the stack as it was sent, the groups
-  unchanged.
+  unchanged; a guard's report (return addresses and images, like a crash's) resolves to the
+  line of the guarded call.
 
 Needs DATABASE_URL or CRASHGUARD_TEST_DATABASE_URL, CRASHGUARD_BIN_PATH (crash-server) and
 CRASHGUARD_EXAMPLE (the release example app; scripts/test builds it), objcopy and strip.
@@ -121,6 +122,22 @@ with running_server("symbolication", {"CRASHGUARD_MAX_DEBUG_FILE_BYTES": str(upl
             detail = get(port, f"{base}/crashes/{g['id']}", token)
             check(detail["latest"] and detail["latest"][0].get("symbolicated") == frames and "stack" not in detail["latest"][0],
                   f"{g['title'][:60]}: the detail's latest report carries the same frames, still without its stack")
+        # A guard's report (`numbers[guarded: 7]` in the report run): return addresses and
+        # images like a crash's, resolved by the same debug file.
+        guard_line = line_of("numbers[guarded: 7]")
+        containers = [g for g in get(port, f"{base}/crashes?limit=200", token)["groups"] if g["kind"] == "container"]
+        check(len(containers) == 1, f"one container group ({[g['title'] for g in containers]})")
+        r = get(port, f"{base}/crashes/{containers[0]['id']}/reports", token)["reports"][0]
+        check(any(k.startswith("image.") and build_id in v for k, v in r.get("context", {}).items()),
+              "the guard report names the app's image with its build id")
+        frames = [f for f in r.get("symbolicated", []) if f["image"] == "crashguard-example"]
+        def at_guard(f):
+            places = [(f.get("file") or "", f.get("line"))] + [(i.get("file") or "", i.get("line")) for i in f.get("inlined") or []]
+            return any(file.endswith("main.swift") and line == guard_line for file, line in places)
+        check(any(at_guard(f) for f in frames),
+              f"the container guard's report resolves to main.swift:{guard_line} "
+              f"({[(f.get('function'), f.get('file'), f.get('line')) for f in frames][:6]})")
+
         after = [g for g in get(port, f"{base}/crashes?limit=200", token)["groups"] if g["kind"] == "signal"]
         check(sorted((g["id"], g["signature"], g["count"]) for g in after) == sorted((g["id"], g["signature"], g["count"]) for g in groups),
               "groups unchanged by symbolication")

@@ -27,6 +27,7 @@ enum CrashCapture {
         let session = Session(
             app: app, device: device, pid: ProcessInfo.processInfo.processIdentifier, images: LoadedImage.current())
         try writeFileAtomically(try JSONEncoder().encode(session), to: sessionURL(directory))
+        installed.withLock { $0 = (directory, session) }
         let error = ccrash_install(recordURL(directory).path, UUID().uuidString.lowercased())
         if error != 0 { throw POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO) }
         // Uncaught exceptions: noted for the record the abort that follows them writes.
@@ -41,7 +42,26 @@ enum CrashCapture {
     }
 
     /// Restores the handlers that were there before ``install(directory:app:device:)``.
-    static func uninstall() { ccrash_uninstall() }
+    static func uninstall() {
+        installed.withLock { $0 = nil }
+        ccrash_uninstall()
+    }
+
+    /// The directory and session file contents of the installed handlers.
+    private static let installed = LockedBox<(directory: URL, session: Session)?>(nil)
+
+    /// Rewrites the session file's image map after images were loaded or unloaded (called
+    /// by ``ImageCache`` when it notices), so a later crash's frames in them are named.
+    static func imagesChanged(_ images: [LoadedImage]) {
+        installed.withLock { state in
+            guard var current = state, current.session.images != images else { return }
+            current.session.images = images
+            if let data = try? JSONEncoder().encode(current.session) {
+                try? writeFileAtomically(data, to: sessionURL(current.directory))
+            }
+            state = current
+        }
+    }
 
     /// Gives the calling thread an alternate signal stack, so a stack overflow on it is
     /// recorded too (the thread that called `start` gets one automatically).

@@ -82,7 +82,8 @@ enum GuardStack {
 }
 
 /// This process's images, read again only after an image was loaded or unloaded (`dlopen`,
-/// `dlclose`); the crash handler's executable ranges are refreshed with it.
+/// `dlclose`); the crash handler's executable ranges and the crash session's image map are
+/// refreshed with it.
 final class ImageCache: @unchecked Sendable {
     static let shared = ImageCache()
 
@@ -98,6 +99,7 @@ final class ImageCache: @unchecked Sendable {
             cached = LoadedImage.current()
             generation = now
             ccrash_refresh_images()
+            CrashCapture.imagesChanged(cached)
         }
         return cached
     }

@@ -76,7 +76,8 @@ public enum ObjCRuntimeGuards {
             in: nil,
             reason: report.reason.map { String(cString: $0) } ?? "",
             context: ["action": report.action.map { String(cString: $0) } ?? "", "runtime": "objc"],
-            stack: frames(report)
+            stack: frames(report),
+            addresses: report.addresses.map { raw in (0..<report.address_count).map { UInt64(raw[$0]) } } ?? []
         )
     }
 

@@ -34,7 +34,7 @@ struct QueryController<Store: QueryStore>: Sendable {
 
     @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> GroupDetailBody {
         let window = try QueryParameters(request).window()
-        return try await queries.group(context.requireReadProject(), GroupDetailRequest(group: try groupID(context), window: window))
+        return try await queries.group(context.requireReadProject(), GroupDetailRequest(group: try context.groupID(), window: window))
     }
 
     @Sendable func reports(request: Request, context: CrashRequestContext) async throws -> ReportListBody {
@@ -42,7 +42,7 @@ struct QueryController<Store: QueryStore>: Sendable {
         let q = QueryParameters(request)
         let limit = try q.limit()
         let list = ReportListRequest(
-            group: try groupID(context), limit: limit,
+            group: try context.groupID(), limit: limit,
             cursor: try q.string("cursor").map { try ListCursor.decode($0, order: .reports, project: project.id) })
         return try await queries.reports(project, list)
     }
@@ -53,13 +53,6 @@ struct QueryController<Store: QueryStore>: Sendable {
 
     // MARK: - Helpers
 
-    /// The `:id` of a group route; 404 (not 400) for one that cannot be a group id.
-    private func groupID(_ context: CrashRequestContext) throws -> Int64 {
-        guard let id = try? context.parameters.require("id", as: Int64.self), id > 0 else {
-            throw APIError.notFound("no crash group '\(context.parameters.get("id") ?? "")'")
-        }
-        return id
-    }
 }
 
 extension GroupListRequest {

@@ -22,7 +22,7 @@ struct TriageController<Store: TriageStore, Queries: QueryStore>: Sendable {
 
     @Sendable func update(request: Request, context: CrashRequestContext) async throws -> GroupBody {
         let project = try context.requireReadProject()
-        let group = try Self.groupID(context)
+        let group = try context.groupID()
         let change = try GroupChange.parse(try await request.body.collect(upTo: Self.maxBodyBytes).readableBytesView)
         return try await triage.update(project, group: group, change, actor: context.principal)
     }
@@ -37,12 +37,12 @@ struct TriageController<Store: TriageStore, Queries: QueryStore>: Sendable {
     @Sendable func activity(request: Request, context: CrashRequestContext) async throws -> ActivityListBody {
         let project = try context.requireReadProject()
         let q = QueryParameters(request)
-        return try await triage.activity(project, group: try Self.groupID(context), limit: try q.limit(), cursor: try q.string("cursor"))
+        return try await triage.activity(project, group: try context.groupID(), limit: try q.limit(), cursor: try q.string("cursor"))
     }
 
     @Sendable func comment(request: Request, context: CrashRequestContext) async throws -> EditedResponse<ActivityEntry> {
         let project = try context.requireReadProject()
-        let group = try Self.groupID(context)
+        let group = try context.groupID()
         let bytes = try await request.body.collect(upTo: Self.maxBodyBytes)
         guard let object = try? JSONDecoder().decode([String: JSONField].self, from: Data(bytes.readableBytesView)) else {
             throw APIError.badRequest(#"text: body must be a JSON object like {"text": "..."}"#)
@@ -51,14 +51,6 @@ struct TriageController<Store: TriageStore, Queries: QueryStore>: Sendable {
         if case .string(let value)? = object["text"] { text = value }
         let entry = try await triage.comment(project, group: group, text: text, actor: context.principal)
         return EditedResponse(status: .created, response: entry)
-    }
-
-    /// The `:id` of a group route; 404 (not 400) for one that cannot be a group id.
-    static func groupID(_ context: CrashRequestContext) throws -> Int64 {
-        guard let id = try? context.parameters.require("id", as: Int64.self), id > 0 else {
-            throw APIError.notFound("no crash group '\(context.parameters.get("id") ?? "")'")
-        }
-        return id
     }
 }
 

@@ -73,6 +73,32 @@ struct GuardStackTests {
         #expect(ImageCache.shared.images().contains { $0.name == name })
         #endif
     }
+
+    #if os(Linux)
+    @Test("a library loaded after start joins the crash session's image map at the next report")
+    func dlopenedImageJoinsTheCrashSession() async {
+        let directory = CrashChild.prepare("dlopen-session")
+        await #expect(processExitsWith: .success) {
+            let directory = CrashChild.directory("dlopen-session")
+            let loaded = LoadedImage.current()
+            guard
+                let name = ["libutil.so.1", "libanl.so.1", "libnss_dns.so.2", "libresolv.so.2"].first(where: { name in
+                    !loaded.contains { $0.name == name }
+                })
+            else { exit(89) }
+            do { try CrashCapture.install(directory: directory, app: CrashChild.app, device: DeviceInfo()) } catch { exit(90) }
+            func mapped() -> Bool {
+                let data = (try? Data(contentsOf: CrashCapture.sessionURL(directory))) ?? Data()
+                let session = try? JSONDecoder().decode(CrashCapture.Session.self, from: data)
+                return session?.images.contains { $0.name == name } == true
+            }
+            guard !mapped(), dlopen(name, RTLD_NOW) != nil else { exit(91) }
+            GuardRecorder.withSink(Sink()) { _ = [Int]()[guarded: 1] }
+            exit(mapped() ? 0 : 92)
+        }
+        _ = directory
+    }
+    #endif
 }
 
 /// The `image.N` entries of a report's context, as the server reads them.
