@@ -7,9 +7,14 @@ extension PostgresSessionStore {
     /// rows would only wait for each other's row locks.
     static let compactionLockID: Int64 = 0x6372_7365_7373_636D  // "crsesscm"
 
+    /// Seconds in a rollup week: weeks start at the Unix epoch (a Thursday, 00:00 UTC).
+    static let week: Double = 7 * TimeWindow.day
+
     /// One transaction: takes (deletes) up to `limit` rows of `session_deltas`, adds them to
-    /// their hour's row of `session_hours` and their day's row of `session_days`, and commits.
-    /// A read snapshot sees each delta either as a delta or inside both rollups, never both.
+    /// their hour's row of `session_hours`, their day's row of `session_days` and their week's
+    /// row of `session_weeks`, and commits. A read snapshot sees each delta either as a delta or
+    /// inside every rollup, never both. The first fold builds the weeks from the days
+    /// (``buildWeeksOnce(_:)``).
     func compactSessions(limit: Int) async throws -> Int {
         try await database.client.withTransaction(logger: logger) { connection in
             var locked = false
@@ -17,6 +22,7 @@ extension PostgresSessionStore {
                 "SELECT pg_try_advisory_xact_lock(\(Self.compactionLockID))", logger: logger
             ).decode(Bool.self) { locked = got }
             guard locked else { return 0 }
+            try await buildWeeksOnce(connection)
             let rows = try await connection.query(
                 """
                 DELETE FROM session_deltas
@@ -26,6 +32,7 @@ extension PostgresSessionStore {
                 """, logger: logger)
             var hours: [SessionRollupKey: SessionRollup] = [:]
             var days: [SessionRollupKey: SessionRollup] = [:]
+            var weeks: [SessionRollupKey: SessionRollup] = [:]
             var folded = 0
             for try await row in rows.decode(
                 (Int64, Date, String, String, String, Int64, Int64, Int64, Int64, Date?, Date?, ByteBuffer, ByteBuffer).self)
@@ -41,20 +48,72 @@ extension PostgresSessionStore {
                     SessionRollupKey(project: project, release: release, time: TimeWindow.floor(hour, TimeWindow.day)),
                     default: SessionRollup()
                 ].merge(delta)
+                weeks[SessionRollupKey(project: project, release: release, time: TimeWindow.floor(hour, Self.week)), default: SessionRollup()]
+                    .merge(delta)
                 folded += 1
             }
             guard folded > 0 else { return 0 }
             try await fold(hours, into: .hours, connection)
             try await fold(days, into: .days, connection)
+            try await fold(weeks, into: .weeks, connection)
             return folded
         }
+    }
+
+    /// The mark that says `session_weeks` holds every folded day.
+    static let weeksMark = "weeks"
+
+    /// Builds `session_weeks` from `session_days` unless marked built, then marks it, in the
+    /// caller's compaction transaction (which holds the compaction lock, so no delta is
+    /// folded meanwhile and none is counted twice). Rows are read one at a time and merged
+    /// into their week.
+    func buildWeeksOnce(_ connection: PostgresConnection) async throws {
+        guard try await !weeksReady(on: connection) else { return }
+        let rows = try await connection.query(
+            """
+            SELECT project_id, day, app_id, version, environment, started, crashed, errored, abnormal, first_started,
+                   last_started, users, crashed_users
+            FROM session_days
+            """, logger: logger)
+        var weeks: [SessionRollupKey: SessionRollup] = [:]
+        for try await row in rows.decode(
+            (Int64, Date, String, String, String, Int64, Int64, Int64, Int64, Date?, Date?, ByteBuffer, ByteBuffer).self)
+        {
+            let (project, day, app, version, environment, started, crashed, errored, abnormal, first, last, users, crashedUsers) = row
+            let release = SessionRelease(appID: app, version: version, environment: environment)
+            weeks[SessionRollupKey(project: project, release: release, time: TimeWindow.floor(day, Self.week)), default: SessionRollup()]
+                .merge(
+                    SessionRollup(
+                        started: started, crashed: crashed, errored: errored, abnormal: abnormal, firstSeen: first, lastSeen: last,
+                        users: SessionUsers(encoded: users), crashedUsers: SessionUsers(encoded: crashedUsers)))
+        }
+        if !weeks.isEmpty { try await fold(weeks, into: .weeks, connection) }
+        try await connection.query(
+            "INSERT INTO session_rollup_marks (name) VALUES (\(Self.weeksMark)) ON CONFLICT DO NOTHING", logger: logger)
+        logger.info("session weeks built from the daily rollups", metadata: ["rollups.weeks": "\(weeks.count)"])
+    }
+
+    /// Whether `session_weeks` may be read (built and kept by the compaction).
+    func weeksReady(on connection: PostgresConnection) async throws -> Bool {
+        var ready = false
+        for try await _ in try await connection.query(
+            "SELECT 1 FROM session_rollup_marks WHERE name = \(Self.weeksMark)", logger: logger
+        ).decode(Int.self) { ready = true }
+        return ready
     }
 
     enum RollupTable: String {
         case hours = "session_hours"
         case days = "session_days"
+        case weeks = "session_weeks"
 
-        var timeColumn: String { self == .hours ? "hour" : "day" }
+        var timeColumn: String {
+            switch self {
+            case .hours: "hour"
+            case .days: "day"
+            case .weeks: "week"
+            }
+        }
     }
 
     /// Adds `rollups` to the rows of `table`: the rows that exist are locked (in key order) and

@@ -2,22 +2,38 @@ import Foundation
 import NIOCore
 import PostgresNIO
 
-/// The pieces a window is read from: whole UTC days from `session_days`, the whole hours of
-/// its partial edge days from `session_hours`, the deltas of every whole hour not folded yet
-/// from `session_deltas`, and the sub-hour edges from the sessions and aggregates themselves.
+/// The pieces a window is read from: whole rollup weeks from `session_weeks` (when `weeks`),
+/// the whole UTC days around them from `session_days`, the whole hours of its partial edge
+/// days from `session_hours`, the deltas of every whole hour not folded yet from
+/// `session_deltas`, and the sub-hour edges from the sessions and aggregates themselves.
 /// Empty pieces are `(x, x)`.
 struct SessionReadPlan: Sendable {
-    var days: (Date, Date)
+    /// The whole days, before and after the whole weeks.
+    var days: [(Date, Date)]
+    var weeks: (Date, Date)
     var hours: [(Date, Date)]
     var deltas: (Date, Date)
     var raw: [(Date, Date)]
 
-    init(_ window: TimeWindow) {
+    init(_ window: TimeWindow, weeks useWeeks: Bool) {
+        self.init(window)
+        guard useWeeks else { return }
+        let (d0, d1) = (days[0].0, days[0].1)
+        let w0 = TimeWindow.ceil(d0, PostgresSessionStore.week)
+        let w1 = TimeWindow.floor(d1, PostgresSessionStore.week)
+        if w0 < w1 {
+            weeks = (w0, w1)
+            days = [(d0, w0), (w1, d1)]
+        }
+    }
+
+    private init(_ window: TimeWindow) {
         let (from, to) = (window.from, window.to)
         let h0 = TimeWindow.ceil(from, TimeWindow.hour)
         let h1 = TimeWindow.floor(to, TimeWindow.hour)
+        weeks = (to, to)
         guard h0 < h1 else {
-            (days, hours, deltas, raw) = ((to, to), [(to, to), (to, to)], (to, to), [(from, to), (to, to)])
+            (days, hours, deltas, raw) = ([(to, to), (to, to)], [(to, to), (to, to)], (to, to), [(from, to), (to, to)])
             return
         }
         raw = [(from, h0), (h1, to)]
@@ -25,10 +41,10 @@ struct SessionReadPlan: Sendable {
         let d0 = TimeWindow.ceil(h0, TimeWindow.day)
         let d1 = TimeWindow.floor(h1, TimeWindow.day)
         if d0 < d1 {
-            days = (d0, d1)
+            days = [(d0, d1), (d1, d1)]
             hours = [(h0, d0), (d1, h1)]
         } else {
-            days = (h1, h1)
+            days = [(h1, h1), (h1, h1)]
             hours = [(h0, h1), (h1, h1)]
         }
     }
@@ -39,13 +55,14 @@ extension PostgresSessionStore {
         project: Int64, window: TimeWindow, filters: SessionFilters, after: ReleaseTotals?, limit: Int
     ) async throws -> ReleasePage {
         try await database.withReadSnapshot { connection in
-            let totals = try await releaseCounts(project: project, window: window, filters: filters, on: connection)
+            let plan = SessionReadPlan(window, weeks: try await weeksReady(on: connection))
+            let totals = try await releaseCounts(project: project, plan: plan, filters: filters, on: connection)
             let all = totals.reduce(0) { $0 + $1.sessions }
             var ordered = totals.sorted(by: ReleaseTotals.before)
             if let after { ordered = ordered.filter { ReleaseTotals.before(after, $0) } }
             var page = Array(ordered.prefix(limit))
             let users = try await releaseUsers(
-                project: project, window: window, filters: filters, versions: page.map(\.version), on: connection)
+                project: project, plan: plan, filters: filters, versions: page.map(\.version), on: connection)
             for i in page.indices {
                 page[i].users = users[page[i].version]?.users ?? 0
                 page[i].crashedUsers = users[page[i].version]?.crashedUsers ?? 0
@@ -59,10 +76,11 @@ extension PostgresSessionStore {
         project: Int64, version: String, window: TimeWindow, filters: SessionFilters, interval: StatsInterval
     ) async throws -> ReleaseDetail {
         try await database.withReadSnapshot { connection in
-            let totals = try await releaseCounts(project: project, window: window, filters: filters, on: connection)
+            let plan = SessionReadPlan(window, weeks: try await weeksReady(on: connection))
+            let totals = try await releaseCounts(project: project, plan: plan, filters: filters, on: connection)
             var mine = totals.first { $0.version == version } ?? ReleaseTotals(version: version)
             if mine.sessions > 0 {
-                let users = try await releaseUsers(project: project, window: window, filters: filters, versions: [version], on: connection)
+                let users = try await releaseUsers(project: project, plan: plan, filters: filters, versions: [version], on: connection)
                 mine.users = users[version]?.users ?? 0
                 mine.crashedUsers = users[version]?.crashedUsers ?? 0
             }
@@ -74,18 +92,21 @@ extension PostgresSessionStore {
         }
     }
 
-    /// Each version's counts in `window` (users not yet), the versions with sessions only.
+    /// Each version's counts in the window of `p` (users not yet), the versions with sessions only.
     func releaseCounts(
-        project: Int64, window: TimeWindow, filters f: SessionFilters, on connection: PostgresConnection
+        project: Int64, plan p: SessionReadPlan, filters f: SessionFilters, on connection: PostgresConnection
     ) async throws -> [ReleaseTotals] {
-        let p = SessionReadPlan(window)
-        let (d0, d1) = p.days, (a0, a1) = p.hours[0], (b0, b1) = p.hours[1], (h0, h1) = p.deltas
+        let (d0, d1) = p.days[0], (d2, d3) = p.days[1], (w0, w1) = p.weeks, (a0, a1) = p.hours[0], (b0, b1) = p.hours[1], (h0, h1) = p.deltas
         let (r0, r1) = p.raw[0], (r2, r3) = p.raw[1]
         let rows = try await connection.query(
             """
             SELECT version, sum(n)::bigint, sum(c)::bigint, sum(er)::bigint, sum(ab)::bigint FROM (
-                SELECT version, started AS n, crashed AS c, errored AS er, abnormal AS ab FROM session_days
-                WHERE project_id = \(project) AND day >= \(d0) AND day < \(d1)
+                SELECT version, started AS n, crashed AS c, errored AS er, abnormal AS ab FROM session_weeks
+                WHERE project_id = \(project) AND week >= \(w0) AND week < \(w1)
+                  AND \(sessionFilter: f)
+                UNION ALL
+                SELECT version, started, crashed, errored, abnormal FROM session_days
+                WHERE project_id = \(project) AND ((day >= \(d0) AND day < \(d1)) OR (day >= \(d2) AND day < \(d3)))
                   AND \(sessionFilter: f)
                 UNION ALL
                 SELECT version, started, crashed, errored, abnormal FROM session_hours
@@ -114,19 +135,23 @@ extension PostgresSessionStore {
         return totals
     }
 
-    /// Users and crashed users of `versions` in `window`: the union of the users of every row
-    /// and session read, exact while at most 250, else a merged sketch's estimate.
+    /// Users and crashed users of `versions` in the window of `p`: the union of the users of
+    /// every row and session read, exact while at most 250, else a merged sketch's estimate.
     func releaseUsers(
-        project: Int64, window: TimeWindow, filters f: SessionFilters, versions: [String], on connection: PostgresConnection
+        project: Int64, plan p: SessionReadPlan, filters f: SessionFilters, versions: [String], on connection: PostgresConnection
     ) async throws -> [String: (users: Int64, crashedUsers: Int64)] {
         guard !versions.isEmpty else { return [:] }
-        let p = SessionReadPlan(window)
-        let (d0, d1) = p.days, (a0, a1) = p.hours[0], (b0, b1) = p.hours[1], (h0, h1) = p.deltas
+        let (d0, d1) = p.days[0], (d2, d3) = p.days[1], (w0, w1) = p.weeks, (a0, a1) = p.hours[0], (b0, b1) = p.hours[1], (h0, h1) = p.deltas
         let (r0, r1) = p.raw[0], (r2, r3) = p.raw[1]
         let rows = try await connection.query(
             """
-            SELECT version, users, crashed_users, NULL::bigint, false FROM session_days
-            WHERE project_id = \(project) AND day >= \(d0) AND day < \(d1) AND version = ANY(\(versions)::text[])
+            SELECT version, users, crashed_users, NULL::bigint, false FROM session_weeks
+            WHERE project_id = \(project) AND week >= \(w0) AND week < \(w1) AND version = ANY(\(versions)::text[])
+              AND \(sessionFilter: f)
+            UNION ALL
+            SELECT version, users, crashed_users, NULL, false FROM session_days
+            WHERE project_id = \(project) AND ((day >= \(d0) AND day < \(d1)) OR (day >= \(d2) AND day < \(d3)))
+              AND version = ANY(\(versions)::text[])
               AND \(sessionFilter: f)
             UNION ALL
             SELECT version, users, crashed_users, NULL, false FROM session_hours
