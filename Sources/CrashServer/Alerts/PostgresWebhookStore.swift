@@ -74,6 +74,15 @@ struct PostgresWebhookStore: WebhookStore {
         return false
     }
 
+    /// The names of the alert rules of `project` whose actions name the webhook `id`.
+    func rulesUsing(project: Int64, webhook id: Int64) async throws -> [String] {
+        let rows = try await client.query(
+            "SELECT name FROM alert_rules WHERE project_id = \(project) AND \(id) = ANY(webhook_ids) ORDER BY id", logger: logger)
+        var names: [String] = []
+        for try await name in rows.decode(String.self) { names.append(name) }
+        return names
+    }
+
     // MARK: - Delivery
 
     /// The advisory lock that makes claims take turns across servers, so the per-webhook
@@ -105,7 +114,7 @@ struct PostgresWebhookStore: WebhookStore {
                     SELECT id, webhook_id, next_attempt_at,
                            row_number() OVER (PARTITION BY webhook_id ORDER BY next_attempt_at, id) AS place
                     FROM webhook_deliveries
-                    WHERE state = 'pending' AND next_attempt_at <= now()
+                    WHERE state = 'pending' AND next_attempt_at <= now() AND webhook_id IS NOT NULL
                 ), picked AS (
                     SELECT due.id FROM due LEFT JOIN busy ON busy.webhook_id = due.webhook_id
                     WHERE due.place + COALESCE(busy.n, 0) <= \(perWebhook)

@@ -37,6 +37,11 @@ struct WebhookController<Store: WebhookStore, Projects: ReadTokenLookup>: Sendab
     @Sendable func delete(request: Request, context: CrashRequestContext) async throws -> Response {
         let project = try context.requireReadProject()
         let text = context.parameters.get("id") ?? ""
+        if let id = Int64(text), case let rules = try await store.rulesUsing(project: project.id, webhook: id), !rules.isEmpty {
+            // 409 (HTTPError: its message is the `error`, ErrorMiddleware).
+            let names = rules.prefix(10).map { "'\($0)'" }.joined(separator: ", ")
+            throw HTTPError(.conflict, message: "id: the webhook is used by the alert rules \(names); remove it from them first")
+        }
         guard let id = Int64(text), id > 0, try await store.delete(project: project.id, id: id) else {
             throw APIError.notFound("no webhook '\(text)' in project '\(project.slug)'")
         }

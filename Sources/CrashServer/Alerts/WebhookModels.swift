@@ -41,9 +41,8 @@ struct WebhookRequest: Sendable, Equatable {
         guard let url = object["url"] as? String else { throw APIError.badRequest("url: required, a string") }
         try checkURL(url, allowList: allowList)
         guard let list = object["events"] as? [Any] else {
-            throw APIError.badRequest("events: required, an array of \(eventNames)")
+            throw APIError.badRequest("events: required, an array of \(eventNames) (empty: only what alert rules send it)")
         }
-        guard !list.isEmpty else { throw APIError.badRequest("events: at least one of \(eventNames)") }
         var events: [WebhookEvent] = []
         for item in list {
             guard let name = item as? String, let event = WebhookEvent(rawValue: name) else {

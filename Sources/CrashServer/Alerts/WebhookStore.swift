@@ -27,6 +27,8 @@ protocol WebhookStore: Sendable {
     func list(project: Int64) async throws -> [WebhookBody]
     /// Deletes a webhook of `project` and its pending deliveries; `false` when there is none.
     func delete(project: Int64, id: Int64) async throws -> Bool
+    /// The names of the alert rules of `project` whose actions name the webhook `id`.
+    func rulesUsing(project: Int64, webhook id: Int64) async throws -> [String]
     /// Claims up to `limit` due deliveries, at most `perWebhook` leased per webhook at once,
     /// each leased for `lease` seconds.
     func claimDeliveries(limit: Int, lease: Double, perWebhook: Int) async throws -> [ClaimedDelivery]
