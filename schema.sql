@@ -844,6 +844,8 @@ CREATE TABLE IF NOT EXISTS group_activity (
     data     text NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS group_activity_group ON group_activity (group_id, id DESC);
+-- The groups merged into a group (its `merged` list).
+CREATE INDEX IF NOT EXISTS crash_groups_merged_into ON crash_groups (merged_into) WHERE merged_into IS NOT NULL;
 
 -- Environments (triage.md, docs/api.md "Environments"): every report has one ('production'
 -- when it names none, so reports stored before this column read as production). The rollups
@@ -882,8 +884,18 @@ BEGIN
     END IF;
 END;
 $$;
--- The groups merged into a group (its `merged` list).
-CREATE INDEX IF NOT EXISTS crash_groups_merged_into ON crash_groups (merged_into) WHERE merged_into IS NOT NULL;
+-- The facets recomputed from stored reports (RollupEquivalenceTests, `crash-bench seed`), with
+-- the environment facet.
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_facets(p_project bigint)
+RETURNS TABLE (project_id bigint, group_id bigint, facet text, value text, count bigint,
+               first_seen timestamptz, last_seen timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, r.group_id, f.facet, f.value, count(*), min(r.ts), max(r.ts)
+    FROM reports r,
+         LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, '')),
+                         ('environment', r.environment)) AS f(facet, value)
+    WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4
+$$;
 
 -- oidc (accounts.md, single sign-on): sign-ins between the redirect to the identity provider
 -- and its callback, each finished once (DELETE ... RETURNING) and for 10 minutes at most. The
@@ -896,74 +908,6 @@ CREATE TABLE IF NOT EXISTS oidc_logins (
     expires_at    timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS oidc_logins_expires ON oidc_logins (expires_at);
-
--- alert rules (docs/alerts.md, "Alert rules"): a project's rules, each one trigger, filters and
--- actions; `spec` is the rule's JSON as sent (defaults filled in), the other columns what the
--- ingest step and the periodic check select on. Firings go to the webhook outbox
--- (`webhook_deliveries`, with the rule's id and name, and for e-mail the address instead of a
--- webhook). `alert_firings` is the throttle: the last firing per rule and group (group 0 and
--- the version for crash-free sessions), written by a conditional upsert in the transaction
--- that queues the firing, so several servers fire a rule once.
-CREATE TABLE IF NOT EXISTS alert_rules (
-    id                 bigserial PRIMARY KEY,
-    project_id         bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
-    name               text NOT NULL,
-    trigger            text NOT NULL,
-    enabled            boolean NOT NULL,
-    throttle_minutes   integer NOT NULL,
-    spec               text NOT NULL,
-    webhook_ids        bigint[] NOT NULL DEFAULT '{}',
-    email_to           text[] NOT NULL DEFAULT '{}',
-    created_at         timestamptz NOT NULL DEFAULT now(),
-    updated_at         timestamptz NOT NULL DEFAULT now(),
-    last_fired_at      timestamptz,
-    last_fired_group   bigint,
-    last_fired_release text
-);
-CREATE INDEX IF NOT EXISTS alert_rules_project ON alert_rules (project_id, id);
-CREATE TABLE IF NOT EXISTS alert_firings (
-    rule_id  bigint NOT NULL REFERENCES alert_rules (id) ON DELETE CASCADE,
-    group_id bigint NOT NULL,
-    release  text NOT NULL DEFAULT '',
-    fired_at timestamptz NOT NULL,
-    PRIMARY KEY (rule_id, group_id, release)
-);
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'webhook_deliveries'::regclass AND attname = 'rule_id' AND NOT attisdropped) THEN
-        ALTER TABLE webhook_deliveries ADD COLUMN rule_id bigint, ADD COLUMN rule_name text, ADD COLUMN email_to text,
-            ADD COLUMN release text, ALTER COLUMN webhook_id DROP NOT NULL, ALTER COLUMN group_id DROP NOT NULL;
-    END IF;
-END;
-$$;
-
--- release health: weekly rollups (docs/release-health.md, "Storage"). The compactor folds each
--- delta into its 7-day row (weeks counted from the Unix epoch, starting on Thursdays at 00:00
--- UTC) beside its hour and day, so a 30-day list reads about three weeks and its edge days
--- instead of 30 days. Exact like the daily rows (counts summed, users merged as SessionUsers).
--- The first fold after this table exists builds it from session_days, in the compaction's
--- transaction, and marks it ready in session_rollup_marks; queries read weeks only once marked.
-CREATE TABLE IF NOT EXISTS session_weeks (
-    project_id    bigint NOT NULL,
-    week          timestamptz NOT NULL,
-    app_id        text NOT NULL,
-    version       text NOT NULL,
-    environment   text NOT NULL,
-    started       bigint NOT NULL,
-    crashed       bigint NOT NULL,
-    errored       bigint NOT NULL,
-    abnormal      bigint NOT NULL,
-    first_started timestamptz,
-    last_started  timestamptz,
-    users         bytea NOT NULL,
-    crashed_users bytea NOT NULL,
-    PRIMARY KEY (project_id, week, app_id, version, environment)
-);
-ALTER TABLE session_weeks ALTER COLUMN users SET STORAGE EXTERNAL, ALTER COLUMN crashed_users SET STORAGE EXTERNAL;
-CREATE TABLE IF NOT EXISTS session_rollup_marks (
-    name    text PRIMARY KEY,
-    done_at timestamptz NOT NULL DEFAULT now()
-);
 
 -- alert rules (docs/alerts.md, "Alert rules"): a project's rules, each one trigger, filters and
 -- actions; `spec` is the rule's JSON as sent (defaults filled in), the other columns what the

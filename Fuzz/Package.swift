@@ -1,6 +1,6 @@
 // swift-tools-version:6.2
-// libFuzzer targets for CrashGuard's ingest pipeline, reason normalizer (issues 9, 13) and
-// debug-file reader (issue 41).
+// libFuzzer targets for CrashGuard's ingest pipeline, reason normalizer (issues 9, 13),
+// debug-file reader (issue 41) and the crash list's search language (issue 47).
 //
 // A package of its own, so the fuzz executables (which only link with -sanitize=fuzzer)
 // never enter the main package's product set. It depends on the main package by path and
@@ -29,6 +29,12 @@ let package = Package(
         .executableTarget(
             name: "FuzzMachO",
             dependencies: [.product(name: "CrashDebugFiles", package: "CrashGuard"), "FuzzDriver"],
+            swiftSettings: fuzzFlags),
+        // The server's search-language parser, compiled from its own file (a link into
+        // Sources/CrashServer/Query): it needs only CrashWire, not the server.
+        .executableTarget(
+            name: "FuzzSearchQuery",
+            dependencies: [.product(name: "CrashIngest", package: "CrashGuard"), "FuzzDriver"],
             swiftSettings: fuzzFlags),
         .executableTarget(
             name: "FuzzNormalizer",

@@ -87,11 +87,11 @@ struct ReportReader {
     // MARK: One report
 
     private enum Field: Int, CaseIterable {
-        case id, timestamp, kind, reason, stack, fatal, app, device, fingerprint, context
+        case id, timestamp, kind, reason, stack, fatal, app, device, fingerprint, context, environment
     }
 
     private static let fieldNames: [StaticString] = [
-        "id", "timestamp", "kind", "reason", "stack", "fatal", "app", "device", "fingerprint", "context",
+        "id", "timestamp", "kind", "reason", "stack", "fatal", "app", "device", "fingerprint", "context", "environment",
     ]
 
     /// Over-long strings and over-full arrays stand in `Report` as the shortest value of the
@@ -204,9 +204,13 @@ struct ReportReader {
             at[Field.fingerprint.rawValue], "fingerprint", limit: ReportLimits.fingerprintPartBytes,
             keep: ReportLimits.fingerprintParts.upperBound + 1, unit: "parts", &oversize)
         let context = try decodeContext(at[Field.context.rawValue], &oversize)
+        let environmentLimit = ReportLimits.environmentBytes.upperBound
+        let environment = try optionalString(at[Field.environment.rawValue], "environment", limit: environmentLimit).map {
+            string($0, "environment", environmentLimit, &oversize)
+        }
         let report = Report(
             id: id, timestamp: timestamp, kind: kind, reason: reason, stack: nil, fatal: fatal, app: app,
-            device: device, fingerprint: fingerprint, context: context)
+            device: device, fingerprint: fingerprint, context: context, environment: environment)
         return (report, stack)
     }
 

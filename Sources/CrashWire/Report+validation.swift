@@ -52,6 +52,17 @@ extension Report {
             }
             if let first { return first.error }
         }
+        if let environment, let e = Self.environmentError(environment) { return e }
+        return nil
+    }
+
+    /// What is wrong with an `environment` value (1 to 64 bytes, no control characters); nil
+    /// when nothing. The search language and the `environment` filter share these limits.
+    public static func environmentError(_ value: String) -> String? {
+        if let e = check(value, "environment", ReportLimits.environmentBytes) { return e }
+        if value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "environment: must not contain control characters"
+        }
         return nil
     }
 

@@ -25,6 +25,9 @@ public struct Report: Codable, Sendable, Hashable {
     public var fingerprint: [String]?
     /// Free-form details: what a guard did instead, call site, counters.
     public var context: [String: String]?
+    /// Where the app ran (`production`, `staging`); absent means ``ReportLimits/defaultEnvironment``.
+    /// Not part of the signature: one group spans environments.
+    public var environment: String?
 
     /// Creates a report; `id` and `timestamp` default to a fresh UUID and now.
     public init(
@@ -37,7 +40,8 @@ public struct Report: Codable, Sendable, Hashable {
         app: AppInfo,
         device: DeviceInfo? = nil,
         fingerprint: [String]? = nil,
-        context: [String: String]? = nil
+        context: [String: String]? = nil,
+        environment: String? = nil
     ) {
         self.id = id
         self.timestamp = timestamp
@@ -49,6 +53,7 @@ public struct Report: Codable, Sendable, Hashable {
         self.device = device
         self.fingerprint = fingerprint
         self.context = context
+        self.environment = environment
     }
 }
 

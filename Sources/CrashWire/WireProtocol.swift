@@ -36,6 +36,10 @@ public enum ReportLimits {
     public static let contextKeyBytes = 64
     /// Longest context value.
     public static let contextValueBytes = 1024
+    /// `environment` length.
+    public static let environmentBytes = 1...64
+    /// The environment of a report that names none.
+    public static let defaultEnvironment = "production"
     /// How old a report may be.
     public static let maxAge: Double = 30 * 86_400
     /// How far in the future a report may be (clock skew).

@@ -47,7 +47,8 @@ final class InMemoryCrashStore: QueryStore {
     @discardableResult
     func add(
         _ project: ProjectRef, signature: String, kind: ReportKind = .custom, at time: Date, version: String = "1.0.0",
-        os: String? = "iOS", model: String? = "iPhone14,2", device: String? = "device-1", fatal: Bool = false
+        os: String? = "iOS", model: String? = "iPhone14,2", device: String? = "device-1", fatal: Bool = false,
+        environment: String = "production"
     ) -> Int64 {
         state.withLock { s in
             let id =
@@ -69,7 +70,7 @@ final class InMemoryCrashStore: QueryStore {
                 id: UUID().uuidString.lowercased(), timestamp: time, kind: kind.rawValue, reason: signature, stack: ["frame 0"],
                 fatal: fatal, app: AppInfo(id: "com.example.demo", version: version),
                 device: DeviceInfo(os: os, osVersion: nil, model: model, id: device), fingerprint: nil, context: nil,
-                receivedAt: time)
+                receivedAt: time, environment: environment)
             s.reports.append(Report(project: project.id, group: id, stored: report))
             return id
         }
@@ -100,7 +101,7 @@ final class InMemoryCrashStore: QueryStore {
             state.reports.filter { r in
                 r.project == project && r.stored.timestamp >= window.from && r.stored.timestamp < window.to
                     && (f.app == nil || r.stored.app.id == f.app) && (f.version == nil || r.stored.app.version == f.version)
-                    && (f.os == nil || r.os == f.os)
+                    && (f.os == nil || r.os == f.os) && (f.environments.isEmpty || f.environments.contains(r.stored.environment))
             }
         }
 
@@ -192,56 +193,75 @@ final class InMemoryCrashStore: QueryStore {
             return devices.mapValues { Int64($0.count) }
         }
 
-        func groupHistogram(group: Int64, window: TimeWindow) async throws -> [Date: Int64] {
+        func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64] {
             var out: [Date: Int64] = [:]
-            for r in state.reports where r.group == group && r.stored.timestamp >= window.from && r.stored.timestamp < window.to {
+            for r in state.reports
+            where r.group == group && r.stored.timestamp >= window.from && r.stored.timestamp < window.to
+                && (environments.isEmpty || environments.contains(r.stored.environment))
+            {
                 out[TimeWindow.floor(r.stored.timestamp, TimeWindow.hour), default: 0] += 1
             }
             return out
         }
 
-        func breakdown(group: Int64, window: TimeWindow) async throws -> Breakdown {
-            let reports = state.reports.filter { $0.group == group && $0.stored.timestamp >= window.from && $0.stored.timestamp < window.to }
+        func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)] {
+            var out: [Int64: (first: Date, last: Date)] = [:]
+            for r in state.reports where ids.contains(r.group) && environments.contains(r.stored.environment) {
+                let t = r.stored.timestamp
+                out[r.group] = out[r.group].map { (min($0.first, t), max($0.last, t)) } ?? (t, t)
+            }
+            return out
+        }
+
+        func breakdown(group: Int64, window: TimeWindow, environments: [String]) async throws -> Breakdown {
+            let reports = state.reports.filter {
+                $0.group == group && $0.stored.timestamp >= window.from && $0.stored.timestamp < window.to
+                    && (environments.isEmpty || environments.contains($0.stored.environment))
+            }
             func top(_ value: (Report) -> String) -> [ValueCount] {
                 var counts: [String: Int64] = [:]
                 for r in reports where !value(r).isEmpty { counts[value(r), default: 0] += 1 }
                 return counts.map { ValueCount(value: $0.key, count: $0.value) }
                     .sorted { $0.count != $1.count ? $0.count > $1.count : $0.value < $1.value }.prefix(10).map { $0 }
             }
-            return Breakdown(versions: top { $0.stored.app.version }, os: top(\.os), models: top(\.model))
+            return Breakdown(
+                versions: top { $0.stored.app.version }, os: top(\.os), models: top(\.model), environments: top { $0.stored.environment })
         }
 
         func reports(
-            project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+            project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool, environments: [String]
         ) async throws
             -> [(report: StoredReport, micros: Int64)]
         {
             // Newest first, then id descending (PostgreSQL's uuid order is that of the lowercase text).
-            state.reports.filter { $0.project == project && $0.group == group }
-                .filter { r in
-                    after.map { r.micros < $0.micros || (r.micros == $0.micros && r.stored.id < $0.id.uuidString.lowercased()) } ?? true
-                }
-                .sorted { $0.micros != $1.micros ? $0.micros > $1.micros : $0.stored.id > $1.stored.id }
-                .prefix(limit)
-                .map { r in
-                    var report = r.stored
-                    if !includeStack { report.stack = nil }
-                    return (report, r.micros)
-                }
+            state.reports.filter {
+                $0.project == project && $0.group == group && (environments.isEmpty || environments.contains($0.stored.environment))
+            }
+            .filter { r in
+                after.map { r.micros < $0.micros || (r.micros == $0.micros && r.stored.id < $0.id.uuidString.lowercased()) } ?? true
+            }
+            .sorted { $0.micros != $1.micros ? $0.micros > $1.micros : $0.stored.id > $1.stored.id }
+            .prefix(limit)
+            .map { r in
+                var report = r.stored
+                if !includeStack { report.stack = nil }
+                return (report, r.micros)
+            }
         }
 
         /// Every key, whatever `maxSeries` (the controller keeps the series that fit).
         func stats(
-            project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int
+            project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int, environments: [String]
         ) async throws
             -> [(t: Date, key: String?, n: Int64)]
         {
             var out: [Date: [String?: Int64]] = [:]
-            for r in matching(project, window, GroupFilters()) {
+            for r in matching(project, window, GroupFilters(environments: environments)) {
                 let key: String? =
                     switch groupBy {
                     case .kind: r.stored.kind
                     case .version: r.stored.app.version
+                    case .environment: r.stored.environment
                     case .none, .fatal: nil
                     }
                 out[TimeWindow.floor(r.stored.timestamp, unit.seconds), default: [:]][key, default: 0] += 1
@@ -249,9 +269,11 @@ final class InMemoryCrashStore: QueryStore {
             return out.flatMap { t, keys in keys.map { (t: t, key: $0.key, n: $0.value) } }
         }
 
-        func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)] {
+        func fatalStats(
+            project: Int64, window: TimeWindow, unit: StatsInterval, environments: [String]
+        ) async throws -> [(t: Date, key: String?, n: Int64)] {
             var out: [Date: (fatal: Int64, all: Int64)] = [:]
-            for r in matching(project, window, GroupFilters()) {
+            for r in matching(project, window, GroupFilters(environments: environments)) {
                 let t = TimeWindow.floor(r.stored.timestamp, unit.seconds)
                 out[t, default: (0, 0)].all += 1
                 if r.stored.fatal == true { out[t]!.fatal += 1 }

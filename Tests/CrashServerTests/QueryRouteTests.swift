@@ -116,7 +116,7 @@ import Testing
                 ("crashes?limit=0", "limit: must be an integer from 1 to 200"),
                 ("crashes?kind=", "kind: must not be empty"),
                 ("stats?interval=minute", "interval: must be hour or day"),
-                ("stats?groupBy=os", "groupBy: must be none, kind, version or fatal"),
+                ("stats?groupBy=os", "groupBy: must be none, kind, version, fatal or environment"),
                 ("stats?from=yesterday", "from: not an RFC 3339 date-time"),
             ]
             for (query, message) in cases {

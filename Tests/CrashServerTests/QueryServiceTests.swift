@@ -12,15 +12,18 @@ import Testing
 @Suite struct QueryServiceTests {
     static func date(_ text: String) -> Date { RFC3339.parse(text)! }
 
-    @Test func reportFilterKeepsEachValueABind() {
-        let filters = GroupFilters(app: "com.example'; DROP TABLE reports; --", version: "1.0", os: nil)
+    @Test func reportFilterKeepsEachValueABind() throws {
+        var filters = GroupFilters(app: "com.example'; DROP TABLE reports; --", version: "1.0", os: nil)
+        filters.search = try SearchQuery.parse("screen:\"x'; --\" !environment:staging")
         let rollup: PostgresQuery = "WHERE \(reportFilter: filters)"
-        #expect(
-            rollup.sql
-                == "WHERE ($1::text IS NULL OR app_id = $2) AND ($3::text IS NULL OR app_version = $4)\n  AND ($5::text IS NULL OR os = $6)")
-        #expect(rollup.binds.count == 6)
-        let raw: PostgresQuery = "\(reportFilter: filters, nullableOS: true)"
-        #expect(raw.sql.hasSuffix("AND ($5::text IS NULL OR COALESCE(os, '') = $6)"))
+        #expect(!rollup.sql.contains("DROP") && !rollup.sql.contains("staging") && !rollup.sql.contains("fatal"))
+        #expect(rollup.sql.hasPrefix("WHERE (app_id = ALL($1::text[]) AND app_version = ALL($2::text[])"))
+        #expect(rollup.binds.count == 10)
+        let raw: PostgresQuery = "\(reportFilter: filters, onReports: true)"
+        #expect(raw.sql.contains("COALESCE(os, '') = ALL($4::text[])"))
+        #expect(raw.sql.contains("COALESCE(context, context_jsonb::text)::jsonb ->> c.k"))
+        #expect(!raw.sql.contains("x'"))
+        #expect(raw.binds.count == 16)
     }
 
     @Test func sessionFilterKeepsEachValueABind() {
@@ -29,14 +32,18 @@ import Testing
         #expect(query.binds.count == 4)
     }
 
-    @Test func groupFilterHidesIgnoredGroupsUnlessAStatusIsAsked() {
+    @Test func groupFilterHidesIgnoredGroupsUnlessAStatusIsAsked() throws {
         let query: PostgresQuery = "\(groupFilter: GroupFilters(kind: .kvo, status: .regressed), alias: "g")"
-        #expect(
-            query.sql
-                == "($1::text IS NULL OR g.kind = $2)\n  AND CASE WHEN $3::text IS NULL THEN g.status <> 'ignored' ELSE g.status = $4 END")
-        #expect(query.binds.count == 4)
-        let bare: PostgresQuery = "\(groupFilter: GroupFilters())"
-        #expect(bare.sql.contains("THEN status <> 'ignored' ELSE status = $4 END"))
+        #expect(query.sql.hasPrefix("($1::text IS NULL OR g.kind = $2)\n  AND g.merged_into IS NULL AND CASE WHEN $3::text IS NULL THEN $4 OR "))
+        #expect(query.binds.count == 5)
+        var filters = GroupFilters()
+        #expect(!filters.showsIgnored)
+        filters.search = try SearchQuery.parse("!is:resolved")
+        #expect(filters.showsIgnored)
+        filters.search = try SearchQuery.parse("is:assigned crash")
+        #expect(!filters.showsIgnored)
+        let terms: PostgresQuery = "\(groupFilter: filters)"
+        #expect(terms.sql.hasSuffix("\n  AND COALESCE(assignee IS NOT NULL, false)\n  AND COALESCE(strpos(lower(title), lower($6)) > 0, false)"))
     }
 
     @Test func timePlanNamesItsPieces() {

@@ -107,6 +107,9 @@ struct TimeWindow: Sendable, Hashable {
         return result
     }
 
+    /// The whole window read from raw reports (filters no rollup holds: `context` terms).
+    var reportsPlan: Plan { .raw(from, to) }
+
     /// Hour-only plan (no daily rollup), for reads from hourly tables: all whole hours are
     /// ``Plan/hoursHead``.
     var hourPlan: Plan {

@@ -5,14 +5,24 @@ import Hummingbird
 /// The query string of a request, parsed with 400s that name the bad parameter.
 struct QueryParameters {
     let values: [String: String]
+    /// Every value of each parameter, in order (`environment` may be repeated).
+    let all: [String: [String]]
 
     init(_ request: Request) {
         var values: [String: String] = [:]
-        for (key, value) in request.uri.queryParameters { values[String(key)] = String(value) }
+        var all: [String: [String]] = [:]
+        for (key, value) in request.uri.queryParameters {
+            values[String(key)] = String(value)
+            all[String(key), default: []].append(String(value))
+        }
         self.values = values
+        self.all = all
     }
 
-    init(_ values: [String: String]) { self.values = values }
+    init(_ values: [String: String]) {
+        self.values = values
+        all = values.mapValues { [$0] }
+    }
 
     func string(_ name: String) throws -> String? {
         guard let value = values[name] else { return nil }
@@ -71,7 +81,29 @@ struct QueryParameters {
         var filters = GroupFilters(app: try string("app"), version: try string("version"), os: try string("os"))
         filters.kind = try value("kind")
         filters.status = try value("status")
+        filters.environments = try environments()
+        filters.search = try search()
         return filters
+    }
+
+    /// `environment=` (repeatable: any of them), each 1 to 64 bytes without control
+    /// characters; a 400 naming `environment` otherwise. Empty when absent.
+    func environments() throws -> [String] {
+        var names: [String] = []
+        for name in all["environment"] ?? [] {
+            if let problem = Report.environmentError(name) { throw APIError.badRequest(problem) }
+            if !names.contains(name) { names.append(name) }
+        }
+        return names
+    }
+
+    /// `q`, the search language (``SearchQuery``); a 400 naming `q` when it cannot be read.
+    func search() throws -> SearchQuery {
+        do {
+            return try SearchQuery.parse(values["q"])
+        } catch {
+            throw APIError.badRequest("q: \(error.message)")
+        }
     }
 
     func sort() throws -> GroupSort { try value("sort") ?? .count }

@@ -16,6 +16,7 @@ struct BatchText {
         var os: Int32
         var model: Int32
         var kind: Int32
+        var environment: Int32
     }
 
     /// The distinct values in order: `strings[rank]`.
@@ -27,7 +28,7 @@ struct BatchText {
 
     /// Values every batch's keys may use besides the reports' own: the all-versions version
     /// and the facet names.
-    static let fixed = ["", "app", "version", "os"]
+    static let fixed = ["", "app", "version", "os", "environment"]
 
     init(_ stored: [IngestItem]) {
         // First come, first numbered; then renumbered in the strings' order.
@@ -48,7 +49,8 @@ struct BatchText {
             reports.append(
                 Ranks(
                     app: id(r.app.id), version: id(r.app.version), os: id(r.device?.os ?? ""),
-                    model: id(r.device?.model ?? ""), kind: id(r.kind.rawValue)))
+                    model: id(r.device?.model ?? ""), kind: id(r.kind.rawValue),
+                    environment: id(r.environment ?? ReportLimits.defaultEnvironment)))
         }
         let order = distinct.indices.sorted { distinct[$0] < distinct[$1] }
         var rankOfID = [Int32](repeating: 0, count: distinct.count)
@@ -57,7 +59,7 @@ struct BatchText {
         self.reports = reports.map {
             Ranks(
                 app: rankOfID[Int($0.app)], version: rankOfID[Int($0.version)], os: rankOfID[Int($0.os)],
-                model: rankOfID[Int($0.model)], kind: rankOfID[Int($0.kind)])
+                model: rankOfID[Int($0.model)], kind: rankOfID[Int($0.kind)], environment: rankOfID[Int($0.environment)])
         }
         ranks = ids.mapValues { rankOfID[Int($0)] }
     }
@@ -74,4 +76,5 @@ struct BatchText {
     var appFacet: Int32 { ranks["app"]! }
     var versionFacet: Int32 { ranks["version"]! }
     var osFacet: Int32 { ranks["os"]! }
+    var environmentFacet: Int32 { ranks["environment"]! }
 }

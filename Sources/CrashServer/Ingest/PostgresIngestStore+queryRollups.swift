@@ -5,19 +5,19 @@ extension PostgresIngestStore {
     // Text fields (app, version, os, facet, value, model, kind) are ``BatchText`` ranks, which
     // sort as their strings do.
 
-    /// A `group_daily` row: a group's reports of one UTC day per app, version and os.
+    /// A `group_daily` row: a group's reports of one UTC day per app, version, os and environment.
     struct DayKey: Hashable {
-        var project: Int64, group: Int64, day: Date, app: Int32, version: Int32, os: Int32
+        var project: Int64, group: Int64, day: Date, app: Int32, version: Int32, os: Int32, environment: Int32
     }
-    /// A `group_facets` row: a group's reports with one value of a facet (app, version or os).
+    /// A `group_facets` row: a group's reports with one value of a facet (app, version, os or environment).
     struct FacetKey: Hashable { var project: Int64, group: Int64, facet: Int32, value: Int32 }
     /// A `group_model_hourly` row: a group's reports of one hour from one device model.
     struct ModelKey: Hashable { var group: Int64, hour: Date, model: Int32 }
-    /// A `project_hourly` row: a project's reports of one hour of one kind and version.
-    struct ProjectKey: Hashable { var project: Int64, hour: Date, kind: Int32, version: Int32 }
+    /// A `project_hourly` row: a project's reports of one hour of one kind, version and environment.
+    struct ProjectKey: Hashable { var project: Int64, hour: Date, kind: Int32, version: Int32, environment: Int32 }
 
     /// The rows that newly stored reports add to the rollups the query API reads (see
-    /// schema.sql): `group_daily`, `group_facets` (app, version, os), `group_model_hourly` and
+    /// schema.sql): `group_daily`, `group_facets` (app, version, os, environment), `group_model_hourly` and
     /// `project_hourly`, each sorted by its key so concurrent batches lock rows in the same
     /// order. Written by ``writeReportsAndRollups(_:_:regressed:_:)``.
     struct QueryRollupRows {
@@ -34,32 +34,41 @@ extension PostgresIngestStore {
         var facets: [FacetKey: (n: Int64, first: Date, last: Date)] = [:]
         var models: [ModelKey: Int64] = [:]
         var projects: [ProjectKey: Int64] = [:]
-        let (appFacet, versionFacet, osFacet) = (text.appFacet, text.versionFacet, text.osFacet)
+        let (appFacet, versionFacet, osFacet, environmentFacet) = (text.appFacet, text.versionFacet, text.osFacet, text.environmentFacet)
         for ((item, group), ranks) in zip(zip(stored, groupIDs), text.reports) {
             let time = item.report.timestamp
             let hour = TimeWindow.floor(time, TimeWindow.hour)
             let day = TimeWindow.floor(time, TimeWindow.day)
             let dayKey = DayKey(
-                project: item.projectID, group: group, day: day, app: ranks.app, version: ranks.version, os: ranks.os)
+                project: item.projectID, group: group, day: day, app: ranks.app, version: ranks.version, os: ranks.os,
+                environment: ranks.environment)
             days[dayKey, default: 0] += 1
-            for (facet, value) in [(appFacet, ranks.app), (versionFacet, ranks.version), (osFacet, ranks.os)] {
+            for (facet, value) in [
+                (appFacet, ranks.app), (versionFacet, ranks.version), (osFacet, ranks.os), (environmentFacet, ranks.environment),
+            ] {
                 // One hash per facet: the entry is made (or found) and changed in place.
                 let facetKey = FacetKey(project: item.projectID, group: group, facet: facet, value: value)
                 Self.count(&facets[facetKey, default: (0, time, time)], at: time)
             }
             models[ModelKey(group: group, hour: hour, model: ranks.model), default: 0] += 1
-            projects[ProjectKey(project: item.projectID, hour: hour, kind: ranks.kind, version: ranks.version), default: 0] += 1
+            let projectKey = ProjectKey(
+                project: item.projectID, hour: hour, kind: ranks.kind, version: ranks.version, environment: ranks.environment)
+            projects[projectKey, default: 0] += 1
         }
         let dayRows = days.sorted {
-            ($0.key.project, $0.key.day, $0.key.group, $0.key.app, $0.key.version, $0.key.os)
-                < ($1.key.project, $1.key.day, $1.key.group, $1.key.app, $1.key.version, $1.key.os)
+            let (x, y) = (
+                ($0.key.project, $0.key.day, $0.key.group, $0.key.app, $0.key.version, $0.key.os),
+                ($1.key.project, $1.key.day, $1.key.group, $1.key.app, $1.key.version, $1.key.os)
+            )
+            return x != y ? x < y : $0.key.environment < $1.key.environment
         }
         let facetRows = facets.sorted {
             ($0.key.group, $0.key.facet, $0.key.value) < ($1.key.group, $1.key.facet, $1.key.value)
         }
         let modelRows = models.sorted { ($0.key.group, $0.key.hour, $0.key.model) < ($1.key.group, $1.key.hour, $1.key.model) }
         let projectRows = projects.sorted {
-            ($0.key.project, $0.key.hour, $0.key.kind, $0.key.version) < ($1.key.project, $1.key.hour, $1.key.kind, $1.key.version)
+            ($0.key.project, $0.key.hour, $0.key.kind, $0.key.version, $0.key.environment)
+                < ($1.key.project, $1.key.hour, $1.key.kind, $1.key.version, $1.key.environment)
         }
         return QueryRollupRows(days: dayRows, facets: facetRows, models: modelRows, projects: projectRows)
     }

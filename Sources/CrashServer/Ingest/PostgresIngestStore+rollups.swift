@@ -32,7 +32,8 @@ extension PostgresIngestStore {
         for ((item, group), ranks) in zip(zip(stored, groupIDs), text.reports) {
             let hour = TimeWindow.floor(item.report.timestamp, TimeWindow.hour)
             let key = HourlyKey(
-                project: item.projectID, hour: hour, group: group, app: ranks.app, version: ranks.version, os: ranks.os)
+                project: item.projectID, hour: hour, group: group, app: ranks.app, version: ranks.version, os: ranks.os,
+                environment: ranks.environment)
             Self.count(&counts[key, default: (0, 0)], fatal: item.report.fatal == true)
         }
         let (hourly, daily) = try await versionRollupRows(stored, groupIDs, text, connection)
@@ -73,11 +74,12 @@ extension PostgresIngestStore {
         if fatal { entry.fatal += 1 }
     }
 
-    /// `app`, `version` and `os` are ``BatchText`` ranks.
+    /// `app`, `version`, `os` and `environment` are ``BatchText`` ranks.
     struct HourlyKey: Hashable, Comparable {
-        var project: Int64, hour: Date, group: Int64, app: Int32, version: Int32, os: Int32
+        var project: Int64, hour: Date, group: Int64, app: Int32, version: Int32, os: Int32, environment: Int32
         static func < (a: HourlyKey, b: HourlyKey) -> Bool {
-            (a.project, a.hour, a.group, a.app, a.version, a.os) < (b.project, b.hour, b.group, b.app, b.version, b.os)
+            let (x, y) = ((a.project, a.hour, a.group, a.app, a.version, a.os), (b.project, b.hour, b.group, b.app, b.version, b.os))
+            return x != y ? x < y : a.environment < b.environment
         }
     }
 
@@ -112,7 +114,7 @@ extension IngestSQL {
             return """
                 WITH new_reports AS (
                     INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
-                                         app_build, os, os_version, model, device_id, fingerprint, context)
+                                         app_build, os, os_version, model, device_id, fingerprint, context, environment)
                     SELECT
                         unnest(\(input.stored.map(\.projectID))), unnest(\(reports.map(\.id))), unnest(\(input.groupIDs)), unnest(\(reports.map(\.timestamp))),
                         unnest(\(reports.map(\.kind.rawValue))), unnest(\(reports.map(\.reason))), unnest(\(NullableArray(input.stored.map { $0.stack.map(JSONColumn.written) }))),
@@ -120,20 +122,23 @@ extension IngestSQL {
                         unnest(\(NullableArray(reports.map(\.app.build)))), unnest(\(NullableArray(reports.map { $0.device?.os }))),
                         unnest(\(NullableArray(reports.map { $0.device?.osVersion }))), unnest(\(NullableArray(reports.map { $0.device?.model }))),
                         unnest(\(NullableArray(reports.map { $0.device?.id }))), unnest(\(NullableArray(reports.map { $0.fingerprint.map(JSONColumn.strings) }))),
-                        unnest(\(NullableArray(reports.map { $0.context.map(JSONColumn.object) })))
+                        unnest(\(NullableArray(reports.map { $0.context.map(JSONColumn.object) }))),
+                        unnest(\(reports.map { $0.environment ?? ReportLimits.defaultEnvironment }))
                 ), hourly AS (
-                    INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, count, fatal_count)
+                    INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, environment, count, fatal_count)
                     SELECT unnest(\(hourly.map(\.key.project))), unnest(\(hourly.map(\.key.group))), unnest(\(hourly.map(\.key.hour))),
                            unnest(\(hourly.map { text[$0.key.app] })), unnest(\(hourly.map { text[$0.key.version] })),
-                           unnest(\(hourly.map { text[$0.key.os] })), unnest(\(hourly.map(\.n))), unnest(\(hourly.map(\.fatal)))
-                    ON CONFLICT (project_id, hour, group_id, app_id, app_version, os) DO UPDATE SET
+                           unnest(\(hourly.map { text[$0.key.os] })), unnest(\(hourly.map { text[$0.key.environment] })),
+                           unnest(\(hourly.map(\.n))), unnest(\(hourly.map(\.fatal)))
+                    ON CONFLICT (project_id, hour, group_id, app_id, app_version, os, environment) DO UPDATE SET
                         count = t.count + EXCLUDED.count, fatal_count = t.fatal_count + EXCLUDED.fatal_count
                 ), daily AS (
-                    INSERT INTO group_daily AS t (project_id, group_id, day, app_id, app_version, os, count)
+                    INSERT INTO group_daily AS t (project_id, group_id, day, app_id, app_version, os, environment, count)
                     SELECT unnest(\(days.map(\.key.project))), unnest(\(days.map(\.key.group))), unnest(\(days.map(\.key.day))),
                            unnest(\(days.map { text[$0.key.app] })), unnest(\(days.map { text[$0.key.version] })),
-                           unnest(\(days.map { text[$0.key.os] })), unnest(\(days.map(\.value)))
-                    ON CONFLICT (project_id, day, group_id, app_id, app_version, os) DO UPDATE SET count = t.count + EXCLUDED.count
+                           unnest(\(days.map { text[$0.key.os] })), unnest(\(days.map { text[$0.key.environment] })),
+                           unnest(\(days.map(\.value)))
+                    ON CONFLICT (project_id, day, group_id, app_id, app_version, os, environment) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), facets AS (
                     INSERT INTO group_facets AS t (project_id, group_id, facet, value, count, first_seen, last_seen)
                     SELECT unnest(\(facets.map(\.key.project))), unnest(\(facets.map(\.key.group))), unnest(\(facets.map { text[$0.key.facet] })),
@@ -147,10 +152,11 @@ extension IngestSQL {
                            unnest(\(models.map(\.value)))
                     ON CONFLICT (group_id, hour, model) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), projects AS (
-                    INSERT INTO project_hourly AS t (project_id, hour, kind, app_version, count)
+                    INSERT INTO project_hourly AS t (project_id, hour, kind, app_version, environment, count)
                     SELECT unnest(\(projects.map(\.key.project))), unnest(\(projects.map(\.key.hour))), unnest(\(projects.map { text[$0.key.kind] })),
-                           unnest(\(projects.map { text[$0.key.version] })), unnest(\(projects.map(\.value)))
-                    ON CONFLICT (project_id, hour, kind, app_version) DO UPDATE SET count = t.count + EXCLUDED.count
+                           unnest(\(projects.map { text[$0.key.version] })), unnest(\(projects.map { text[$0.key.environment] })),
+                           unnest(\(projects.map(\.value)))
+                    ON CONFLICT (project_id, hour, kind, app_version, environment) DO UPDATE SET count = t.count + EXCLUDED.count
                 ), version_hourly AS (
                     INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
                     SELECT unnest(\(versionHourly.map(\.key.group))), unnest(\(versionHourly.map { text[$0.key.version] })),

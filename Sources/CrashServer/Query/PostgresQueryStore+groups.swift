@@ -51,13 +51,13 @@ extension PostgresQueryStore.Reader {
     /// Distinct non-empty device ids per group in `window` under the report filters.
     ///
     /// Exact (from raw reports, `reports_group_ts`) for groups with at most
-    /// ``exactDeviceLimit`` reports in the window, and whenever an `app` or `os` filter is
-    /// set; otherwise estimated from the HyperLogLog sketches of the whole hours and days the
+    /// ``exactDeviceLimit`` reports in the window, and whenever a report filter or term other
+    /// than one version is set; otherwise estimated from the HyperLogLog sketches of the whole hours and days the
     /// window touches (about 3 % standard error), for all versions or the filtered one.
     func deviceCounts(
         project: Int64, counts: [Int64: Int64], window: TimeWindow, filters f: GroupFilters
     ) async throws -> [Int64: Int64] {
-        let sketchable = f.app == nil && f.os == nil
+        let sketchable = f.level == .versions
         var exact: [Int64] = [], estimated: [Int64] = []
         for (id, n) in counts {
             if sketchable && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
@@ -69,14 +69,14 @@ extension PostgresQueryStore.Reader {
                 SELECT group_id, count(DISTINCT device_id)::bigint FROM reports
                 WHERE project_id = \(project) AND group_id = ANY(\(exact)) AND ts >= \(window.from) AND ts < \(window.to)
                   AND device_id <> ''
-                  AND \(reportFilter: f, nullableOS: true)
+                  AND \(reportFilter: f, onReports: true)
                 GROUP BY group_id
                 """, logger: logger)
             for try await (id, n) in rows.decode((Int64, Int64).self) { out[id] = n }
         }
         if !estimated.isEmpty {
             let plan = TimeWindow(from: TimeWindow.floor(window.from, TimeWindow.hour), to: TimeWindow.ceil(window.to, TimeWindow.hour)).plan
-            let version = f.version ?? ""
+            let version = f.reports.versions.first ?? ""
             // One row per group: its sketches concatenated (a list of entries in any order is
             // a valid stored form to merge). A row per sketch cost a row-stream step each, about
             // 10 ms for the top 25 groups of 7 days at 10 M reports.
@@ -98,8 +98,9 @@ extension PostgresQueryStore.Reader {
         return out
     }
 
-    /// Hourly counts of one group over `window`, keyed by hour start.
-    func groupHistogram(group: Int64, window: TimeWindow) async throws -> [Date: Int64] {
+    /// Hourly counts of one group over `window`, keyed by hour start; with `environments`,
+    /// of its reports in those environments only (from `group_hourly`, keyed by environment).
+    func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64] {
         let plan = window.hourPlan
         // One row, the hours as two arrays (a row per hour cost a row-stream step each).
         let rows = try await connection.query(
@@ -107,10 +108,16 @@ extension PostgresQueryStore.Reader {
             SELECT array_agg(t), array_agg(n) FROM (
                 SELECT t, sum(n)::bigint AS n FROM (
                     SELECT hour AS t, count AS n FROM group_version_hourly
-                    WHERE group_id = \(group) AND app_version = '' AND \("hour", in: plan.hoursHead)
+                    WHERE cardinality(\(environments)::text[]) = 0
+                      AND group_id = \(group) AND app_version = '' AND \("hour", in: plan.hoursHead)
+                    UNION ALL
+                    SELECT hour, count FROM group_hourly
+                    WHERE cardinality(\(environments)::text[]) > 0 AND environment = ANY(\(environments)::text[])
+                      AND group_id = \(group) AND \("hour", in: plan.hoursHead)
                     UNION ALL
                     SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = \(group)
                       AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
+                      AND \(environmentFilter: environments)
                 ) x GROUP BY t
             ) h
             """, logger: logger)
@@ -121,13 +128,31 @@ extension PostgresQueryStore.Reader {
         return out
     }
 
-    /// Top 10 versions, OS names and models of one group over `window` (empty values left out).
-    func breakdown(group: Int64, window: TimeWindow) async throws -> Breakdown {
-        // Versions: whole days and edge hours of the per-version rollups; OS: whole days of
-        // group_daily and edge hours of group_hourly; models: hours (no daily table).
+    /// A group's `firstSeen`/`lastSeen` over its reports in `environments` (its 'environment'
+    /// facets), by group; groups with no report there are left out.
+    func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)] {
+        let rows = try await connection.query(
+            """
+            SELECT group_id, min(first_seen), max(last_seen) FROM group_facets
+            WHERE group_id = ANY(\(ids)) AND facet = 'environment' AND value = ANY(\(environments)::text[])
+            GROUP BY group_id
+            """, logger: logger)
+        var out: [Int64: (Date, Date)] = [:]
+        for try await (id, first, last) in rows.decode((Int64, Date, Date).self) { out[id] = (first, last) }
+        return out
+    }
+
+    /// Top 10 versions, OS names, models and environments of one group over `window` (empty
+    /// values left out); with `environments`, of its reports in those environments.
+    func breakdown(group: Int64, window: TimeWindow, environments: [String]) async throws -> Breakdown {
+        // Versions: whole days and edge hours of the per-version rollups; OS and environments:
+        // whole days of group_daily and edge hours of group_hourly; models: hours (no daily
+        // table). With environments, versions come from group_daily/group_hourly too (keyed by
+        // environment), and models from the group's raw reports in the window.
         let hourly = window.hourPlan
         let versions = window.subtractivePlan
         let daily = window.plan
+        let all = environments.isEmpty
         let rows = try await connection.query(
             """
             SELECT dim, value, n FROM (
@@ -135,31 +160,44 @@ extension PostgresQueryStore.Reader {
                        row_number() OVER (PARTITION BY dim ORDER BY sum(n) DESC, value) AS rank
                 FROM (
                     SELECT 'v' AS dim, app_version AS value, count AS n FROM group_version_daily
-                    WHERE group_id = \(group) AND app_version <> '' AND \("day", in: versions.days)
+                    WHERE \(all) AND group_id = \(group) AND app_version <> '' AND \("day", in: versions.days)
                     UNION ALL
                     SELECT 'v', app_version, count * CASE WHEN \("hour", in: versions.head.range) THEN \(versions.head.sign) ELSE \(versions.tail.sign) END
                     FROM group_version_hourly
-                    WHERE group_id = \(group) AND app_version <> '' AND (\("hour", in: versions.head.range) OR \("hour", in: versions.tail.range))
+                    WHERE \(all) AND group_id = \(group) AND app_version <> ''
+                      AND (\("hour", in: versions.head.range) OR \("hour", in: versions.tail.range))
                     UNION ALL
-                    SELECT 'o', os, count FROM group_daily WHERE group_id = \(group) AND \("day", in: daily.days)
+                    SELECT d.dim, d.value, g.count FROM group_daily g
+                    CROSS JOIN LATERAL (VALUES ('v', g.app_version), ('o', g.os), ('e', g.environment)) AS d(dim, value)
+                    WHERE g.group_id = \(group) AND \("g.day", in: daily.days) AND \(environmentFilter: environments)
+                      AND (d.dim <> 'v' OR NOT \(all))
                     UNION ALL
-                    SELECT 'o', os, count FROM group_hourly
-                    WHERE group_id = \(group) AND (\("hour", in: daily.hoursHead) OR \("hour", in: daily.hoursTail))
+                    SELECT d.dim, d.value, g.count FROM group_hourly g
+                    CROSS JOIN LATERAL (VALUES ('v', g.app_version), ('o', g.os), ('e', g.environment)) AS d(dim, value)
+                    WHERE g.group_id = \(group) AND (\("g.hour", in: daily.hoursHead) OR \("g.hour", in: daily.hoursTail))
+                      AND \(environmentFilter: environments) AND (d.dim <> 'v' OR NOT \(all))
                     UNION ALL
-                    SELECT 'm', model, count FROM group_model_hourly WHERE group_id = \(group) AND \("hour", in: hourly.hoursHead)
+                    SELECT 'm', model, count FROM group_model_hourly WHERE \(all) AND group_id = \(group) AND \("hour", in: hourly.hoursHead)
+                    UNION ALL
+                    SELECT 'm', COALESCE(model, ''), 1 FROM reports
+                    WHERE NOT \(all) AND group_id = \(group) AND ts >= \(window.from) AND ts < \(window.to)
+                      AND \(environmentFilter: environments)
                     UNION ALL
                     SELECT d.dim, d.value, 1 FROM reports r
-                    CROSS JOIN LATERAL (VALUES ('v', r.app_version), ('o', COALESCE(r.os, '')), ('m', COALESCE(r.model, ''))) AS d(dim, value)
+                    CROSS JOIN LATERAL (VALUES ('v', r.app_version), ('o', COALESCE(r.os, '')), ('m', COALESCE(r.model, '')),
+                                               ('e', r.environment)) AS d(dim, value)
                     WHERE r.group_id = \(group) AND ((\("r.ts", in: hourly.rawHead)) OR (\("r.ts", in: hourly.rawTail)))
+                      AND \(environmentFilter: environments) AND (d.dim <> 'm' OR \(all))
                 ) x WHERE value <> '' GROUP BY dim, value HAVING sum(n) > 0
             ) y WHERE rank <= 10 ORDER BY dim, rank
             """, logger: logger)
-        var result = Breakdown(versions: [], os: [], models: [])
+        var result = Breakdown(versions: [], os: [], models: [], environments: [])
         for try await (dim, value, n) in rows.decode((String, String, Int64).self) {
             let entry = ValueCount(value: value, count: n)
             switch dim {
             case "v": result.versions.append(entry)
             case "o": result.os.append(entry)
+            case "e": result.environments.append(entry)
             default: result.models.append(entry)
             }
         }
@@ -168,7 +206,8 @@ extension PostgresQueryStore.Reader {
 
     /// A group's stored reports, newest first (client time, then id), after `cursor`.
     func reports(
-        project: Int64, group: Int64, after cursor: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+        project: Int64, group: Int64, after cursor: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool,
+        environments: [String]
     ) async throws -> [(report: StoredReport, micros: Int64)] {
         let afterMicros = cursor?.micros
         let afterID = cursor?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
@@ -177,8 +216,8 @@ extension PostgresQueryStore.Reader {
             SELECT id, ts, received_at, kind, reason, CASE WHEN \(includeStack) THEN COALESCE(stack, stack_jsonb::text) END, fatal,
                    app_id, app_version, app_build, os, os_version, model, device_id,
                    COALESCE(fingerprint, fingerprint_jsonb::text), COALESCE(context, context_jsonb::text),
-                   (extract(epoch FROM ts) * 1000000)::bigint
-            FROM reports WHERE group_id = \(group) AND project_id = \(project)
+                   (extract(epoch FROM ts) * 1000000)::bigint, environment
+            FROM reports WHERE group_id = \(group) AND project_id = \(project) AND \(environmentFilter: environments)
               AND (\(afterMicros)::bigint IS NULL OR (ts, id) < ('epoch'::timestamptz + \(afterMicros) * interval '1 microsecond', \(afterID)))
             ORDER BY ts DESC, id DESC LIMIT \(limit)
             """, logger: logger)
@@ -188,11 +227,11 @@ extension PostgresQueryStore.Reader {
         for try await row in rows {
             let (
                 id, timestamp, receivedAt, kind, reason, stack, fatal, appID, appVersion, appBuild, os, osVersion, model, deviceID,
-                fingerprint, context, micros
+                fingerprint, context, micros, environment
             ) = try row.decode(
                 (
                     UUID, Date, Date, String, String, String?, Bool?, String, String, String?, String?, String?, String?, String?, String?,
-                    String?, Int64
+                    String?, Int64, String
                 ).self)
             let device: DeviceInfo? =
                 os == nil && osVersion == nil && model == nil && deviceID == nil
@@ -202,7 +241,7 @@ extension PostgresQueryStore.Reader {
                 fatal: fatal, app: AppInfo(id: appID, version: appVersion, build: appBuild), device: device,
                 fingerprint: try strings(fingerprint),
                 context: try context.map { try decoder.decode([String: String].self, from: Data($0.utf8)) },
-                receivedAt: receivedAt)
+                receivedAt: receivedAt, environment: environment)
             out.append((report, micros))
         }
         return out

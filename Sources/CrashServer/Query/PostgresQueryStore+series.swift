@@ -14,9 +14,10 @@ extension PostgresQueryStore.Reader {
         guard !ids.isEmpty else { return [:] }
         // Daily buckets: whole UTC days from the daily rollups, edge hours from the hourly
         // ones. Hourly buckets: hours only (the plan's day range is then empty).
-        let plan = unit == .day ? window.plan : window.hourPlan
-        let scoped = f.app == nil && f.os == nil
-        let version = f.version ?? ""
+        let level = f.level
+        let plan = unit == .day ? window.plan(for: level) : level == .reports ? window.reportsPlan : window.hourPlan
+        let scoped = level == .versions
+        let version = f.reports.versions.first ?? ""
         // One row per group with its buckets as two arrays: a row per bucket cost a
         // row-stream step each (25 rows x 168 hours on the dashboard's 7-day page).
         let rows = try await connection.query(
@@ -34,7 +35,7 @@ extension PostgresQueryStore.Reader {
                 WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(ids)) AND \("day", in: plan.days)
                   AND \(reportFilter: f)
                 UNION ALL
-                SELECT group_id, hour, count FROM group_hourly
+                SELECT group_id, hour, \(rollupCount: f) FROM group_hourly
                 WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(ids))
                   AND (\("hour", in: plan.hoursHead) OR \("hour", in: plan.hoursTail))
                   AND \(reportFilter: f)
@@ -42,7 +43,7 @@ extension PostgresQueryStore.Reader {
                 SELECT group_id, ts, 1 FROM reports
                 WHERE project_id = \(project) AND group_id = ANY(\(ids))
                   AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
-                  AND \(reportFilter: f, nullableOS: true)
+                  AND \(reportFilter: f, onReports: true)
             ) x GROUP BY 1, 2
             ) b GROUP BY group_id
             """, logger: logger)
@@ -53,9 +54,10 @@ extension PostgresQueryStore.Reader {
         return out
     }
 
-    /// Project-wide counts per bucket (`hour` or `day`) and key (`kind`, `version` or none).
+    /// Project-wide counts per bucket (`hour` or `day`) and key (`kind`, `version`,
+    /// `environment` or none), of the reports in `environments` when given.
     func stats(
-        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int, environments: [String]
     ) async throws -> [(t: Date, key: String?, n: Int64)] {
         let plan = window.hourPlan
         // Only the buckets of the maxSeries + 1 keys of highest total (ties by key, in byte
@@ -66,11 +68,14 @@ extension PostgresQueryStore.Reader {
             """
             WITH b AS (
                 SELECT date_trunc(\(unit), t) AS t, key, sum(n)::bigint AS n FROM (
-                    SELECT hour AS t, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version END AS key, count AS n
+                    SELECT hour AS t, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version
+                                      WHEN 'environment' THEN environment END AS key, count AS n
                     FROM project_hourly WHERE project_id = \(project) AND \("hour", in: plan.hoursHead)
+                      AND \(environmentFilter: environments)
                     UNION ALL
-                    SELECT ts, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version END, 1
+                    SELECT ts, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version WHEN 'environment' THEN environment END, 1
                     FROM reports WHERE project_id = \(project) AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
+                      AND \(environmentFilter: environments)
                 ) x GROUP BY 1, 2
             ), k AS (
                 SELECT key FROM b GROUP BY key ORDER BY sum(n) DESC, key COLLATE "C" LIMIT \(keys)
@@ -84,16 +89,19 @@ extension PostgresQueryStore.Reader {
 
     /// Project-wide counts per bucket split into fatal and non-fatal reports (`stats`
     /// with `groupBy=fatal`), from `group_hourly` and raw reports at sub-hour edges.
-    func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)] {
+    func fatalStats(
+        project: Int64, window: TimeWindow, unit: StatsInterval, environments: [String]
+    ) async throws -> [(t: Date, key: String?, n: Int64)] {
         let plan = window.hourPlan
         let rows = try await connection.query(
             """
             SELECT date_trunc(\(unit), t), sum(f)::bigint, sum(n)::bigint FROM (
                 SELECT hour AS t, fatal_count AS f, count AS n FROM group_hourly
-                WHERE project_id = \(project) AND \("hour", in: plan.hoursHead)
+                WHERE project_id = \(project) AND \("hour", in: plan.hoursHead) AND \(environmentFilter: environments)
                 UNION ALL
                 SELECT ts, CASE WHEN fatal THEN 1 ELSE 0 END, 1 FROM reports
                 WHERE project_id = \(project) AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
+                  AND \(environmentFilter: environments)
             ) x GROUP BY 1
             """, logger: logger)
         var out: [(Date, String?, Int64)] = []

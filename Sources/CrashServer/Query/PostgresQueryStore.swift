@@ -88,18 +88,25 @@ struct PostgresQueryStore: QueryStore {
         /// Reports per group in `window` under `filters`, read from the rollups (whole days
         /// from `group_daily`, edge hours from `group_hourly`, sub-hour edges from raw reports).
         ///
+        /// Which rollups depends on the filters' ``RollupLevel``: the per-version rollups when
+        /// at most a version narrows the reports; `group_daily`/`group_hourly` for app, OS and
+        /// environment; `group_hourly` alone (its `fatal_count`) for `fatal:`; raw reports over the
+        /// whole window for `context` terms.
+        ///
         /// - Parameters:
         ///   - ids: only these groups; nil for every group of the project.
         ///   - snapshot: count as of this `pg_snapshot`: reports committed after it are subtracted.
-        /// - Returns: groups with a positive count that pass the kind and status filters.
+        /// - Returns: groups with a positive count that pass the group filters and terms: for
+        ///   `ids: nil`, every group the list with these filters shows (all pages).
         func windowCounts(
             project: Int64, ids: [Int64]?, window: TimeWindow, filters f: GroupFilters, snapshot: String?
         ) async throws -> [Int64: Int64] {
-            let plan = window.plan
-            // Without app/os filters, whole hours and days come from the per-version rollups: a
-            // few rows per group and day instead of one per app, version and OS.
-            let scoped = f.app == nil && f.os == nil
-            let version = f.version ?? ""
+            let level = f.level
+            let plan = window.plan(for: level)
+            // Without report filters but a version, whole hours and days come from the per-version
+            // rollups: a few rows per group and day instead of one per app, version, OS and environment.
+            let scoped = level == .versions
+            let version = f.reports.versions.first ?? ""
             let sp = window.subtractivePlan
             let rows = try await connection.query(
                 """
@@ -121,7 +128,7 @@ struct PostgresQueryStore: QueryStore {
                           AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
                           AND \(reportFilter: f)
                         UNION ALL
-                        SELECT group_id, count FROM group_hourly
+                        SELECT group_id, \(rollupCount: f) FROM group_hourly
                         WHERE NOT \(scoped) AND project_id = \(project) AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
                           AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
                           AND \(reportFilter: f)
@@ -129,7 +136,7 @@ struct PostgresQueryStore: QueryStore {
                         SELECT group_id, 1 FROM reports
                         WHERE project_id = \(project) AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
                           AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
-                          AND \(reportFilter: f, nullableOS: true)
+                          AND \(reportFilter: f, onReports: true)
                         UNION ALL
                         SELECT group_id, -1 FROM reports
                         WHERE \(snapshot)::text IS NOT NULL AND project_id = \(project)
@@ -137,7 +144,7 @@ struct PostgresQueryStore: QueryStore {
                           AND NOT pg_visible_in_snapshot(xact, \(snapshot)::pg_snapshot)
                           AND ts >= \(window.from) AND ts < \(window.to)
                           AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
-                          AND \(reportFilter: f, nullableOS: true)
+                          AND \(reportFilter: f, onReports: true)
                     ) x GROUP BY group_id
                 ) c JOIN crash_groups g ON g.id = c.group_id
                 WHERE c.n > 0 AND \(groupFilter: f, alias: "g")
@@ -154,8 +161,12 @@ struct PostgresQueryStore: QueryStore {
             project: Int64, window: TimeWindow, filters f: GroupFilters, after: (bound: Int64, id: Int64)?, atLeast: Int64?,
             limit: Int
         ) async throws -> [(id: Int64, bound: Int64)] {
+            // A facet every counted report has: its all-time count bounds the window count.
+            let p = f.reports
+            let environment = p.environments.first ?? (p.anyEnvironment.count == 1 ? p.anyEnvironment.first : nil)
             let facet: (String, String)? =
-                f.version.map { ("version", $0) } ?? f.os.map { ("os", $0) } ?? f.app.map { ("app", $0) }
+                p.versions.first.map { ("version", $0) } ?? p.oses.first.map { ("os", $0) } ?? f.app.map { ("app", $0) }
+                ?? environment.map { ("environment", $0) }
             let afterBound = after?.bound, afterID = after?.id ?? 0
             let rows: PostgresRowSequence
             if let (name, value) = facet {
@@ -192,15 +203,36 @@ struct PostgresQueryStore: QueryStore {
         ) async throws -> [(id: Int64, key: Int64)] {
             let afterKey = after?.0, afterID = after?.1 ?? 0
             let column = sort == .firstSeen ? "first_seen" : "last_seen"
-            let rows = try await connection.query(
-                """
-                SELECT id, (extract(epoch FROM \(unescaped: column)) * 1000000)::bigint FROM crash_groups
-                WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
-                  AND (\(afterKey)::bigint IS NULL OR \(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'
-                       OR (\(unescaped: column) = 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond' AND id > \(afterID)))
-                  AND \(groupFilter: f)
-                ORDER BY \(unescaped: column) DESC, id LIMIT \(limit)
-                """, logger: logger)
+            // With `environment=`, the times are those of the group's reports in those
+            // environments (their 'environment' facets); else the group's own (an index scan).
+            let environments = f.environments
+            let rows: PostgresRowSequence
+            if environments.isEmpty {
+                rows = try await connection.query(
+                    """
+                    SELECT id, (extract(epoch FROM \(unescaped: column)) * 1000000)::bigint FROM crash_groups
+                    WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
+                      AND (\(afterKey)::bigint IS NULL OR \(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'
+                           OR (\(unescaped: column) = 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond' AND id > \(afterID)))
+                      AND \(groupFilter: f)
+                    ORDER BY \(unescaped: column) DESC, id LIMIT \(limit)
+                    """, logger: logger)
+            } else {
+                rows = try await connection.query(
+                    """
+                    SELECT g.id, (extract(epoch FROM t.\(unescaped: column)) * 1000000)::bigint
+                    FROM (
+                        SELECT group_id, min(first_seen) AS first_seen, max(last_seen) AS last_seen FROM group_facets
+                        WHERE project_id = \(project) AND facet = 'environment' AND value = ANY(\(environments)::text[])
+                        GROUP BY group_id
+                    ) t JOIN crash_groups g ON g.id = t.group_id
+                    WHERE t.last_seen >= \(window.from) AND t.first_seen < \(window.to)
+                      AND (\(afterKey)::bigint IS NULL OR t.\(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'
+                           OR (t.\(unescaped: column) = 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond' AND g.id > \(afterID)))
+                      AND \(groupFilter: f, alias: "g")
+                    ORDER BY t.\(unescaped: column) DESC, g.id LIMIT \(limit)
+                    """, logger: logger)
+            }
             var out: [(Int64, Int64)] = []
             for try await (id, key) in rows.decode((Int64, Int64).self) { out.append((id, key)) }
             return out

@@ -33,8 +33,10 @@ struct QueryController<Store: QueryStore>: Sendable {
     }
 
     @Sendable func detail(request: Request, context: CrashRequestContext) async throws -> GroupDetailBody {
-        let window = try QueryParameters(request).window()
-        return try await queries.group(context.requireReadProject(), GroupDetailRequest(group: try context.groupID(), window: window))
+        let q = QueryParameters(request)
+        let window = try q.window()
+        let detail = GroupDetailRequest(group: try context.groupID(), window: window, environments: try q.environments())
+        return try await queries.group(context.requireReadProject(), detail)
     }
 
     @Sendable func reports(request: Request, context: CrashRequestContext) async throws -> ReportListBody {
@@ -43,7 +45,8 @@ struct QueryController<Store: QueryStore>: Sendable {
         let limit = try q.limit()
         let list = ReportListRequest(
             group: try context.groupID(), limit: limit,
-            cursor: try q.string("cursor").map { try ListCursor.decode($0, order: .reports, project: project.id) })
+            cursor: try q.string("cursor").map { try ListCursor.decode($0, order: .reports, project: project.id) },
+            environments: try q.environments())
         return try await queries.reports(project, list)
     }
 
@@ -56,8 +59,9 @@ struct QueryController<Store: QueryStore>: Sendable {
 }
 
 extension GroupListRequest {
-    /// The list's query string: `from`, `to`, the filters, `sort`, `limit`, `cursor` (bound to
-    /// `project` and the sort) and `trend`; each mistake a 400 naming the parameter.
+    /// The list's query string: `from`, `to`, the filters (with `environment` and the search
+    /// `q`), `sort`, `limit`, `cursor` (bound to `project` and the sort) and `trend`; each
+    /// mistake a 400 naming the parameter. Bulk triage parses the same string the same way.
     init(_ q: QueryParameters, project: ProjectRef) throws {
         let sort = try q.sort()
         let trend: StatsInterval? = try q.string("trend").map {
@@ -85,11 +89,11 @@ extension StatsRequest {
         let groupBy =
             try q.string("groupBy").map {
                 guard let grouping = StatsGrouping(rawValue: $0) else {
-                    throw APIError.badRequest("groupBy: must be none, kind, version or fatal")
+                    throw APIError.badRequest("groupBy: must be none, kind, version, fatal or environment")
                 }
                 return grouping
             } ?? .none
-        self.init(window: window, interval: interval, groupBy: groupBy)
+        self.init(window: window, interval: interval, groupBy: groupBy, environments: try q.environments())
     }
 }
 

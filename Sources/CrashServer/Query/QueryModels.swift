@@ -56,6 +56,7 @@ struct Breakdown: Codable, Sendable, Equatable {
     var versions: [ValueCount]
     var os: [ValueCount]
     var models: [ValueCount]
+    var environments: [ValueCount] = []
 }
 
 /// A stored report, as it was sent, plus when the server received it.
@@ -71,6 +72,8 @@ struct StoredReport: Codable, Sendable, Equatable {
     var fingerprint: [String]?
     var context: [String: String]?
     var receivedAt: Date
+    /// Always present: `production` for a report that named none.
+    var environment = ReportLimits.defaultEnvironment
     /// Frames of `stack` resolved with uploaded debug files (docs/symbolication.md); absent
     /// when none could be. Computed at read time, never stored.
     var symbolicated: [SymbolicatedFrame]? = nil

@@ -5,5 +5,5 @@ enum GroupSort: String, Sendable, CaseIterable {
 
 /// The stats' `groupBy`.
 enum StatsGrouping: String, Sendable, CaseIterable {
-    case none, kind, version, fatal
+    case none, kind, version, fatal, environment
 }

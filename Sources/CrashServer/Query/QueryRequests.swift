@@ -18,6 +18,8 @@ struct GroupListRequest: Sendable, Equatable {
 struct GroupDetailRequest: Sendable, Equatable {
     var group: Int64
     var window: TimeWindow
+    /// `environment=`: count only the reports in these environments; empty for all.
+    var environments: [String] = []
 }
 
 /// A page of one group's stored reports, newest first, with their stacks.
@@ -27,6 +29,8 @@ struct ReportListRequest: Sendable, Equatable {
     var limit = 50
     /// Where the previous page ended (a cursor of ``ListCursor/Order/reports`` for `group`).
     var cursor: ListCursor? = nil
+    /// `environment=`: only the reports in these environments; empty for all.
+    var environments: [String] = []
 }
 
 /// Project-wide counts per bucket (`GET .../stats`, the dashboard's overview).
@@ -34,4 +38,6 @@ struct StatsRequest: Sendable, Equatable {
     var window: TimeWindow
     var interval = StatsInterval.hour
     var groupBy = StatsGrouping.none
+    /// `environment=`: count only the reports in these environments; empty for all.
+    var environments: [String] = []
 }

@@ -3,25 +3,77 @@ import PostgresNIO
 /// The predicates the query reads share, each written once and interpolated with its binds
 /// (`\(reportFilter: filters)`), so every read filters reports and groups the same way.
 extension PostgresQuery.StringInterpolation {
-    /// The report filters (`app`, `version`, `os`) over a table with `app_id`, `app_version`
-    /// and `os` columns; an unset filter matches every row.
+    /// The report filters (`app`, `version`, `os`, `environment`) and report search terms
+    /// (``ReportPredicate``) over a rollup with `app_id`, `app_version`, `os` and `environment`
+    /// columns, or over `reports` (`onReports`); an unset filter matches every row.
     ///
-    /// `os` is `NOT NULL` (empty when unknown) in the rollups and nullable in `reports`: there
-    /// `nullableOS` compares `COALESCE(os, '')`, so both read a missing OS as `''`.
-    mutating func appendInterpolation(reportFilter f: GroupFilters, nullableOS: Bool = false) {
-        appendLiteral("(")
-        appendInterpolation(f.app)
-        appendLiteral("::text IS NULL OR app_id = ")
-        appendInterpolation(f.app)
-        appendLiteral(") AND (")
-        appendInterpolation(f.version)
-        appendLiteral("::text IS NULL OR app_version = ")
-        appendInterpolation(f.version)
-        appendLiteral(")\n  AND (")
-        appendInterpolation(f.os)
-        appendLiteral(nullableOS ? "::text IS NULL OR COALESCE(os, '') = " : "::text IS NULL OR os = ")
-        appendInterpolation(f.os)
-        appendLiteral(")")
+    /// `os` is `NOT NULL` (empty when unknown) in the rollups and nullable in `reports`: there it
+    /// compares `COALESCE(os, '')`, so both read a missing OS as `''`. Only `reports` has `fatal`
+    /// and `context`: over a rollup, `fatal:` is its count column (``rollupCount:``) and a
+    /// `context` term never reaches it (``RollupLevel/reports``).
+    mutating func appendInterpolation(reportFilter f: GroupFilters, onReports: Bool = false) {
+        let p = f.reports
+        let os = onReports ? "COALESCE(os, '')" : "os"
+        appendLiteral("(app_id = ALL(")
+        appendInterpolation(p.apps)
+        appendLiteral("::text[]) AND app_version = ALL(")
+        appendInterpolation(p.versions)
+        appendLiteral("::text[]) AND app_version <> ALL(")
+        appendInterpolation(p.notVersions)
+        appendLiteral("::text[])\n  AND \(os) = ALL(")
+        appendInterpolation(p.oses)
+        appendLiteral("::text[]) AND \(os) <> ALL(")
+        appendInterpolation(p.notOSes)
+        appendLiteral("::text[])\n  AND (cardinality(")
+        appendInterpolation(p.anyEnvironment)
+        appendLiteral("::text[]) = 0 OR environment = ANY(")
+        appendInterpolation(p.anyEnvironment)
+        appendLiteral("::text[])) AND environment = ALL(")
+        appendInterpolation(p.environments)
+        appendLiteral("::text[]) AND environment <> ALL(")
+        appendInterpolation(p.notEnvironments)
+        appendLiteral("::text[]) AND NOT ")
+        appendInterpolation(p.impossible)
+        defer { appendLiteral(")") }
+        guard onReports else { return }
+        appendLiteral("\n  AND (")
+        appendInterpolation(p.fatal)
+        appendLiteral("::boolean IS NULL OR COALESCE(fatal, false) = ")
+        appendInterpolation(p.fatal)
+        // Context terms read the report's JSON text only when there are any.
+        appendLiteral(
+            ")\n  AND NOT EXISTS (SELECT 1 FROM unnest(")
+        appendInterpolation(p.contextKeys)
+        appendLiteral("::text[], ")
+        appendInterpolation(p.contextValues)
+        appendLiteral(
+            "::text[]) AS c(k, v) WHERE (COALESCE(context, context_jsonb::text)::jsonb ->> c.k) IS DISTINCT FROM c.v)"
+                + "\n  AND NOT EXISTS (SELECT 1 FROM unnest(")
+        appendInterpolation(p.notContextKeys)
+        appendLiteral("::text[], ")
+        appendInterpolation(p.notContextValues)
+        appendLiteral("::text[]) AS c(k, v) WHERE (COALESCE(context, context_jsonb::text)::jsonb ->> c.k) = c.v)")
+    }
+
+    /// A `group_hourly` row's count under the `fatal:` terms: `count`, `fatal_count` or their
+    /// difference.
+    mutating func appendInterpolation(rollupCount f: GroupFilters) {
+        let fatal = f.reports.fatal
+        appendLiteral("CASE WHEN ")
+        appendInterpolation(fatal)
+        appendLiteral("::boolean IS NULL THEN count WHEN ")
+        appendInterpolation(fatal)
+        appendLiteral("::boolean THEN fatal_count ELSE count - fatal_count END")
+    }
+
+    /// `environment = ANY(names)` when names are given, else true: the `environment=`
+    /// parameter over a table with an `environment` column.
+    mutating func appendInterpolation(environmentFilter names: [String]) {
+        appendLiteral("(cardinality(")
+        appendInterpolation(names)
+        appendLiteral("::text[]) = 0 OR environment = ANY(")
+        appendInterpolation(names)
+        appendLiteral("::text[]))")
     }
 
     /// The group filters (`kind`, `status`) over `crash_groups` (as `alias` when given). Without
@@ -37,9 +89,12 @@ extension PostgresQuery.StringInterpolation {
         let status = "(CASE WHEN \(prefix)snooze_until <= now() THEN 'open' ELSE \(prefix)status END)"
         appendLiteral(")\n  AND \(prefix)merged_into IS NULL AND CASE WHEN ")
         appendInterpolation(f.status)
-        appendLiteral("::text IS NULL THEN \(status) <> 'ignored' ELSE \(status) = ")
+        appendLiteral("::text IS NULL THEN ")
+        appendInterpolation(f.showsIgnored)
+        appendLiteral(" OR \(status) <> 'ignored' ELSE \(status) = ")
         appendInterpolation(f.status)
         appendLiteral(" END")
+        appendInterpolation(searchTerms: f.search, prefix: prefix, status: status)
     }
 
     /// The release queries' session filters (`environment`, `app`) over a session table;

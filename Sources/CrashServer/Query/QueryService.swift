@@ -103,18 +103,19 @@ struct QueryService<Store: QueryStore>: Sendable {
     /// A group's detail over the request's window, its latest reports symbolicated when a
     /// symbolicator is set; 404 for a group the project does not have.
     func group(_ project: ProjectRef, _ request: GroupDetailRequest) async throws -> GroupDetailBody {
-        let (group, window) = (request.group, request.window)
+        let (group, window, environments) = (request.group, request.window, request.environments)
         var body = try await store.read { reader -> GroupDetailBody in
-            let histogram = try await reader.groupHistogram(group: group, window: window)
+            let histogram = try await reader.groupHistogram(group: group, window: window, environments: environments)
             let count = histogram.values.reduce(0, +)
             guard
                 let base = try await reader.groupBodies(
-                    project: project.id, counts: [(group, count)], window: window, filters: GroupFilters()
+                    project: project.id, counts: [(group, count)], window: window, filters: GroupFilters(environments: environments)
                 ).first
             else { throw APIError.noCrashGroup(group, in: project) }
-            let breakdown = try await reader.breakdown(group: group, window: window)
+            let breakdown = try await reader.breakdown(group: group, window: window, environments: environments)
             let points = window.buckets(TimeWindow.hour).map { TimeCount(t: $0, count: histogram[$0] ?? 0) }
-            let latest = try await reader.reports(project: project.id, group: group, after: nil, limit: 5, includeStack: false)
+            let latest = try await reader.reports(
+                project: project.id, group: group, after: nil, limit: 5, includeStack: false, environments: environments)
             return GroupDetailBody(group: base, breakdown: breakdown, histogram: points, latest: latest.map(\.report))
         }
         if let symbolicator, !body.latest.isEmpty {
@@ -138,7 +139,8 @@ struct QueryService<Store: QueryStore>: Sendable {
             guard try await !reader.groupRows(project: project.id, ids: [group]).isEmpty else {
                 throw APIError.noCrashGroup(group, in: project)
             }
-            let rows = try await reader.reports(project: project.id, group: group, after: after, limit: limit + 1, includeStack: true)
+            let rows = try await reader.reports(
+                project: project.id, group: group, after: after, limit: limit + 1, includeStack: true, environments: request.environments)
             var next: String?
             if rows.count > limit {
                 let last = rows[limit - 1]
@@ -159,8 +161,10 @@ struct QueryService<Store: QueryStore>: Sendable {
         let fit = PointBudget.series(buckets: buckets.count)
         let rows = try await store.read { reader in
             groupBy == .fatal
-                ? try await reader.fatalStats(project: project.id, window: window, unit: interval)
-                : try await reader.stats(project: project.id, window: window, unit: interval, groupBy: groupBy, maxSeries: fit)
+                ? try await reader.fatalStats(project: project.id, window: window, unit: interval, environments: request.environments)
+                : try await reader.stats(
+                    project: project.id, window: window, unit: interval, groupBy: groupBy, maxSeries: fit,
+                    environments: request.environments)
         }
         var byKey: [String?: [Date: Int64]] = [:]
         if groupBy == .none { byKey[nil] = [:] }
@@ -180,7 +184,7 @@ struct QueryService<Store: QueryStore>: Sendable {
                 let c = AppVersion.compare(a ?? "", b ?? "")
                 return c != 0 ? c > 0 : (a ?? "") > (b ?? "")
             }
-        case .none, .kind:
+        case .none, .kind, .environment:
             let totals = byKey.mapValues { $0.values.reduce(0, +) }
             keys.sort { a, b in totals[a]! != totals[b]! ? totals[a]! > totals[b]! : (a ?? "") < (b ?? "") }
         }

@@ -38,19 +38,22 @@ protocol QueryReader: Sendable {
     func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow]
     func versions(ids: [Int64]) async throws -> [Int64: [String]]
     func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64]
-    func groupHistogram(group: Int64, window: TimeWindow) async throws -> [Date: Int64]
-    func breakdown(group: Int64, window: TimeWindow) async throws -> Breakdown
+    func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64]
+    func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)]
+    func breakdown(group: Int64, window: TimeWindow, environments: [String]) async throws -> Breakdown
     func reports(
-        project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool
+        project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool, environments: [String]
     ) async throws
         -> [(report: StoredReport, micros: Int64)]
     /// `maxSeries`: the caller keeps at most this many series; the store may leave out keys
     /// past the `maxSeries + 1` of highest total (ties by key in byte order).
     func stats(
-        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int
+        project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int, environments: [String]
     ) async throws
         -> [(t: Date, key: String?, n: Int64)]
-    func fatalStats(project: Int64, window: TimeWindow, unit: StatsInterval) async throws -> [(t: Date, key: String?, n: Int64)]
+    func fatalStats(
+        project: Int64, window: TimeWindow, unit: StatsInterval, environments: [String]
+    ) async throws -> [(t: Date, key: String?, n: Int64)]
     func groupTrends(
         project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters
     ) async throws
@@ -68,12 +71,15 @@ extension QueryReader {
         let versionLists = try await self.versions(ids: ids)
         let devices = try await deviceCounts(
             project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window, filters: filters)
+        // With `environment=`, first and last seen within those environments.
+        let times = filters.environments.isEmpty ? [:] : try await environmentTimes(ids: ids, environments: filters.environments)
         return counts.compactMap { id, count in
             guard let row = rows[id] else { return nil }
             return GroupBody(
                 id: String(id), signature: row.signature, kind: row.kind, groupingVersion: row.groupingVersion,
                 title: row.title, count: count,
-                devices: devices[id] ?? 0, firstSeen: row.firstSeen, lastSeen: row.lastSeen, status: row.status,
+                devices: devices[id] ?? 0, firstSeen: times[id]?.first ?? row.firstSeen, lastSeen: times[id]?.last ?? row.lastSeen,
+                status: row.status,
                 resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versionLists[id] ?? [], assignee: row.assignee,
                 snoozed: row.snoozed, mergedInto: row.mergedInto.map(String.init), merged: row.merged.map(String.init))
         }
@@ -81,7 +87,7 @@ extension QueryReader {
 
     /// One group's body with its count over `window` (triage's answer, a webhook's group).
     func groupBody(project: Int64, group: Int64, window: TimeWindow) async throws -> GroupBody? {
-        let histogram = try await groupHistogram(group: group, window: window)
+        let histogram = try await groupHistogram(group: group, window: window, environments: [])
         return try await groupBodies(
             project: project, counts: [(group, histogram.values.reduce(0, +))], window: window, filters: GroupFilters()
         ).first

@@ -110,7 +110,8 @@ extension SentryEvent {
             app: app,
             device: device,
             fingerprint: printFingerprint,
-            context: context.isEmpty ? nil : context)
+            context: context.isEmpty ? nil : context,
+            environment: environment.flatMap { Report.environmentError($0) == nil ? $0 : nil } ?? ReportLimits.defaultEnvironment)
     }
 
     /// A frame without a function (or `<redacted>`, what the Cocoa SDK writes for a symbol it

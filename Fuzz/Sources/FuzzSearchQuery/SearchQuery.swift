@@ -1,0 +1,1 @@
+../../../Sources/CrashServer/Query/SearchQuery.swift
