@@ -233,29 +233,10 @@ actor Uploader {
         }
         if droppedSent > 0 || deadLetteredSent > 0 { reports[0].context = context }
 
-        let request: UploadRequest
-        do {
-            let json = try JSONEncoder.crashWire().encode(ReportBatch(reports: reports))
-            let body = try Deflater.compress(Array(json), format: .gzip)
-            request = UploadRequest(
-                url: endpoint,
-                headers: [
-                    WireProtocol.ingestKeyHeader: ingestKey,
-                    "Content-Type": WireProtocol.mediaType,
-                    "Content-Encoding": "gzip",
-                ],
-                body: Data(body)
-            )
-        } catch {
-            log("could not encode a batch: \(error)")
-            return .retry(after: nil, counts: true)
-        }
-
         let response: UploadResponse
-        do {
-            response = try await transport.send(request)
-        } catch {
-            return .retry(after: nil, counts: false)
+        switch await post(to: endpoint, { try JSONEncoder.crashWire().encode(ReportBatch(reports: reports)) }) {
+        case .answered(let answer): response = answer
+        case .unanswered(let outcome): return outcome
         }
 
         switch response.status {
@@ -281,6 +262,36 @@ actor Uploader {
             return .sent
         default:
             return failure(response, path: "/v1/reports")
+        }
+    }
+
+    /// What one `POST` came to: an answer, or the outcome to return without one.
+    private enum Posted {
+        case answered(UploadResponse)
+        case unanswered(Outcome)
+    }
+
+    /// Gzips the JSON `body` makes and POSTs it to `url` with the ingest key. A body that
+    /// cannot be encoded counts toward the retry cap; no answer (a network error) does not.
+    private func post(to url: URL, _ body: () throws -> Data) async -> Posted {
+        let request: UploadRequest
+        do {
+            request = UploadRequest(
+                url: url,
+                headers: [
+                    WireProtocol.ingestKeyHeader: ingestKey,
+                    "Content-Type": WireProtocol.mediaType,
+                    "Content-Encoding": "gzip",
+                ],
+                body: Data(try Deflater.compress(Array(try body()), format: .gzip)))
+        } catch {
+            log("could not encode a batch for \(url.path): \(error)")
+            return .unanswered(.retry(after: nil, counts: true))
+        }
+        do {
+            return .answered(try await transport.send(request))
+        } catch {
+            return .unanswered(.retry(after: nil, counts: false))
         }
     }
 
@@ -325,25 +336,10 @@ actor Uploader {
         }
         guard !updates.isEmpty else { return .sent }
         let json = Data("{\"sessions\":[".utf8) + Data(updates.joined(separator: Data(",".utf8))) + Data("]}".utf8)
-        let request: UploadRequest
-        do {
-            request = UploadRequest(
-                url: sessionsEndpoint,
-                headers: [
-                    WireProtocol.ingestKeyHeader: ingestKey,
-                    "Content-Type": WireProtocol.mediaType,
-                    "Content-Encoding": "gzip",
-                ],
-                body: Data(try Deflater.compress(Array(json), format: .gzip)))
-        } catch {
-            log("could not encode session updates: \(error)")
-            return .retry(after: nil, counts: true)
-        }
         let response: UploadResponse
-        do {
-            response = try await transport.send(request)
-        } catch {
-            return .retry(after: nil, counts: false)
+        switch await post(to: sessionsEndpoint, { json }) {
+        case .answered(let answer): response = answer
+        case .unanswered(let outcome): return outcome
         }
         switch response.status {
         case 200, 202, 204, 400, 413:
