@@ -104,11 +104,16 @@ import Testing
         await #expect(throws: OIDCError.tokenMalformed("it is not a signed JWT")) { try await verify("not-a-token") }
     }
 
-    @Test func emailVerifiedAsTheStringTrueCounts() throws {
+    @Test func emailVerifiedAsTheStringTrueOrEntrasDomainOwnerCounts() throws {
         let json = #"{"iss":"i","sub":"s","aud":"c","exp":2000000000,"iat":1999999000,"email":"a@b.c","email_verified":"true"}"#
         #expect(try JSONDecoder().decode(IDTokenClaims.self, from: Data(json.utf8)).emailVerified == true)
         let no = json.replacingOccurrences(of: #""true""#, with: #""false""#)
         #expect(try JSONDecoder().decode(IDTokenClaims.self, from: Data(no.utf8)).emailVerified == nil)
+        // Entra ID: no email_verified, the domain owner's verification (xms_edov) instead.
+        let entra = json.replacingOccurrences(of: #""email_verified":"true""#, with: #""xms_edov":true"#)
+        #expect(try JSONDecoder().decode(IDTokenClaims.self, from: Data(entra.utf8)).emailVerified == true)
+        let both = json.replacingOccurrences(of: #""email_verified":"true""#, with: #""email_verified":false,"xms_edov":true"#)
+        #expect(try JSONDecoder().decode(IDTokenClaims.self, from: Data(both.utf8)).emailVerified == false)
     }
 
     @Test func aKeySetKeepsOnlySigningKeysOfKnownTypes() async throws {

@@ -16,6 +16,7 @@ struct IDTokenClaims: JWTPayload {
     enum CodingKeys: String, CodingKey {
         case iss, sub, aud, exp, iat, nonce, email, name
         case emailVerified = "email_verified"
+        case domainOwnerVerified = "xms_edov"
     }
 
     init(
@@ -34,6 +35,8 @@ struct IDTokenClaims: JWTPayload {
     }
 
     /// `email_verified` as a boolean, or as the strings `"true"`/`"false"` some providers send.
+    /// Microsoft Entra ID sends no `email_verified`; its optional claim `xms_edov` (the e-mail's
+    /// domain owner is verified) stands for it.
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         iss = try c.decode(String.self, forKey: .iss)
@@ -44,11 +47,24 @@ struct IDTokenClaims: JWTPayload {
         nonce = try c.decodeIfPresent(String.self, forKey: .nonce)
         email = try c.decodeIfPresent(String.self, forKey: .email)
         name = try c.decodeIfPresent(String.self, forKey: .name)
-        if let flag = try? c.decodeIfPresent(Bool.self, forKey: .emailVerified) {
-            emailVerified = flag
-        } else {
-            emailVerified = (try? c.decodeIfPresent(String.self, forKey: .emailVerified)).flatMap { $0 == "true" ? true : nil }
+        func flag(_ key: CodingKeys) -> Bool? {
+            if let value = try? c.decodeIfPresent(Bool.self, forKey: key) { return value }
+            return (try? c.decodeIfPresent(String.self, forKey: key)).flatMap { $0 == "true" ? true : nil }
         }
+        emailVerified = flag(.emailVerified) ?? flag(.domainOwnerVerified)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(iss, forKey: .iss)
+        try c.encode(sub, forKey: .sub)
+        try c.encode(aud, forKey: .aud)
+        try c.encode(exp, forKey: .exp)
+        try c.encode(iat, forKey: .iat)
+        try c.encodeIfPresent(nonce, forKey: .nonce)
+        try c.encodeIfPresent(email, forKey: .email)
+        try c.encodeIfPresent(emailVerified, forKey: .emailVerified)
+        try c.encodeIfPresent(name, forKey: .name)
     }
 
     /// The claims are checked by ``IDTokenVerifier``, which knows the issuer, client, nonce and time.
