@@ -118,7 +118,7 @@ struct ReleaseRowView: Sendable {
     var firstSeen: String
     var firstSeenExact: String
 
-    init(_ release: ReleaseBody, href: String, now: Date) {
+    init(_ release: ReleaseFigures, href: String, now: Date) {
         version = release.version
         self.href = href
         sessions = DashboardFormat.number(release.sessions)

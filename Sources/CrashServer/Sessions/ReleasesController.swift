@@ -4,8 +4,9 @@ import Hummingbird
 import Logging
 import PostgresNIO
 
-/// A release in the list and the detail (release-health.md, "Queries").
-struct ReleaseBody: Codable, Sendable, Equatable {
+/// A release's figures, in the list and at the top of the detail (release-health.md,
+/// "Queries"): its counts, the rates computed once from them, and when it was first and last seen.
+struct ReleaseFigures: Codable, Sendable, Equatable {
     var version: String
     var sessions: Int64
     var crashedSessions: Int64
@@ -36,44 +37,44 @@ struct ReleaseBody: Codable, Sendable, Equatable {
 }
 
 struct ReleaseListBody: Codable, Sendable {
-    var releases: [ReleaseBody]
+    var releases: [ReleaseFigures]
     @NullWhenAbsent var nextCursor: String?
 }
 
-/// A release's detail: its fields, series, top groups and the groups it introduced.
+/// A release's detail: its figures (as one JSON object with the rest), series, top groups and
+/// the groups it introduced. `detail.sessions` and the like read the figures.
+@dynamicMemberLookup
 struct ReleaseDetailBody: Codable, Sendable {
-    var version: String
-    var sessions: Int64
-    var crashedSessions: Int64
-    var erroredSessions: Int64
-    var abnormalSessions: Int64
-    var users: Int64
-    var crashedUsers: Int64
-    @NullWhenAbsent var crashFreeSessions: Double?
-    @NullWhenAbsent var crashFreeUsers: Double?
-    @NullWhenAbsent var adoption: Double?
-    @NullWhenAbsent var firstSeen: Date?
-    @NullWhenAbsent var lastSeen: Date?
+    var figures: ReleaseFigures
     var series: [ReleaseSeriesPoint]
     var topGroups: [GroupBody]
     var newGroups: [GroupBody]
 
-    init(_ r: ReleaseBody, series: [ReleaseSeriesPoint], topGroups: [GroupBody], newGroups: [GroupBody]) {
-        version = r.version
-        sessions = r.sessions
-        crashedSessions = r.crashedSessions
-        erroredSessions = r.erroredSessions
-        abnormalSessions = r.abnormalSessions
-        users = r.users
-        crashedUsers = r.crashedUsers
-        crashFreeSessions = r.crashFreeSessions
-        crashFreeUsers = r.crashFreeUsers
-        adoption = r.adoption
-        firstSeen = r.firstSeen
-        lastSeen = r.lastSeen
+    private enum CodingKeys: String, CodingKey { case series, topGroups, newGroups }
+
+    init(_ figures: ReleaseFigures, series: [ReleaseSeriesPoint], topGroups: [GroupBody], newGroups: [GroupBody]) {
+        self.figures = figures
         self.series = series
         self.topGroups = topGroups
         self.newGroups = newGroups
+    }
+
+    subscript<T>(dynamicMember path: KeyPath<ReleaseFigures, T>) -> T { figures[keyPath: path] }
+
+    init(from decoder: any Decoder) throws {
+        figures = try ReleaseFigures(from: decoder)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        series = try c.decode([ReleaseSeriesPoint].self, forKey: .series)
+        topGroups = try c.decode([GroupBody].self, forKey: .topGroups)
+        newGroups = try c.decode([GroupBody].self, forKey: .newGroups)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        try figures.encode(to: encoder)
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(series, forKey: .series)
+        try c.encode(topGroups, forKey: .topGroups)
+        try c.encode(newGroups, forKey: .newGroups)
     }
 }
 
@@ -176,7 +177,7 @@ struct ReleasesController: Sendable {
             project: project.id, window: window, filters: request.filters,
             after: request.cursor.map { ReleaseTotals(version: $0.version, sessions: $0.sessions) }, limit: request.limit)
         return ReleaseListBody(
-            releases: page.releases.map { ReleaseBody($0, allSessions: page.allSessions, seen: page.seen[$0.version]) },
+            releases: page.releases.map { ReleaseFigures($0, allSessions: page.allSessions, seen: page.seen[$0.version]) },
             nextCursor: page.next.map {
                 ReleaseCursor(
                     sessions: $0.sessions, version: $0.version, from: ListCursor.micros(window.from), to: ListCursor.micros(window.to)
@@ -196,7 +197,7 @@ struct ReleasesController: Sendable {
             project: project.id, version: version, window: window, filters: filters, interval: request.interval)
         async let crashes = groups(project: project, version: version, app: filters.app, window: window)
         let (detail, (top, introduced)) = try await (sessions, crashes)
-        let release = ReleaseBody(detail.totals, allSessions: detail.allSessions, seen: detail.seen)
+        let release = ReleaseFigures(detail.totals, allSessions: detail.allSessions, seen: detail.seen)
         return ReleaseDetailBody(release, series: detail.series, topGroups: top, newGroups: introduced)
     }
 
