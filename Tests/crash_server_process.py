@@ -17,18 +17,23 @@ def free_port():
 
 
 def wait_ready(base, process):
+    wait_answer(base + "/readyz", process, "crash-server")
+
+
+def wait_answer(url, process, name):
+    """Until `url` answers 200, for up to 60 s; fails when `process` (called `name`) exits first."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"crash-server exited with {process.returncode}")
+            raise SystemExit(f"{name} exited with {process.returncode}")
         try:
-            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+            with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
                     return
         except OSError:
             pass
         time.sleep(0.2)
-    raise SystemExit("crash-server did not become ready within 60 s")
+    raise SystemExit(f"{name} did not become ready within 60 s")
 
 
 def stop(process):

@@ -31,7 +31,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from crash_server_process import free_port, stop, wait_ready  # noqa: E402
+from crash_server_process import free_port, stop, wait_answer, wait_ready  # noqa: E402
 
 SERVER, PYTHON = sys.argv[1], sys.argv[2]
 CLIENT_ID, CLIENT_SECRET = "crashguard-test", "s3cret-for-the-mock-provider"
@@ -141,21 +141,6 @@ def put_user(provider, sub, claims):
         assert response.status == 204
 
 
-def wait_provider(provider, process):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"oidc-provider-mock exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(provider + "/.well-known/openid-configuration", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("oidc-provider-mock did not start within 60 s")
-
-
 def silent_provider():
     """A provider that accepts connections and never answers."""
     listener = socket.socket()
@@ -201,7 +186,7 @@ def main():
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     servers = []
     try:
-        wait_provider(provider, mock)
+        wait_answer(provider + "/.well-known/openid-configuration", mock, "oidc-provider-mock")
         put_user(provider, "ada", {"email": "ada@allowed.example", "email_verified": True, "name": "Ada Lovelace"})
         put_user(provider, "eve", {"email": "eve@other.example", "email_verified": True, "name": "Eve"})
         server, base, env = serve(
