@@ -40,15 +40,20 @@ struct CrashRecordIntegrityTests {
         let directory = CrashChild.prepare("scope-tear")
         await #expect(processExitsWith: .signal(SIGABRT)) {
             CrashChild.run("scope-tear") {
-                // Every scope is 400 lines `k<i>\t<generation>`: a torn copy mixes generations.
+                // Two scopes of 400 lines `k<i>\t<generation>`, published alternately every
+                // ~20 µs (far faster than the handler writes 40 KiB): a torn copy mixes them.
+                let scopes = ["a", "b"].map { generation in
+                    (0..<400).map { "k\($0)\t\(String(repeating: generation, count: 90))\n" }.joined()
+                }
                 let started = DispatchSemaphore(value: 0)
                 let writer = Thread {
-                    var generation = 0
+                    var count = 0
                     while true {
-                        generation += 1
-                        let line = String(repeating: "x", count: 90) + String(generation)
-                        CrashCapture.publishScope((0..<400).map { "k\($0)\t\(line)\n" }.joined())
-                        if generation == 50 { started.signal() }
+                        CrashCapture.publishScope(scopes[count % 2])
+                        count += 1
+                        if count == 50 { started.signal() }
+                        let until = DispatchTime.now().uptimeNanoseconds + 20_000
+                        while DispatchTime.now().uptimeNanoseconds < until {}
                     }
                 }
                 writer.start()

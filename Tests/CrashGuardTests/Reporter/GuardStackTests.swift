@@ -50,8 +50,7 @@ struct GuardStackTests {
 
         // Resolved the way the server does (image + offset in the file with that build id),
         // the frames name the guard's caller.
-        let loaded = LoadedImage(path: executable.path, base: executable.base, size: executable.size, buildID: executable.buildID)
-        let symbolicator = Symbolicator(crashed: [loaded], current: [])
+        let symbolicator = Symbolicator(crashed: [executable], current: [])
         let names = addresses.compactMap { symbolicator.resolve($0, isReturnAddress: true).symbol }
         #expect(names.contains { $0.contains("tripGuard") }, "\(names)")
         let first = try #require(addresses.first.flatMap { symbolicator.resolve($0, isReturnAddress: true).symbol })
@@ -103,16 +102,7 @@ struct GuardStackTests {
 
 /// The `image.N` entries of a report's context, as the server reads them.
 struct ReportImages {
-    struct Entry {
-        var base: UInt64
-        var size: UInt64
-        var buildID: String
-        var path: String
-        var name: String { path.split(separator: "/").last.map(String.init) ?? path }
-        func contains(_ address: UInt64) -> Bool { address >= base && address - base < size }
-    }
-
-    var entries: [Entry]
+    var entries: [LoadedImage]
 
     init(context: [String: String]) {
         entries = context.filter { $0.key.hasPrefix("image.") }.sorted { $0.key < $1.key }.compactMap { _, value in
@@ -120,7 +110,7 @@ struct ReportImages {
             guard parts.count == 4, let base = UInt64(parts[0].dropFirst(2), radix: 16), let size = UInt64(parts[1]) else {
                 return nil
             }
-            return Entry(base: base, size: size, buildID: parts[2] == "-" ? "" : String(parts[2]), path: String(parts[3]))
+            return LoadedImage(path: String(parts[3]), base: base, size: size, buildID: parts[2] == "-" ? "" : String(parts[2]))
         }
     }
 }
