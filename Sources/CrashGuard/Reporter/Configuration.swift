@@ -51,8 +51,9 @@ extension CrashGuard {
         /// run, sent to `POST /v1/sessions`, so the server can compute crash-free rates.
         /// Needs ``uploadEnabled``. Default `true`.
         public var trackSessions: Bool = true
-        /// The environment sessions are reported in (`production`, `staging`, …; 1 to 64
-        /// bytes). `nil`: the server's default, `production`.
+        /// The environment reports and sessions are stamped with (`production`, `staging`,
+        /// …; 1 to 64 bytes, no control characters; another value is ignored and logged at
+        /// start). `nil`: the server's default, `production`.
         public var environment: String?
 
         /// Creates a configuration with the defaults: batches of 100, a 30 s flush
@@ -108,6 +109,9 @@ extension CrashGuard {
 
         /// The ingest endpoint.
         var endpoint: URL { serverURL.appendingPathComponent("v1").appendingPathComponent("reports") }
+
+        /// ``environment`` when the contract allows it, else `nil` (the server's `production`).
+        var validEnvironment: String? { environment.flatMap { Report.environmentError($0) == nil ? $0 : nil } }
 
         /// `batchSize` clamped to 1...1000.
         var effectiveBatchSize: Int { min(max(batchSize, 1), WireProtocol.maxReportsPerBatch) }

@@ -34,6 +34,9 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
         self.device = device
         self.clock = clock
         self.random = random
+        if let environment = configuration.environment, let problem = Report.environmentError(environment) {
+            configuration.log("the configured environment is ignored (\(problem)); reports and sessions say production")
+        }
         (ticks, tick) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         if configuration.uploadEnabled {
             let queue = try DiskQueue.open(
@@ -91,6 +94,7 @@ final class Reporter: GuardEventSink, @unchecked Sendable {
             return false
         }
         if applyingScope { report.context = Scope.shared.apply(to: report.context) }
+        if report.environment == nil { report.environment = configuration.validEnvironment }
         if let block = configuration.reporter {
             guard let changed = block(report) else { return false }
             report = changed

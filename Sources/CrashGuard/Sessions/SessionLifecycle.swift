@@ -33,7 +33,8 @@ enum SessionLifecycle {
             return
         }
         let release = "\(configuration.app.id)@\(configuration.app.version)"
-        let key = [configuration.directory.standardizedFileURL.path, release, configuration.environment ?? "", reporter.device.id ?? ""]
+        let environment = configuration.validEnvironment
+        let key = [configuration.directory.standardizedFileURL.path, release, environment ?? "", reporter.device.id ?? ""]
             .joined(separator: "\n")
         live.withLock { live in
             if var same = live, same.key == key {
@@ -43,7 +44,7 @@ enum SessionLifecycle {
             }
             if let old = live { old.tracker.end { old.reporter.submitSession($0, durable: true) } }
             let tracker = SessionTracker(
-                release: release, environment: configuration.environment, did: reporter.device.id, clock: clock,
+                release: release, environment: environment, did: reporter.device.id, clock: clock,
                 storage: FileSessionStorage(directory: configuration.directory))
             // The previous run's final update is durable (it is the only record of how that
             // run ended); the new session's first update needs no fsync (its end counts it

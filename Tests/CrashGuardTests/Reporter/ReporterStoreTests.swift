@@ -50,6 +50,26 @@ struct ReporterStoreTests {
         #expect(!online.reports.contains { $0.reason.hasPrefix("index 0 ") })
     }
 
+    @Test("reports carry the configured environment; one the contract refuses is ignored and logged")
+    func environmentStamp() async throws {
+        let transport = FakeTransport { reports, _ in .ingested(count: reports.count) }
+        let reporter = try makeReporter(reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport))
+        reporter.record(reporterEvent("a"))
+        #expect(await reporter.flush(timeout: .seconds(10)))
+        reporter.shutdown()
+        #expect(transport.reports.map(\.environment) == ["test"])
+
+        let log = ReporterLog()
+        var bad = reporterTestConfiguration(directory: reporterTestDirectory(), transport: transport, log: log)
+        bad.environment = String(repeating: "e", count: 65)
+        let second = try makeReporter(bad)
+        second.record(reporterEvent("b"))
+        #expect(await second.flush(timeout: .seconds(10)))
+        second.shutdown()
+        #expect(transport.reports.last?.reason == "b" && transport.reports.last?.environment == nil)
+        #expect(log.lines.contains { $0.contains("environment is ignored") })
+    }
+
     @Test("the kept store is a folder of its own; guard reports stay in the queue directory")
     func keptStoreLayout() throws {
         let directory = reporterTestDirectory()
