@@ -204,6 +204,10 @@ final class InMemoryCrashStore: QueryStore {
             return out
         }
 
+        func environments(project: Int64) async throws -> [String] {
+            Set(state.reports.filter { $0.project == project }.map(\.stored.environment)).sorted()
+        }
+
         func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)] {
             var out: [Int64: (first: Date, last: Date)] = [:]
             for r in state.reports where ids.contains(r.group) && environments.contains(r.stored.environment) {

@@ -137,8 +137,8 @@ struct DashboardController<Store: DashboardStore>: Sendable {
         let list = try await store.queries.groups(project, try q.crashList(project: project, limit: Self.pageSize))
         let now = Date()
         let base = "/projects/\(project.slug)/crashes"
-        let kept = q.values.filter { ["window", "version", "os", "kind", "status"].contains($0.key) }
-        let filters = ["version", "os", "kind"].compactMap { name in q.values[name].map { "\(name) \($0)" } }
+        let kept = q.values.filter { ["window", "version", "os", "kind", "status", "environment", "q"].contains($0.key) }
+        let filters = ["version", "os", "kind", "environment", "q"].compactMap { name in q.values[name].map { "\(name) \($0)" } }
         let statuses: [(String?, String)] = [
             (nil, "Active"), ("open", "Open"), ("regressed", "Regressed"), ("resolved", "Resolved"), ("ignored", "Ignored"),
         ]
@@ -162,6 +162,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
                 followedCursor: q.values["cursor"] != nil, nextCursor: list.nextCursor),
             renderedAt: DashboardFormat.exact(now))
         view.bulk = bulkView(csrf: sessions.csrfToken(for: session), query: q, count: list.groups.count)
+        (view.search, view.environments) = try await searchBox(project, query: q)
         return try html(view, "crashes")
     }
 
@@ -404,9 +405,9 @@ struct DashboardQuery: Sendable {
     init(values: [String: String]) { self.values = values }
 
     init(_ request: Request) {
-        for (key, value) in request.uri.queryParameters where !value.isEmpty {
-            let name = String(key)
-            guard ["window", "version", "os", "kind", "status", "cursor", "triaged", "environment", "app"].contains(name) else {
+        for (key, value) in Self.formFields(request.uri.query ?? "") where !value.isEmpty {
+            let name = key
+            guard ["window", "version", "os", "kind", "status", "cursor", "triaged", "environment", "app", "q"].contains(name) else {
                 continue
             }
             values[name] = String(value)
@@ -415,13 +416,24 @@ struct DashboardQuery: Sendable {
 
     var window: DashboardWindow { values["window"].flatMap(DashboardWindow.init(rawValue:)) ?? .week }
 
+    /// A query string as an HTML form writes it (`application/x-www-form-urlencoded`): `+` is
+    /// a space and `%2B` a plus, so a search typed with spaces (`is:open screen:checkout`) and
+    /// one with a plus (`firstSeen:+24h`) both arrive as typed. Undecodable pairs are skipped.
+    static func formFields(_ query: String) -> [(String, String)] {
+        query.split(separator: "&").compactMap { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ text: Substring) -> String? { text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+            guard let key = decode(parts[0]), let value = decode(parts.count > 1 ? parts[1] : "") else { return nil }
+            return (key, value)
+        }
+    }
+
     /// The top-crashes page as a list request: the window's range with trends in its
-    /// interval, the version, OS, kind and status filters and the cursor; a bad value is a
-    /// 400 naming it, as in the API.
+    /// interval, the filters as the API reads them (version, OS, kind, status, environment and
+    /// the search `q`) and the cursor; a bad value is a 400 naming it, as in the API.
     func crashList(project: ProjectRef, limit: Int, now: Date = Date()) throws -> GroupListRequest {
         let q = QueryParameters(values)
-        let filters = GroupFilters(
-            version: try q.string("version"), os: try q.string("os"), kind: try q.value("kind"), status: try q.value("status"))
+        let filters = try q.filters()
         let cursor = try q.string("cursor").map { try ListCursor.decode($0, order: .count, project: project.id) }
         return GroupListRequest(
             window: window.range(now: now).window, filters: filters, limit: limit, cursor: cursor, trend: window.interval)

@@ -91,6 +91,9 @@ struct CrashesView: Sendable {
     var version: String
     var os: String
     var kinds: [KindOption]
+    /// The search box's `q` and the environment selector's choices (DashboardController+search.swift).
+    var search = ""
+    var environments: [KindOption] = []
     var filtered: Bool
     var clearHref: String
     var filterSummary: String?

@@ -128,6 +128,18 @@ extension PostgresQueryStore.Reader {
         return out
     }
 
+    /// The environments the project has reports in, by name (at most 100): its groups'
+    /// 'environment' facets, read through `group_facets_rank`.
+    func environments(project: Int64) async throws -> [String] {
+        let rows = try await connection.query(
+            """
+            SELECT DISTINCT value FROM group_facets WHERE project_id = \(project) AND facet = 'environment' ORDER BY value LIMIT 100
+            """, logger: logger)
+        var out: [String] = []
+        for try await name in rows.decode(String.self) { out.append(name) }
+        return out
+    }
+
     /// A group's `firstSeen`/`lastSeen` over its reports in `environments` (its 'environment'
     /// facets), by group; groups with no report there are left out.
     func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)] {

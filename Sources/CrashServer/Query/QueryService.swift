@@ -154,6 +154,11 @@ struct QueryService<Store: QueryStore>: Sendable {
         return body
     }
 
+    /// The environments the project has reports in (the dashboard's environment selector).
+    func environments(_ project: ProjectRef) async throws -> [String] {
+        try await store.read { try await $0.environments(project: project.id) }
+    }
+
     /// Project-wide counts per bucket, within the point budget (``PointBudget``).
     func stats(_ project: ProjectRef, _ request: StatsRequest) async throws -> StatsBody {
         let (window, interval, groupBy) = (request.window, request.interval, request.groupBy)

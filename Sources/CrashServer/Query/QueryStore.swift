@@ -40,6 +40,8 @@ protocol QueryReader: Sendable {
     func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64]
     func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64]
     func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)]
+    /// The environments the project has reports in, by name (at most 100).
+    func environments(project: Int64) async throws -> [String]
     func breakdown(group: Int64, window: TimeWindow, environments: [String]) async throws -> Breakdown
     func reports(
         project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool, environments: [String]
