@@ -123,6 +123,34 @@ import Testing
         }
     }
 
+    @Test func theTokensPageMakesATokenShownOnceAndRevokesIt() async throws {
+        let email = Self.email()
+        let user = try await Self.createUser(email, password: Self.password)
+        let p = try await makeProject()
+        try await TokenTests.setRole(.viewer, of: user, on: p.project)
+        try await withApp { client in
+            let session = try #require(try await client.passwordSignIn(email, Self.password).setCookie(DashboardSessions.loopback.cookieName))
+            let page = try await client.page("/tokens", session)
+            #expect(page.status == .ok)
+            let csrf = try #require(try page.csrf())
+            let made = try await client.postForm(
+                "/tokens", ["action": "create", "name": "laptop", "projectRead": "on", "csrf": csrf], cookies: [session.pair])
+            #expect(made.status == .ok)
+            let secret = try #require(String(buffer: made.body).firstMatch(of: /id="new-token">(cgt_[A-Za-z0-9_-]+)</).map { String($0.1) })
+            #expect(try await client.query("/v1/projects/\(p.project)/crashes", token: secret).status == .ok)
+            // The list never shows it again; revoking ends it.
+            let list = String(buffer: try await client.page("/tokens", session).body)
+            #expect(list.contains("laptop") && !list.contains(secret))
+            let id = try #require(list.firstMatch(of: /name="id" value="([0-9]+)"/).map { String($0.1) })
+            let revoked = try await client.postForm("/tokens", ["action": "revoke", "id": id, "csrf": csrf], cookies: [session.pair])
+            #expect(revoked.status == .seeOther)
+            #expect(try await client.query("/v1/projects/\(p.project)/crashes", token: secret).status == .unauthorized)
+            // Without the CSRF token: refused.
+            let forged = try await client.postForm("/tokens", ["action": "create", "name": "x", "projectRead": "on"], cookies: [session.pair])
+            #expect(forged.status == .forbidden)
+        }
+    }
+
     // MARK: - Helpers
 
     static func email() -> String { "u-\(UUID().uuidString.prefix(8).lowercased())@example.com" }

@@ -112,32 +112,9 @@ struct AccountsController: Sendable {
     @Sendable func createToken(request: Request, context: CrashRequestContext) async throws -> EditedResponse<CreatedToken> {
         let user = try Self.requireUser(context)
         let body = try await Self.decode(NewToken.self, request, context)
-        let name = (body.name ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...100).contains(name.utf8.count) else { throw APIError.badRequest("name: 1 to 100 bytes") }
-        guard let raw = body.scopes, !raw.isEmpty, raw.count <= TokenScope.allCases.count * 2 else {
-            throw APIError.badRequest("scopes: a non-empty array of scopes")
-        }
-        var scopes: [TokenScope] = []
-        for text in raw {
-            guard let scope = TokenScope(rawValue: text) else { throw APIError.badRequest("scopes: unknown scope '\(text)'") }
-            if !scopes.contains(scope) { scopes.append(scope) }
-        }
-        // A token that creates tokens cannot hand out more than it has.
-        if let creator = context.apiToken, let extra = scopes.first(where: { !creator.scopes.contains($0) }) {
-            throw AccountError.missingScope(extra)
-        }
-        if let projects = body.projects {
-            guard (1...100).contains(projects.count) else { throw APIError.badRequest("projects: 1 to 100 slugs, or null for all") }
-            for slug in projects where try await members.access(user: user, project: slug) == nil {
-                throw APIError.badRequest("projects: no project '\(slug)'")
-            }
-        }
-        if let expiresAt = body.expiresAt, expiresAt <= Date() { throw APIError.badRequest("expiresAt: must be in the future") }
-        let secret = APITokenSecret.generate()
-        let token = try await tokens.create(
-            user: user.id, name: name, secretHash: ProjectKeys.hash(secret), scopes: scopes, projects: body.projects,
-            expiresAt: body.expiresAt)
-        await audit.record("token.create", by: context.principal, target: "\(token.id) \(name)", address: context.clientAddress)
+        let (token, secret) = try await TokenService(tokens: tokens, members: members, audit: audit).create(
+            for: user, name: body.name ?? "", scopes: body.scopes, projects: body.projects, expiresAt: body.expiresAt,
+            creator: context.apiToken, by: context.principal, address: context.clientAddress)
         return EditedResponse(
             status: .created,
             response: CreatedToken(
@@ -150,12 +127,8 @@ struct AccountsController: Sendable {
     }
 
     @Sendable func revokeToken(request: Request, context: CrashRequestContext) async throws -> HTTPResponse.Status {
-        let user = try Self.requireUser(context)
-        let text = context.parameters.get("id") ?? ""
-        guard let id = Int64(text), id > 0, try await tokens.revoke(user: user.id, id: id) else {
-            throw APIError.notFound("no token '\(text)'")
-        }
-        await audit.record("token.revoke", by: context.principal, target: text, address: context.clientAddress)
+        try await TokenService(tokens: tokens, members: members, audit: audit).revoke(
+            context.parameters.get("id") ?? "", of: try Self.requireUser(context), by: context.principal, address: context.clientAddress)
         return .noContent
     }
 

@@ -24,7 +24,7 @@ enum AuditTrail {
     /// Routes whose handlers record their own, more precise entries.
     static let recordedByHandler: Set<String> = [
         "/signin", "/signout", "/setup/{token}", "/projects/{project}/members", "/v1/projects/{project}/members/{email}",
-        "/v1/tokens", "/v1/tokens/{id}",
+        "/v1/tokens", "/v1/tokens/{id}", "/tokens",
     ]
 
     /// The entry of a request that changed something, or nil (a read, a refusal, or a route

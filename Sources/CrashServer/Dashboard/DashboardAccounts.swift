@@ -8,6 +8,7 @@ import Logging
 struct DashboardAccounts: Sendable {
     let accounts: AccountService<PostgresUserStore>
     let members: PostgresMemberStore
+    let tokens: PostgresTokenStore
     let audit: AuditLog
     /// Whether the sign-in page offers single sign-on.
     let singleSignOn: Bool
@@ -20,6 +21,7 @@ struct DashboardAccounts: Sendable {
         accounts = AccountService(
             users: PostgresUserStore(database: database), cookies: cookies, publicURL: configuration.publicURL, logger: logger)
         members = PostgresMemberStore(database: database)
+        tokens = PostgresTokenStore(database: database)
         audit = AuditLog(database: database, logger: logger)
         singleSignOn = configuration.oidc.isEnabled
     }
@@ -109,6 +111,7 @@ extension DashboardController {
         group.post("/setup/:token", use: setup)
         group.get("/projects/:project/members", use: membersPage)
         group.post("/projects/:project/members", use: changeMember)
+        addTokenRoutes(to: group)
     }
 
     /// The signed-in user's project on a project page: 404 for a project the user may not

@@ -16,7 +16,7 @@ struct DashboardPages: Sendable {
             ("grouptable_regressed", PackageResources.grouptable_regressed_mustache),
             ("releases", PackageResources.releases_mustache), ("release", PackageResources.release_mustache),
             ("setup", PackageResources.setup_mustache), ("projects", PackageResources.projects_mustache),
-            ("members", PackageResources.members_mustache),
+            ("members", PackageResources.members_mustache), ("tokens", PackageResources.tokens_mustache),
             ("triagepanel", PackageResources.triagepanel_mustache), ("bulk", PackageResources.bulk_mustache),
         ]
         HTMLEscaping.register()
