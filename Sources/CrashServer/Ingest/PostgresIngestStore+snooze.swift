@@ -11,8 +11,12 @@ extension PostgresIngestStore {
     /// nothing. New devices are the distinct non-empty `device.id` values kept in `snooze_devices`
     /// since the snooze. Statements only when the batch has such a group; the groups are locked
     /// already (``IngestSQL/ClaimAndCount``).
-    func countSnoozed(_ stored: [IngestItem], _ groupIDs: [Int64], snoozed: Set<Int64>, _ connection: PostgresConnection) async throws {
-        guard !snoozed.isEmpty else { return }
+    /// Returns the groups reopened.
+    @discardableResult
+    func countSnoozed(_ stored: [IngestItem], _ groupIDs: [Int64], snoozed: Set<Int64>, _ connection: PostgresConnection) async throws
+        -> [Int64]
+    {
+        guard !snoozed.isEmpty else { return [] }
         var counts: [Int64: Int64] = [:]
         var devices = Set<[String]>()
         var deviceRows: (groups: [Int64], ids: [String]) = ([], [])
@@ -45,6 +49,6 @@ extension PostgresIngestStore {
             """, logger: logger)
         var met: [Int64] = []
         for try await (id, reached) in rows.decode((Int64, Bool).self) where reached { met.append(id) }
-        _ = try await PostgresTriageStore.reappear(met, connection, logger: logger)
+        return try await PostgresTriageStore.reappear(met, connection, logger: logger)
     }
 }

@@ -79,8 +79,10 @@ struct PostgresIngestStore: IngestStore {
             groupIDs.append(id)
         }
         let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
-        try await countSnoozed(stored, groupIDs, snoozed: claim.snoozed, connection)
+        let reappeared = try await countSnoozed(stored, groupIDs, snoozed: claim.snoozed, connection)
         try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
+        try await AlertRuleFiring.fireAtIngest(
+            stored, groupIDs, regressed: regressed, reappeared: Set(reappeared), connection, logger: logger)
         return fresh
     }
 
