@@ -62,9 +62,16 @@ struct QueryCommand: AsyncParsableCommand {
         let session = try await signIn(client)
         let monthAgo = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-30 * 86_400))
             .replacingOccurrences(of: ":", with: "%3A")
+        // Three search terms (triage.md): a group status, a report term on the rollups and a
+        // word of the top group's title.
+        let word = (first["title"] as? String)?.split(separator: " ").first.map(String.init) ?? "index"
+        let search = "is:open release:\(filterVersion) \"\(word)\""
+        let searchQuery = search.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? search
         let cases: [(String, String, String?)] = [
             ("top-50 (7 days)", base + "/crashes?limit=50", nil),
             ("top-50 version=\(filterVersion)", base + "/crashes?limit=50&version=\(versionQuery)", nil),
+            ("top-50 q=<3 terms> (7 days)", base + "/crashes?limit=50&q=\(searchQuery)", nil),
+            ("top-50 environment= (7 days)", base + "/crashes?limit=50&environment=production", nil),
             ("top-25 trend=hour (7 days)", base + "/crashes?limit=25&trend=hour", nil),
             ("top-25 trend=day (30 days)", base + "/crashes?limit=25&trend=day&from=\(monthAgo)", nil),
             ("crash detail (7 days)", base + "/crashes/\(id)", nil),
@@ -73,7 +80,7 @@ struct QueryCommand: AsyncParsableCommand {
             ("dashboard top crashes (30 days)", url + "/projects/\(project)/crashes?window=30d", session),
             ("dashboard crash page (7 days)", url + "/projects/\(project)/crashes/\(id)", session),
         ]
-        print("query: \(project), \(groups.count) groups on the first page, top group \(id) with \(first["count"] ?? "?") reports")
+        print("query: \(project), \(groups.count) groups on the first page, top group \(id) with \(first["count"] ?? "?") reports; q=\(search)")
         try await measure(client, cases)
     }
 
