@@ -25,8 +25,9 @@ extension CrashGuard {
         public var batchSize: Int
         /// Longest a queued report waits before an upload is tried.
         public var flushInterval: Duration
-        /// Most bytes the on-disk queue holds; beyond it the oldest reports are dropped and
-        /// counted (the count travels in the next upload's context as `crashguard.dropped`).
+        /// Most bytes the on-disk queue holds; beyond it the oldest guard reports are dropped
+        /// and counted (the count travels in the next upload's context as `crashguard.dropped`);
+        /// fatal reports and session updates are never dropped for room.
         public var maxQueueBytes: Int
         /// Fraction (0...1) of non-fatal reports kept; fatal ones (crashes) are always kept.
         public var sampleRate: Double
