@@ -47,7 +47,8 @@ actor OIDCProvider {
     /// The largest answer read; a larger one is refused.
     static let maxAnswerBytes = 1 << 20
     static let cacheLifetime: Duration = .seconds(3600)
-    static let keyRefreshInterval: Duration = .seconds(60)
+    /// The least time between two fetches of the keys for a key id the set lacks.
+    let keyRefreshInterval: Duration
 
     private let http: HTTPClient
     private var metadata: (value: OIDCProviderMetadata, at: ContinuousClock.Instant)?
@@ -55,9 +56,13 @@ actor OIDCProvider {
     private var keys: (collection: JWTKeyCollection, kids: Set<String>, at: ContinuousClock.Instant)?
     private var keysFetch: Task<(JWTKeyCollection, Set<String>), any Error>?
 
-    init(settings: OIDCSettings, timeout: Duration = .seconds(10), http: HTTPClient = .shared, logger: Logger) {
+    init(
+        settings: OIDCSettings, timeout: Duration = .seconds(10), keyRefreshInterval: Duration = .seconds(60), http: HTTPClient = .shared,
+        logger: Logger
+    ) {
         self.settings = settings
         self.timeout = timeout
+        self.keyRefreshInterval = keyRefreshInterval
         self.http = http
         self.logger = logger
     }
@@ -121,7 +126,7 @@ actor OIDCProvider {
         if let keys {
             let fresh = now - keys.at < Self.cacheLifetime
             let known = kid.map { keys.kids.contains($0) } ?? true
-            if fresh && (known || now - keys.at < Self.keyRefreshInterval) { return keys.collection }
+            if fresh && (known || now - keys.at < keyRefreshInterval) { return keys.collection }
         }
         let metadata = try await discover()
         let task = keysFetch ?? Task { try await self.fetchKeys(metadata.jwksURI) }
