@@ -210,4 +210,30 @@ import Testing
             Self.expectCrashyDWARF(try #require(try await Self.reports(client, project).first))
         }
     }
+
+    /// An `.ips` crash report's app frames (`"<i> Crashy 0x<address> 0x<base> + <offset>"`)
+    /// resolve by the `usedImages` UUID the same way.
+    @Test func ipsFramesAreSymbolicated() async throws {
+        let project = try await makeProject()
+        let text = String(decoding: try AppleIngestTests.fixture("crash-segv.ips"), as: UTF8.self)
+        let newline = try #require(text.firstIndex(of: "\n"))
+        var body = try #require(try JSONSerialization.jsonObject(with: Data(text[text.index(after: newline)...].utf8)) as? [String: Any])
+        var images = try #require(body["usedImages"] as? [[String: Any]])
+        images[0]["uuid"] = Self.arm64
+        body["usedImages"] = images
+        var threads = try #require(body["threads"] as? [[String: Any]])
+        let faulting = try #require(body["faultingThread"] as? Int)
+        var frames = try #require(threads[faulting]["frames"] as? [[String: Any]])
+        frames[0]["imageOffset"] = 0x320
+        frames[1]["imageOffset"] = 0x310
+        threads[faulting]["frames"] = frames
+        body["threads"] = threads
+        let bytes = Array(text[...newline].utf8) + Array(try JSONSerialization.data(withJSONObject: body))
+        try await withApp { client in
+            let response = try await AppleIngestTests.post(client, key: project.ingestKey, body: bytes, encoding: nil)
+            #expect(response.status == .accepted)
+            try await Self.upload(client, project, "Crashy.dSYM.zip")
+            Self.expectCrashyDWARF(try #require(try await Self.reports(client, project).first))
+        }
+    }
 }
