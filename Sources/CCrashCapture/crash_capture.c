@@ -655,6 +655,8 @@ typedef struct {
 static scope_slot g_scope[2];
 static atomic_int g_scope_active = -1;
 static pthread_mutex_t g_scope_lock = PTHREAD_MUTEX_INITIALIZER;
+/// Tests only: called by the handler between its first copy of the scope and the check.
+static void (*g_test_scope_hook)(void) = NULL;
 /// The handler's consistent copy of the scope (only the thread writing the record uses it).
 static char g_scope_copy[CCRASH_SCOPE_BYTES];
 
@@ -675,7 +677,11 @@ void ccrash_set_scope(const char *bytes, size_t length) {
 /// Copies the published scope into `g_scope_copy`; returns its length, 0 when there is
 /// none or no whole copy could be taken (a setter rewrote it on every try).
 static size_t copy_scope(void) {
-    for (int attempt = 0; attempt < 16; attempt++) {
+    // At most ~256 tries of a copy and a 20 µs pause (a few milliseconds): a thread that
+    // changes the scope without pause, or this thread preempted mid-copy, only delays it.
+    struct timespec pause = {0, 20 * 1000};
+    for (int attempt = 0; attempt < 256; attempt++) {
+        if (attempt > 0) nanosleep(&pause, NULL);
         int active = atomic_load_explicit(&g_scope_active, memory_order_acquire);
         if (active < 0) return 0;
         scope_slot *slot = &g_scope[active];
@@ -684,6 +690,7 @@ static size_t copy_scope(void) {
         size_t length = atomic_load_explicit(&slot->length, memory_order_relaxed);
         if (length > CCRASH_SCOPE_BYTES) continue;
         memcpy(g_scope_copy, slot->bytes, length);
+        if (attempt == 0 && g_test_scope_hook != NULL) g_test_scope_hook();
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&slot->sequence, memory_order_relaxed) == before) return length;
     }
@@ -1144,6 +1151,8 @@ int ccrash_record_fd(void) { return atomic_load(&g_fd); }
 int ccrash_is_installed(void) { return atomic_load(&g_installed); }
 
 void ccrash_test_fault_in_handler(int enabled) { atomic_store(&g_test_fault, enabled); }
+
+void ccrash_test_scope_hook(void (*hook)(void)) { g_test_scope_hook = hook; }
 
 void ccrash_test_fatal_message_slot(const void *slot) { g_fatal_message_slot = (void *)(uintptr_t)slot; }
 

@@ -75,6 +75,10 @@ int ccrash_record_fd(void);
 /// pointer to a `const char *`) instead of the runtime's buffer.
 void ccrash_test_fatal_message_slot(const void *slot);
 
+/// Tests only: `hook` runs in the handler between its first copy of the scope and the check
+/// that the copy is whole (a test changes the scope there, as another thread could).
+void ccrash_test_scope_hook(void (*hook)(void));
+
 /// Tests only: throws `std::runtime_error(what)` from C++, uncaught by any C++ handler.
 void crashguard_test_throw_runtime_error(const char *what);
 

@@ -19,6 +19,10 @@ extension CrashCapture {
         text.utf8CString.withUnsafeBufferPointer { ccrash_set_scope($0.baseAddress, $0.count - 1) }
     }
 
+    /// Tests only: `hook` runs in the crash handler between its first copy of the scope and
+    /// the check that the copy is whole.
+    static func testScopeHook(_ hook: (@convention(c) () -> Void)?) { ccrash_test_scope_hook(hook) }
+
     /// Whether `code` says the signal was sent rather than raised by a fault.
     static func isSent(code: Int32) -> Bool { ccrash_code_is_sent(code) != 0 }
 
