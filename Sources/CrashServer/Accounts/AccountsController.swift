@@ -84,26 +84,17 @@ struct AccountsController: Sendable {
         var expiresAt: Date?
     }
 
+    /// A new token: its listing plus the secret, shown this once.
     struct CreatedToken: ResponseEncodable {
         var token: String
-        var id: String
-        var name: String
-        var scopes: [TokenScope]
-        var projects: [String]?
-        var expiresAt: Date?
-        var createdAt: Date
+        var listing: APIToken
 
-        enum CodingKeys: String, CodingKey { case token, id, name, scopes, projects, expiresAt, createdAt }
+        enum CodingKeys: String, CodingKey { case token }
 
         func encode(to encoder: any Encoder) throws {
+            try listing.encode(to: encoder)
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(token, forKey: .token)
-            try c.encode(id, forKey: .id)
-            try c.encode(name, forKey: .name)
-            try c.encode(scopes, forKey: .scopes)
-            try c.encode(projects, forKey: .projects)
-            try c.encode(expiresAt, forKey: .expiresAt)
-            try c.encode(createdAt, forKey: .createdAt)
         }
     }
 
@@ -115,11 +106,7 @@ struct AccountsController: Sendable {
         let (token, secret) = try await TokenService(tokens: tokens, members: members, audit: audit).create(
             for: user, name: body.name ?? "", scopes: body.scopes, projects: body.projects, expiresAt: body.expiresAt,
             creator: context.apiToken, by: context.principal, address: context.clientAddress)
-        return EditedResponse(
-            status: .created,
-            response: CreatedToken(
-                token: secret, id: token.id, name: token.name, scopes: token.scopes, projects: token.projects,
-                expiresAt: token.expiresAt, createdAt: token.createdAt))
+        return EditedResponse(status: .created, response: CreatedToken(token: secret, listing: token))
     }
 
     @Sendable func listTokens(request: Request, context: CrashRequestContext) async throws -> TokensBody {

@@ -3,17 +3,9 @@ import Logging
 import PostgresNIO
 
 /// ``AuditStore`` in the `audit_log` table.
-struct PostgresAuditStore: AuditStore {
+struct PostgresAuditStore: PrimaryClientStore, AuditStore {
     let client: PostgresClient
     let logger: Logger
-
-    init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
-    /// On the primary.
-    init(database: CrashDatabase) { self.init(client: database.client, logger: database.logger) }
 
     func append(action: String, by actor: Principal, project: String?, target: String?, address: String?) async throws {
         try await client.query(

@@ -2,18 +2,21 @@ import Foundation
 import Logging
 import PostgresNIO
 
+/// A store of the accounts tables on the primary's pool: a change counts on every replica at
+/// its next request.
+protocol PrimaryClientStore {
+    init(client: PostgresClient, logger: Logger)
+}
+
+extension PrimaryClientStore {
+    /// On `database`'s primary.
+    init(database: CrashDatabase) { self.init(client: database.client, logger: database.logger) }
+}
+
 /// ``MemberStore`` in `project_members`, on the primary (a removed member loses access at once).
-struct PostgresMemberStore: MemberStore {
+struct PostgresMemberStore: PrimaryClientStore, MemberStore {
     let client: PostgresClient
     let logger: Logger
-
-    init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
-    /// On the primary.
-    init(database: CrashDatabase) { self.init(client: database.client, logger: database.logger) }
 
     func access(user: User, project slug: String) async throws -> (ProjectRef, ProjectRole)? {
         let rows = try await client.query(

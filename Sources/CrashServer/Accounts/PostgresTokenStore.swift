@@ -3,17 +3,9 @@ import Logging
 import PostgresNIO
 
 /// ``TokenStore`` in `api_tokens`, on the primary (a revoked token fails on the next request).
-struct PostgresTokenStore: TokenStore {
+struct PostgresTokenStore: PrimaryClientStore, TokenStore {
     let client: PostgresClient
     let logger: Logger
-
-    init(client: PostgresClient, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
-    /// On the primary.
-    init(database: CrashDatabase) { self.init(client: database.client, logger: database.logger) }
 
     private static let columns = "t.id, t.name, t.scopes, t.projects, t.expires_at, t.created_at, t.last_used_at"
 
