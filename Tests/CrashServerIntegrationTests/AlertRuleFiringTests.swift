@@ -190,4 +190,29 @@ struct AlertRuleFiringTests {
             #expect(fired.filter { $0.rule == disabled }.isEmpty)
         }
     }
+
+    @Test("a rule's webhook delivery names the event and the rule, signed as any delivery; the subscription's events do not matter")
+    func webhookBodyNamesTheRule() async throws {
+        let p = try await makeProject()
+        let receiver = try await WebhookReceiver.start()
+        let config = TestEnvironment.configuration { c in
+            c.webhooks.allowHosts = ["127.0.0.1"]
+            c.webhooks.pollInterval = .seconds(0.05)
+        }
+        try await withApp(config) { client in
+            let hook = try await client.createWebhook(p, url: receiver.url("rules"), events: [])
+            let f = Fixture(p: p, hook: hook.id)
+            let rule = try await f.rule(client, #""when": {"type": "frequency", "count": 2, "windowMinutes": 10}"#)
+            try await f.send(client, [Self.report("twice"), Self.report("twice")])
+            let received = try #require(try await receiver.wait(for: "rules").first)
+            #expect(received.event == "group.frequency")
+            #expect(UUID(uuidString: received.delivery ?? "") != nil)
+            let body = try #require(received.json)
+            #expect(body["event"] as? String == "group.frequency")
+            #expect(body["rule"] as? [String: String] == ["id": rule, "name": "r"])
+            #expect((body["group"] as? [String: Any])?["title"] as? String == "twice")
+            #expect(verify(received, secret: hook.secret))
+        }
+        await receiver.stop()
+    }
 }

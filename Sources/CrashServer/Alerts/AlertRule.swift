@@ -401,3 +401,20 @@ enum EmailAddress {
             && !local.hasPrefix(".") && !local.hasSuffix(".") && !local.contains("..")
     }
 }
+
+/// How a message names a rule's event.
+enum AlertEventWords {
+    /// `New crash`, `Regressed crash`, `Reappeared crash`, `Frequent crash`, `Crash on many
+    /// devices`, `Crash spike`; the event name itself for any other.
+    static func words(_ event: String) -> String {
+        switch event {
+        case "group.new": "New crash"
+        case "group.regressed": "Regressed crash"
+        case "group.reappeared": "Reappeared crash"
+        case "group.frequency": "Frequent crash"
+        case "group.devices": "Crash on many devices"
+        case "group.spike": "Crash spike"
+        default: event
+        }
+    }
+}

@@ -126,16 +126,18 @@ struct PostgresWebhookStore: WebhookStore {
                     leased_until = now() + make_interval(secs => \(lease))
                 FROM picked, webhooks w JOIN projects p ON p.id = w.project_id
                 WHERE d.id = picked.id AND w.id = d.webhook_id
-                RETURNING d.id, d.event, d.group_id, d.attempts, d.created_at, w.url, w.format, w.secret, p.id, p.slug
+                RETURNING d.id, d.event, d.group_id, d.attempts, d.created_at, w.url, w.format, w.secret, p.id, p.slug,
+                          d.rule_id, d.rule_name
                 """, logger: logger)
             var out: [ClaimedDelivery] = []
-            for try await (id, event, group, attempts, created, url, format, secret, project, slug) in rows.decode(
-                (UUID, String, Int64, Int32, Date, String, String, String, Int64, String).self)
+            for try await (id, event, group, attempts, created, url, format, secret, project, slug, ruleID, ruleName) in rows.decode(
+                (UUID, String, Int64, Int32, Date, String, String, String, Int64, String, Int64?, String?).self)
             {
                 out.append(
                     ClaimedDelivery(
                         id: id, event: event, groupID: group, attempts: Int(attempts), createdAt: created, url: url,
-                        format: format, secret: secret, projectID: project, projectSlug: slug))
+                        format: format, secret: secret, projectID: project, projectSlug: slug,
+                        rule: ruleID.map { AlertRuleRef(id: String($0), name: ruleName ?? "") }))
             }
             return out
         }

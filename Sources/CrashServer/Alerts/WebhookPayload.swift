@@ -7,13 +7,15 @@ enum WebhookPayload {
     /// list (counts over the last 7 days). `slack`: `{"text"}` naming the event, the title,
     /// the count and the dashboard's page of the group.
     static func render(
-        format: WebhookFormat, event: String, project: String, group: GroupBody, publicURL: String, deliveredAt: Date
+        format: WebhookFormat, event: String, project: String, group: GroupBody, publicURL: String, deliveredAt: Date,
+        rule: AlertRuleRef? = nil
     ) throws -> [UInt8] {
         let encoder = JSONEncoder.crashWire()
         encoder.outputFormatting = [.withoutEscapingSlashes]
         switch format {
         case .json:
-            return Array(try encoder.encode(JSONBody(event: event, project: project, group: group, deliveredAt: deliveredAt)))
+            return Array(
+                try encoder.encode(JSONBody(event: event, project: project, group: group, deliveredAt: deliveredAt, rule: rule)))
         case .slack:
             let text = slackText(event: event, project: project, group: group, publicURL: publicURL)
             return Array(try encoder.encode(["text": text]))
@@ -25,6 +27,8 @@ enum WebhookPayload {
         var project: String
         var group: GroupBody
         var deliveredAt: Date
+        /// The alert rule that fired (absent for an `events` subscription).
+        var rule: AlertRuleRef?
     }
 
     /// The dashboard's page of a group: `{publicURL}/projects/{project}/crashes/{id}`.
@@ -45,7 +49,7 @@ enum WebhookPayload {
         case .groupRegressed: what = "Regressed crash"
         case .groupSpike: what = "Crash spiking"
         case .groupReappeared: what = "Reappeared crash"
-        case nil: what = event
+        case nil: what = AlertEventWords.words(event)
         }
         var title = group.title
             .replacingOccurrences(of: "&", with: "&amp;")

@@ -132,7 +132,7 @@ struct WebhookSender: Service {
         guard let group else { return nil }
         return try WebhookPayload.render(
             format: WebhookFormat(rawValue: delivery.format) ?? .json, event: delivery.event, project: delivery.projectSlug,
-            group: group, publicURL: publicURL, deliveredAt: Date())
+            group: group, publicURL: publicURL, deliveredAt: Date(), rule: delivery.rule)
     }
 
     /// `sha256=` and the lowercase hex HMAC-SHA256 of `body` keyed with the secret's UTF-8 bytes.

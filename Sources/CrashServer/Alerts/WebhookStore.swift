@@ -12,6 +12,14 @@ struct ClaimedDelivery: Sendable {
     var secret: String
     var projectID: Int64
     var projectSlug: String
+    /// The alert rule that queued it (`rule` in the body), nil for an `events` subscription.
+    var rule: AlertRuleRef? = nil
+}
+
+/// The rule a delivery names: the body's `"rule": {"id", "name"}`.
+struct AlertRuleRef: Encodable, Sendable, Equatable {
+    var id: String
+    var name: String
 }
 
 /// The alert aggregate: a project's webhooks (table `webhooks`), the outbox of their
