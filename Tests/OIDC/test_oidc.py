@@ -196,6 +196,8 @@ def main():
 
         # First sign-in of a person of an allowed domain: the user is created, the dashboard signed in.
         ada = Browser()
+        _, status, page = ada.follow(base + "/")
+        assert status == 200 and 'href="/dashboard/sso/start" id="sso-link"' in page, "the sign-in page offers no SSO"
         callback, params, status, text = sign_in(ada, base, "ada")
         assert params["code_challenge_method"] == "S256" and len(params["code_challenge"]) == 43, params
         assert params["scope"] == "openid email profile" and params["client_id"] == CLIENT_ID, params
