@@ -13,7 +13,9 @@ extension PostgresIngestStore {
     /// already (``IngestSQL/ClaimAndCount``).
     /// Returns the groups reopened.
     @discardableResult
-    func countSnoozed(_ stored: [IngestItem], _ groupIDs: [Int64], snoozed: Set<Int64>, _ connection: PostgresConnection) async throws
+    func countSnoozed(
+        _ stored: [IngestItem], _ groupIDs: [Int64], snoozed: Set<Int64>, _ connection: PostgresConnection
+    ) async throws
         -> [Int64]
     {
         guard !snoozed.isEmpty else { return [] }
