@@ -1,6 +1,7 @@
 // swift-tools-version:6.2
 // libFuzzer targets for CrashGuard's ingest pipeline, reason normalizer (issues 9, 13),
-// debug-file reader (issue 41) and the crash list's search language (issue 47).
+// debug-file reader (issue 41), the crash list's search language (issue 47) and the report
+// scrubber (issue 49).
 //
 // A package of its own, so the fuzz executables (which only link with -sanitize=fuzzer)
 // never enter the main package's product set. It depends on the main package by path and
@@ -34,6 +35,10 @@ let package = Package(
         // Sources/CrashServer/Query): it needs only CrashWire, not the server.
         .executableTarget(
             name: "FuzzSearchQuery",
+            dependencies: [.product(name: "CrashIngest", package: "CrashGuard"), "FuzzDriver"],
+            swiftSettings: fuzzFlags),
+        .executableTarget(
+            name: "FuzzScrubber",
             dependencies: [.product(name: "CrashIngest", package: "CrashGuard"), "FuzzDriver"],
             swiftSettings: fuzzFlags),
         .executableTarget(

@@ -117,6 +117,9 @@ public struct ReportScrubber: Sendable {
         }
         if settings.scrubIPs { scan.apply(Self.ipAddresses) }
         if settings.scrubEmails { scan.apply(Self.emailAddresses) }
+        // An address replaced by its marker can split a digit run that was too long to be a
+        // card into one that is: the card rule looks again (fail closed).
+        if settings.scrubDefaults && (settings.scrubIPs || settings.scrubEmails) { scan.apply(Self.paymentCards) }
         return scan.changed ? String(decoding: scan.bytes, as: UTF8.self) : text
     }
 
@@ -296,6 +299,12 @@ public struct ReportScrubber: Sendable {
         return out
     }
 
+    /// Whether the text holds a run the payment-card rule would filter (for invariant checks).
+    public static func containsCardNumber(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return !paymentCards(bytes, Array(repeating: false, count: bytes.count)).isEmpty
+    }
+
     static func luhn(_ digits: [UInt8]) -> Bool {
         var sum = 0
         for (n, d) in digits.reversed().enumerated() {
@@ -319,7 +328,11 @@ public struct ReportScrubber: Sendable {
             var start = i
             while i < b.count && (isHex(b[i]) || b[i] == 0x3A || b[i] == 0x2E) && !p[i] { i += 1 }
             var end = i
-            if start > 0 && isAlphanumeric(b[start - 1]) || end < b.count && isAlphanumeric(b[end]) { continue }
+            // A marker beside it counts as a letter: the e-mail rule, which runs later, must not
+            // turn `::1x@b.co` into an address on a second pass.
+            if start > 0 && (isAlphanumeric(b[start - 1]) || p[start - 1]) || end < b.count && (isAlphanumeric(b[end]) || p[end]) {
+                continue
+            }
             while end > start && b[end - 1] == 0x2E { end -= 1 }
             if end - start >= 2 && b[start] == 0x3A && b[start + 1] != 0x3A { start += 1 }
             if end - start >= 2 && b[end - 1] == 0x3A && b[end - 2] != 0x3A { end -= 1 }

@@ -125,6 +125,10 @@ import Testing
             ("Foo::bar", "Foo::bar"),
             ("@objc", "@objc"),
             ("a@b", "a@b"),
+            // A fuzz finding: the address must not make `79::` an IPv6 address on a second pass.
+            ("x 79::ati@b.co", "x 79::[email]"),
+            // An address ended a digit run too long for a card: what is left is one.
+            ("10.0.0.1 4111111111111111", "[ip] [Filtered]"),
         ]
         for (text, expected) in cases {
             #expect(Self.everything.scrub(text: text) == expected, "\(text)")
