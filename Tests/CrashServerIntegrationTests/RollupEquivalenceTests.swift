@@ -81,8 +81,14 @@ import Testing
         "upload_chunks", "assembled_files",
         // Release health: derived from sessions, not reports (ReleaseHealthTests checks them).
         "session_states", "session_aggregates", "session_deltas", "session_hours", "session_days",
+        "session_weeks", "session_rollup_marks",
         // Triage: what people did to groups, and a snooze's new devices (TriageTests checks them).
         "group_activity", "snooze_devices",
+        // Accounts and single sign-on: people, their credentials and the audit log.
+        "users", "user_setup_links", "user_sessions", "project_members", "api_tokens", "sign_in_failures", "audit_log",
+        "oidc_logins",
+        // Alert rules and their throttle (the last firing per rule and group), not counts of reports.
+        "alert_rules", "alert_firings",
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with
