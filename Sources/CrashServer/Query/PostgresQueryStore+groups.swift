@@ -57,10 +57,20 @@ extension PostgresQueryStore.Reader {
     func deviceCounts(
         project: Int64, counts: [Int64: Int64], window: TimeWindow, filters f: GroupFilters
     ) async throws -> [Int64: Int64] {
-        let sketchable = f.level == .versions
+        var sketchable = f.level == .versions
+        var whole: Set<Int64> = []
+        var unfiltered = f
+        unfiltered.environments = []
+        if !sketchable, !f.environments.isEmpty, unfiltered.level == .versions {
+            // Only `environment=` narrows: a group whose reports are all in those environments
+            // (its facets there add up to its count) has the same devices as without the filter.
+            whole = try await groupsWhollyIn(f.environments, ids: counts.filter { $0.value > Self.exactDeviceLimit }.map(\.key))
+            sketchable = true
+        }
         var exact: [Int64] = [], estimated: [Int64] = []
         for (id, n) in counts {
-            if sketchable && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
+            let sketch = sketchable && (whole.isEmpty && f.environments.isEmpty || whole.contains(id))
+            if sketch && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
         }
         var out: [Int64: Int64] = [:]
         if !exact.isEmpty {
@@ -95,6 +105,23 @@ extension PostgresQueryStore.Reader {
                 out[id] = DeviceSketch(encoded: bytes.readableBytesView).estimate
             }
         }
+        return out
+    }
+
+    /// The groups of `ids` all of whose reports are in `environments` (their 'environment'
+    /// facets there add up to the group's report count).
+    func groupsWhollyIn(_ environments: [String], ids: [Int64]) async throws -> Set<Int64> {
+        guard !ids.isEmpty else { return [] }
+        let rows = try await connection.query(
+            """
+            SELECT g.id FROM crash_groups g
+            JOIN (SELECT group_id, sum(count) AS n FROM group_facets
+                  WHERE group_id = ANY(\(ids)) AND facet = 'environment' AND value = ANY(\(environments)::text[]) GROUP BY group_id) f
+              ON f.group_id = g.id
+            WHERE f.n = g.report_count
+            """, logger: logger)
+        var out: Set<Int64> = []
+        for try await id in rows.decode(Int64.self) { out.insert(id) }
         return out
     }
 
