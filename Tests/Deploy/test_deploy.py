@@ -100,17 +100,28 @@ def _swift_constant(expr: str) -> str | None:
 
 def server_env() -> dict[str, str | None]:
     """NAME -> default, from the declarations in ServerConfiguration.swift's `settings` table,
-    `Setting(\\.prop, "NAME", ...)`, and the property's `public var prop(: T)? = default` (in
-    WebhookSettings.swift for `\\.webhooks.prop`). Falls back to FIXED_ENV while the file does
-    not exist."""
+    `Setting(\\.prop, "NAME", ...)`, and the property's `public var prop(: T)? = default` (for
+    `\\.group.prop`, in the file that declares the group's type, e.g. WebhookSettings.swift for
+    `public var webhooks = WebhookSettings()`). Falls back to FIXED_ENV while the file does not
+    exist."""
     if not CONFIG_SWIFT.exists():
         return dict(FIXED_ENV)
     text = CONFIG_SWIFT.read_text(encoding="utf-8")
-    webhooks = (CONFIG_SWIFT.parent.parent / "Alerts" / "WebhookSettings.swift").read_text(encoding="utf-8")
+    sources = list((CONFIG_SWIFT.parent.parent).rglob("*.swift"))
+
+    def group_source(group: str) -> str:
+        kind = re.search(rf"public var {group} = (\w+)\(\)", text)
+        assert kind, f"ServerConfiguration declares no settings group {group}"
+        for f in sources:
+            body = f.read_text(encoding="utf-8")
+            if re.search(rf"\bstruct {kind.group(1)}\b", body):
+                return body
+        raise AssertionError(f"no file declares {kind.group(1)}")
+
     out: dict[str, str | None] = {}
     for path, name in re.findall(r'Setting\(\s*\\\.([\w.]+),\s*"([A-Z_][A-Z0-9_]*)"', text):
         *group, prop = path.split(".")
-        source = webhooks if group == ["webhooks"] else text
+        source = group_source(group[0]) if group else text
         d = re.search(rf"public var {prop}(?:: [\w.\[\]]+)? = ([^\n]+)", source)
         out[name] = _swift_constant(d.group(1)) if d else None
     return out
