@@ -142,6 +142,9 @@ func buildRouter(
         store: PostgresWebhookStore(database: database), projects: PostgresProjectStore(database: database),
         allowList: configuration.webhooks.allowList
     ).addRoutes(to: bounded)
+    AlertRuleController(
+        store: PostgresAlertRuleStore(database: database), projects: PostgresProjectStore(database: database), email: false
+    ).addRoutes(to: bounded)
     return router
 }
 
