@@ -36,7 +36,7 @@ struct GroupChange: Sendable, Equatable {
 
     /// Parses a `PATCH` body; every mistake is a 400 naming the field.
     static func parse(_ bytes: some Collection<UInt8>, now: Date = Date()) throws -> GroupChange {
-        guard let object = try? JSONDecoder().decode([String: JSONField].self, from: Data(bytes)) else {
+        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes)) else {
             throw APIError.badRequest(#"status: body must be a JSON object like {"status": "resolved", "resolvedIn": "1.4.0"}"#)
         }
         var change = GroupChange()
@@ -74,7 +74,7 @@ struct GroupChange: Sendable, Equatable {
         return change
     }
 
-    private static func condition(_ field: String, _ value: JSONField, now: Date) throws -> SnoozeCondition {
+    private static func condition(_ field: String, _ value: JSONValue, now: Date) throws -> SnoozeCondition {
         if field == "until" {
             guard case .string(let text) = value, let date = RFC3339.parse(text) else {
                 throw APIError.badRequest("until: must be an RFC 3339 time")
@@ -96,26 +96,6 @@ struct GroupChange: Sendable, Equatable {
         }
         let parts = text.split(separator: "@", omittingEmptySubsequences: false)
         return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty
-    }
-}
-
-/// One member of a JSON body, by its JSON type (a boolean never reads as a number).
-enum JSONField: Decodable, Equatable {
-    case null, bool(Bool), number(Double), string(String), other
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() {
-            self = .null
-        } else if let b = try? c.decode(Bool.self) {
-            self = .bool(b)
-        } else if let n = try? c.decode(Double.self) {
-            self = .number(n)
-        } else if let s = try? c.decode(String.self) {
-            self = .string(s)
-        } else {
-            self = .other
-        }
     }
 }
 

@@ -44,7 +44,7 @@ struct TriageController<Store: TriageStore, Queries: QueryStore>: Sendable {
         let project = try context.requireReadProject()
         let group = try context.groupID()
         let bytes = try await request.body.collect(upTo: Self.maxBodyBytes)
-        guard let object = try? JSONDecoder().decode([String: JSONField].self, from: Data(bytes.readableBytesView)) else {
+        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes.readableBytesView)) else {
             throw APIError.badRequest(#"text: body must be a JSON object like {"text": "..."}"#)
         }
         var text: String?
