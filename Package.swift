@@ -12,9 +12,8 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
-/// What both of the server's test targets (unit and integration) import.
-let serverTestDependencies: [Target.Dependency] = [
-    "CrashServerTestSupport",
+/// What the server's shared test helpers (CrashServerTestSupport) import.
+let serverTestSupportDependencies: [Target.Dependency] = [
     "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
     "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
     .product(name: "Hummingbird", package: "hummingbird"),
@@ -27,8 +26,11 @@ let serverTestDependencies: [Target.Dependency] = [
     .product(name: "NIOHTTP1", package: "swift-nio"),
     .product(name: "Mustache", package: "swift-mustache"),
     .product(name: "Crypto", package: "swift-crypto"),
-    .product(name: "JWTKit", package: "jwt-kit"),
 ]
+
+/// What both of the server's test targets (unit and integration) import.
+let serverTestDependencies: [Target.Dependency] =
+    ["CrashServerTestSupport"] + serverTestSupportDependencies + [.product(name: "JWTKit", package: "jwt-kit")]
 
 let package = Package(
     name: "CrashGuard",
@@ -204,20 +206,7 @@ let package = Package(
         // servers and clusters, crafted ELF files. A library, so both import it (@testable).
         .target(
             name: "CrashServerTestSupport",
-            dependencies: [
-                "CrashServer", "CrashWire", "CrashCompression", "CrashGrouping", "CrashGuard", "CrashIngest",
-                "CrashGuardObjC", "CodecTestSupport", "CrashDebugFiles",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Mustache", package: "swift-mustache"),
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
+            dependencies: serverTestSupportDependencies,
             path: "Tests/CrashServerTestSupport", swiftSettings: strict),
         // The server's unit and in-memory route tests: no database, no process, no live server.
         .testTarget(
