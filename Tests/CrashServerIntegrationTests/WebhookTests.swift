@@ -289,7 +289,7 @@ struct WebhookTests {
         let environment = [
             "DATABASE_URL": TestEnvironment.databaseURL, "CRASHGUARD_WEBHOOK_TIMEOUT": "2",
             "CRASHGUARD_WEBHOOK_POLL_INTERVAL": "0.1", "CRASHGUARD_WEBHOOK_RETRY_DELAY": "0.3",
-            "CRASHGUARD_SPIKE_INTERVAL": "0", "CRASHGUARD_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
+            "CRASHGUARD_SPIKE_INTERVAL": "0", "CRASHGUARD_WEBHOOK_ALLOW_HOSTS": "127.0.0.1", "CRASHGUARD_WEBHOOK_CONCURRENCY": "8",
         ]
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let servers = Mutex<[ServerProcess]>([])

@@ -71,6 +71,11 @@ final class ServerProcess: Sendable {
         process.executableURL = binary
         process.arguments = ["serve", "--port", String(port), "--log-level", "info"] + arguments
         var env = ProcessInfo.processInfo.environment
+        // Webhook delivery and spike detection only where the test turns them on, as in
+        // TestEnvironment.configuration: a server's sender claims any due delivery of its
+        // database, and would take the webhook tests' with its own timings and refusals.
+        env["CRASHGUARD_WEBHOOK_CONCURRENCY"] = "0"
+        env["CRASHGUARD_SPIKE_INTERVAL"] = "0"
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let pipe = Pipe()

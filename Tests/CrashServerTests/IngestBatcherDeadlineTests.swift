@@ -50,11 +50,24 @@ extension IngestBatcherTests {
 
     func batcher(
         timeout: Duration, maxBatchReports: Int = 100, maxBatchBytes: Int = .max,
-        probe: @escaping @Sendable () async throws -> Void = {}, store: @escaping IngestBatcher.Store
+        probe: @escaping @Sendable () async throws -> Void = {}, clock: any Clock<Duration> = ContinuousClock(),
+        store: @escaping IngestBatcher.Store
     ) -> IngestBatcher {
         IngestBatcher(
             maxQueuedReports: 1000, maxBatchReports: maxBatchReports, maxBatchBytes: maxBatchBytes, timeout: timeout,
-            metrics: ServerMetrics(), logger: TestEnvironment.logger, store: store, probe: probe)
+            metrics: ServerMetrics(), logger: TestEnvironment.logger, store: store, probe: probe, clock: clock)
+    }
+
+    /// Waits (20 s at most, in real time) until a sleep on `clock` waits for `offset` from its start.
+    func expectSleeper(on clock: ManualClock, at offset: Duration) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !clock.sleepers.contains(ManualClock.Instant(offset: offset)) {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("no sleep until \(offset) on the clock; sleeping: \(clock.sleepers.map(\.offset))")
+                throw DeadlineExceeded()
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     /// What `submit` ended with: the outcome, or the refusal's status and message.
@@ -132,18 +145,37 @@ extension IngestBatcherTests {
     }
 
     /// A COMMIT sent before the deadline is the outcome: the answer waits for it (202 here),
-    /// never a 503 for a transaction that then commits.
+    /// never a 503 for a transaction that then commits. On a clock the test moves: the COMMIT's
+    /// answer comes 1 s after the deadline, within three deadlines.
     @Test func aCommitInFlightAtTheDeadlineIsWaitedFor() async throws {
-        let batcher = batcher(timeout: .seconds(2)) { items, gate in
+        let clock = ManualClock()
+        let commitAnswer = Hung()
+        let committed = Mutex(false)
+        let batcher = batcher(timeout: .seconds(2), clock: clock) { items, gate in
             try gate.commit()
-            // COMMIT's answer comes 1 s after the deadline (within three deadlines).
-            try? await Task.sleep(for: .seconds(3))
+            committed.withLock { $0 = true }
+            await commitAnswer.forever()
             return Set(items.map(\.key))
         }
-        await withThrowingTaskGroup(of: Void.self) { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await batcher.run() }
-            let stored = await answer(batcher, [ingestItem()])
-            #expect((try? stored.get()) == [true])
+            let answered = Mutex(false)
+            let stored = Task {
+                let outcome = await self.answer(batcher, [ingestItem()])
+                answered.withLock { $0 = true }
+                return outcome
+            }
+            // The transaction's deadline is set, and its COMMIT sent.
+            try await expectSleeper(on: clock, at: .seconds(2))
+            while !committed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+            clock.advance(by: .seconds(2))
+            // Past the deadline the batcher waits on, until three deadlines from the start.
+            try await expectSleeper(on: clock, at: .seconds(6))
+            clock.advance(by: .seconds(1))
+            #expect(!answered.withLock { $0 })
+            commitAnswer.release()
+            let outcome = try await withDeadline(.seconds(20)) { await stored.value }
+            #expect((try? outcome.get()) == [true])
             #expect(!batcher.isDatabaseDown)
             group.cancelAll()
         }

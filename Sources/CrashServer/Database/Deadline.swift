@@ -9,6 +9,14 @@ import Synchronization
 /// That is safe here because every database write is idempotent: a commit that lands after
 /// its request was answered 503 is counted as a duplicate when the client retries.
 func withDeadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withDeadline(limit, clock: ContinuousClock(), body)
+}
+
+/// ``withDeadline(_:_:)`` with `limit` measured on `clock`: tests pass a clock they move, so
+/// what happens at a deadline is tested without waiting for it in real time.
+func withDeadline<T: Sendable, C: Clock>(
+    _ limit: C.Duration, clock: C, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let race = DeadlineRace<T>()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
@@ -19,7 +27,7 @@ func withDeadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable ()
                 race.finish(result)
             }
             let timer = Task {
-                try? await Task.sleep(for: limit)
+                try? await clock.sleep(for: limit)
                 guard !Task.isCancelled else { return }
                 work.cancel()
                 race.finish(.failure(DeadlineExceeded()))

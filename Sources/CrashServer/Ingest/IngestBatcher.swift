@@ -48,6 +48,8 @@ final class IngestBatcher: Service, Sendable {
     private let store: Store
     private let probe: @Sendable () async throws -> Void
     private let timeout: Duration
+    /// Measures the transaction's deadlines (``settledStore(_:)``); tests pass a clock they move.
+    private let clock: any Clock<Duration>
     private let metrics: ServerMetrics
     private let logger: Logger
 
@@ -61,6 +63,7 @@ final class IngestBatcher: Service, Sendable {
     ///   - lanes: transactions in flight at once (`CRASHGUARD_INGEST_LANES`); one lane is a
     ///     single committer.
     ///   - probe: a cheap query that succeeds once the database is reachable again.
+    ///   - clock: measures the transaction's deadlines and the probe's.
     init(
         maxQueuedReports: Int,
         maxBatchReports: Int,
@@ -70,9 +73,11 @@ final class IngestBatcher: Service, Sendable {
         logger: Logger,
         store: @escaping Store,
         lanes: Int = 1,
-        probe: @escaping @Sendable () async throws -> Void
+        probe: @escaping @Sendable () async throws -> Void,
+        clock: any Clock<Duration> = ContinuousClock()
     ) {
         self.timeout = timeout
+        self.clock = clock
         self.metrics = metrics
         self.logger = logger
         self.store = store
@@ -170,28 +175,32 @@ final class IngestBatcher: Service, Sendable {
     /// sent and never answered, the outcome is unknown: 500, and the client's retry is counted
     /// once (the `report_ids` ledger).
     private func settledStore(_ batch: [IngestItem]) async -> Result<Set<ReportKey>, APIError> {
+        await settledStore(batch, on: clock)
+    }
+
+    private func settledStore(_ batch: [IngestItem], on clock: some Clock<Duration>) async -> Result<Set<ReportKey>, APIError> {
         let gate = CommitGate()
-        let started = ContinuousClock.now
+        let started = clock.now
         let work = Task { try await self.store(batch, gate) }
         if let outcome = await outcome(of: work, within: timeout) { return outcome }
         if !gate.isCommitting, !(await probeAnswers()), gate.abandon() {
             return .failure(giveUp(work, gate, committing: false, reachable: false))
         }
         logger.warning("ingest transaction past the deadline; waiting for it until three deadlines")
-        if let outcome = await outcome(of: work, within: started + timeout * 3 - .now) { return outcome }
+        if let outcome = await outcome(of: work, within: timeout * 3 - started.duration(to: clock.now)) { return outcome }
         let committing = !gate.abandon()
         return .failure(giveUp(work, gate, committing: committing, reachable: await probeAnswers()))
     }
 
     /// The store's outcome if it ends within `limit`; `nil` if it does not.
     private func outcome(of work: Task<Set<ReportKey>, any Error>, within limit: Duration) async -> Result<Set<ReportKey>, APIError>? {
-        guard let result = try? await withDeadline(max(limit, .zero), { await work.result }) else { return nil }
+        guard let result = try? await withDeadline(max(limit, .zero), clock: clock, { await work.result }) else { return nil }
         return result.mapError(refusal(for:))
     }
 
     /// `true` when the database answers the probe within 2 s.
     private func probeAnswers() async -> Bool {
-        (try? await withDeadline(.seconds(2)) { try await self.probe() }) != nil
+        (try? await withDeadline(.seconds(2), clock: clock) { try await self.probe() }) != nil
     }
 
     /// Stops waiting for a transaction: closes its connection (so a call hung on it fails),
