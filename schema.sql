@@ -976,3 +976,73 @@ CREATE TABLE IF NOT EXISTS session_rollup_marks (
     name    text PRIMARY KEY,
     done_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- daily quota (data-protection.md, "Daily quota"): reports each project newly stored per UTC day
+-- (`day` is the midnight that starts it), counted in the ingest transaction of projects with a
+-- `dailyQuota`, under this row's lock so that replicas count exactly. Rows of past days are
+-- pruned by the partition upkeep.
+CREATE TABLE IF NOT EXISTS project_quota_days (
+    project_id bigint NOT NULL,
+    day        timestamptz NOT NULL,
+    used       bigint NOT NULL,
+    PRIMARY KEY (project_id, day)
+);
+
+-- data protection: project settings (docs/data-protection.md). One row per project that changed
+-- any; a project without one has the defaults. retention_days and daily_quota are NULL when
+-- unset (the server's CRASHGUARD_RETENTION_DAYS; no quota). Read through a cache of 1 s by every
+-- server (ProjectSettingsCache), so a change applies everywhere within 2 s.
+CREATE TABLE IF NOT EXISTS project_settings (
+    project_id       bigint PRIMARY KEY REFERENCES projects (id) ON DELETE CASCADE,
+    scrub_defaults   boolean NOT NULL DEFAULT true,
+    scrub_ips        boolean NOT NULL DEFAULT false,
+    scrub_emails     boolean NOT NULL DEFAULT false,
+    sensitive_fields text[] NOT NULL DEFAULT '{}',
+    safe_fields      text[] NOT NULL DEFAULT '{}',
+    patterns         text[] NOT NULL DEFAULT '{}',
+    retention_days   integer CHECK (retention_days BETWEEN 7 AND 365),
+    daily_quota      bigint CHECK (daily_quota BETWEEN 0 AND 2147483647),
+    updated_at       timestamptz NOT NULL DEFAULT now()
+);
+-- Whether any scrubbing rule changed a report (data-protection.md, "Read back").
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS scrubbed boolean NOT NULL DEFAULT false;
+-- erasure (data-protection.md "Erasure", docs/data-protection.md): a request to erase a device's
+-- reports, carried out by DeletionWorker. `device_hash` (SHA-256 of the device id) is kept only
+-- until the worker has listed the device's reports in deletion_reports, in the same transaction
+-- that sets it to NULL: a deletion keeps no copy of the device id. Each chunk of the listed
+-- reports is erased (ReportEraser), removed from the list and added to `reports` in one
+-- transaction, so a worker that dies leaves a deletion that the next one resumes where it was.
+-- Workers claim a deletion with FOR UPDATE SKIP LOCKED: one at a time, whatever the replicas.
+CREATE TABLE IF NOT EXISTS deletions (
+    id           uuid PRIMARY KEY,
+    project_id   bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    state        text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done')),
+    reports      bigint NOT NULL DEFAULT 0,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    done_at      timestamptz,
+    device_hash  bytea,
+    listed       boolean NOT NULL DEFAULT false
+);
+CREATE INDEX IF NOT EXISTS deletions_pending ON deletions (requested_at) WHERE state = 'pending';
+CREATE TABLE IF NOT EXISTS deletion_reports (
+    deletion_id uuid NOT NULL REFERENCES deletions (id) ON DELETE CASCADE,
+    ts          timestamptz NOT NULL,
+    id          uuid NOT NULL,
+    PRIMARY KEY (deletion_id, ts, id)
+);
+-- The device sketch of a group's reports in [p_from, p_to) of version p_version ('' for all
+-- versions): what ingest merges into group_version_hourly/daily (crashguard_version_rollups
+-- derives the same bytes for a whole project). Used by erasure to rebuild the sketches of the
+-- buckets it took device ids from.
+CREATE OR REPLACE FUNCTION crashguard_device_sketch(p_group bigint, p_version text, p_from timestamptz, p_to timestamptz)
+RETURNS bytea LANGUAGE sql STABLE AS $$
+    SELECT COALESCE(string_agg(int2send(s.register::int2) || substring(int2send(s.rank::int2) FROM 2 FOR 1), ''::bytea
+                               ORDER BY s.register), ''::bytea)
+    FROM (
+        SELECT d.register, max(d.rank) AS rank
+        FROM reports r CROSS JOIN LATERAL crashguard_device_register(r.device_id) d
+        WHERE r.group_id = p_group AND r.ts >= p_from AND r.ts < p_to AND r.device_id <> ''
+          AND (p_version = '' OR r.app_version = p_version)
+        GROUP BY d.register
+    ) s
+$$;

@@ -45,6 +45,15 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let spikes = SpikeDetector(
         store: PostgresWebhookStore(database: database), schemaApplied: database.schemaApplied,
         settings: configuration.webhooks, logger: logger)
+    let email = EmailSender(
+        store: PostgresEmailOutboxStore(database: database), queries: PostgresQueryStore(database: database),
+        schemaApplied: database.schemaApplied, settings: configuration.email, schedule: configuration.webhooks,
+        publicURL: configuration.publicURL, metrics: metrics, logger: logger)
+    let alertRules = AlertEvaluator(database: database, interval: configuration.webhooks.alertInterval, logger: logger)
+    // Reports past their project's retention, removed with their share of every rollup.
+    let retention = RetentionSweeper(
+        database: database, serverRetentionDays: configuration.retentionDays, interval: configuration.retentionSweepInterval,
+        logger: logger)
     let snoozes = SnoozeWaker(store: PostgresTriageStore(database: database), schemaApplied: database.schemaApplied, logger: logger)
     let sessionRollups = SessionCompactor(store: PostgresSessionStore(database: database), database: database, logger: logger)
     let trimmer = HeapTrimmer(budget: budget, logger: logger)
@@ -63,7 +72,8 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         // ShutdownDeadline first: the group shuts services down in reverse order, so it
         // only acts when something before it has not finished within its grace.
         services: [shutdownDeadline] + database.services + [
-            keyListener, batcher, partitions, webhooks, spikes, snoozes, sessionRollups, symbolizers, trimmer,
+            keyListener, batcher, partitions, webhooks, email, spikes, alertRules, retention, snoozes, deletions, sessionRollups,
+            symbolizers, trimmer,
         ],
         logger: logger
     )
@@ -95,14 +105,19 @@ func buildRouter(
     metrics.observeBudget(budget)
     let body = IngestBody(
         maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes, budget: budget)
-    IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
+    // The daily quota and retention of each request's project, from the same cached settings.
+    let limits = CachedProjectLimits(cache: projectSettings, serverRetentionDays: configuration.retentionDays)
+    IngestController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body, limits: limits)
+        .addRoutes(to: router)
     // Apple's own crash reports (.ips, MetricKit): the same ingest path (apple.md).
-    AppleReportsController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body).addRoutes(to: router)
+    AppleReportsController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body, limits: limits)
+        .addRoutes(to: router)
     // Release health: sessions through both doors, counted by one store (release-health.md).
     let sessions = SessionIngest(
         store: PostgresSessionStore(database: database, deadline: timeout), batcher: batcher, metrics: metrics, deadline: timeout)
-    SentryController(authenticator: authenticator, batcher: batcher, metrics: metrics, body: body, sessions: sessions)
-        .addRoutes(to: router)
+    let sentry = SentryController(
+        authenticator: authenticator, batcher: batcher, metrics: metrics, body: body, limits: limits, sessions: sessions)
+    sentry.addRoutes(to: router)
     SessionsController(authenticator: authenticator, ingest: sessions, body: body).addRoutes(to: router)
     // Reads, triage, the dashboard and webhooks answer 503 once the database deadline passes,
     // however the database fails (a pool that cannot connect would hold them for a minute).
@@ -118,7 +133,12 @@ func buildRouter(
     TriageController(
         triage: TriageService(store: PostgresTriageStore(database: database), queries: QueryService(store: PostgresQueryStore(database: database)))
     ).addRoutes(to: bounded)
-    ReleasesController(database: database).addRoutes(to: bounded)
+    let releases = ReleasesController(database: database)
+    releases.addRoutes(to: bounded)
+    ProjectSettingsController(
+        cache: projectSettings, projects: PostgresProjectStore(database: database),
+        serverRetentionDays: configuration.retentionDays
+    ).addRoutes(to: bounded)
     DebugFileController(
         store: PostgresDebugFileStore(database: database), projects: PostgresProjectStore(database: database),
         maxBytes: configuration.maxDebugFileBytes,

@@ -19,6 +19,8 @@ struct AppleReportsController: Sendable {
     let batcher: IngestBatcher
     let metrics: ServerMetrics
     let body: IngestBody
+    /// The project's daily quota and retention, read once per request.
+    let limits: any ProjectLimitsSource
 
     static let path = "/v1/apple/reports"
     /// The media types taken; either accepts both formats.
@@ -34,8 +36,26 @@ struct AppleReportsController: Sendable {
         let project = try context.requireIngestProject()
         try Self.checkContentType(request.headers.value(.contentType))
         let (bytes, share) = try await body.readWhole(request, project: project.id)
-        let batch = try await IngestBody.reading(bytes.count) {
-            try IngestBody.ingestError { try AppleCrashReports.read(bytes, receivedAt: Date()) }
+        let limits = try await limits.limits(of: project.id)
+        let quota = limits.dailyQuota.map(QuotaClaim.init(limit:))
+        let receivedAt = Date()
+        var batch = try await IngestBody.reading(bytes.count) {
+            try IngestBody.ingestError { try AppleCrashReports.read(bytes, receivedAt: receivedAt) }
+        }
+        // Like a time outside the accepted window, one past the retention becomes the receive time.
+        let retention = Retention(days: limits.retentionDays)
+        for i in batch.accepted.indices where retention.isPast(batch.accepted[i].timestamp, now: receivedAt) {
+            batch.accepted[i].timestamp = receivedAt
+        }
+        let scrubber = try await authenticator.scrubber(for: project)
+        let items = batch.accepted.map { IngestItem(project: project, report: $0, scrubber: scrubber, quota: quota) }
+        metrics.recordScrubbed(items, door: "apple")
+        let outcome: IngestBatcher.Outcome
+        do {
+            outcome = items.isEmpty ? [] : try await batcher.submit(items, quota: quota)
+        } catch let refusal as QuotaExceeded {
+            metrics.recordQuotaRefusal(door: "apple", reports: items.count)
+            throw refusal
         }
         let items = batch.accepted.map { IngestItem(project: project, report: $0) }
         let outcome = items.isEmpty ? [] : try await batcher.submit(items)

@@ -46,6 +46,9 @@ public struct ServerConfiguration: Sendable {
     public var ingestLanes = 2
     public var retentionDays = 90
     public var databasePoolSize = 16
+    /// Time between two removals of reports past their project's retention (``RetentionSweeper``);
+    /// zero turns them off.
+    public var retentionSweepInterval: Duration = .seconds(3600)
     /// Ingest's deadline; PostgreSQL's lock and statement timeouts of an ingest transaction are
     /// half of it (docs/server.md).
     public var databaseTimeout: Duration = .seconds(10)
@@ -117,8 +120,12 @@ public struct ServerConfiguration: Sendable {
             \.ingestLanes, "CRASHGUARD_INGEST_LANES", .serve, "group-commit transactions in flight, for one-group requests",
             .within(1...16)),
         Setting(
-            \.retentionDays, "CRASHGUARD_RETENTION_DAYS", .serve, "days of raw reports kept; groups and rollups stay",
-            .when("at least 31 (reports up to 30 days old are accepted)") { $0 >= 31 }),
+            \.retentionDays, "CRASHGUARD_RETENTION_DAYS", .serve,
+            "days a project keeps its reports unless its settings say otherwise; older ones are removed, rollups included",
+            .within(7...365)),
+        Setting(
+            \.retentionSweepInterval, "CRASHGUARD_RETENTION_INTERVAL", .serve,
+            "seconds between removals of reports past their project's retention; 0 is off", .atLeast(.zero)),
         Setting(
             \.databasePoolSize, "CRASHGUARD_DB_POOL_SIZE", .serve, "database connections of each of the two pools",
             .within(1...500)),

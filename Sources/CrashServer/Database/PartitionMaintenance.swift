@@ -3,9 +3,10 @@ import Logging
 import PostgresNIO
 import ServiceLifecycle
 
-/// Keeps daily partitions of `reports` ahead of time and drops those past retention; prunes
-/// the list snapshots of cursors older than a day, sessions that can no longer change and
-/// chunk uploads past their keep.
+/// Keeps daily partitions of `reports` ahead of time and drops those past the longest retention
+/// a project may have (365 days: ``RetentionSweeper`` has removed their reports, rollups
+/// included, by then); prunes the list snapshots of cursors older than a day, sessions that can
+/// no longer change, chunk uploads past their keep and the daily quota's rows of past days.
 ///
 /// Runs once before the server accepts traffic (see `buildApplication`) and hourly after.
 struct PartitionMaintenance: Service {
@@ -15,12 +16,12 @@ struct PartitionMaintenance: Service {
     let retentionDays: Int
     let logger: Logger
 
-    /// Ensures partitions from 31 days back to 3 days ahead; drops those past retention.
+    /// Ensures partitions from 31 days back to 3 days ahead; drops those older than any retention.
     func runOnce(now: Date = Date()) async throws {
         let day = 86_400.0
         let first = now.addingTimeInterval(-31 * day)
         let last = now.addingTimeInterval(3 * day)
-        let cutoff = now.addingTimeInterval(-Double(retentionDays) * day)
+        let cutoff = now.addingTimeInterval(-Double(max(retentionDays, ProjectSettings.retentionDaysRange.upperBound) + 1) * day)
         let (created, dropped) = try await schema.maintainPartitions(from: first, to: last, dropBefore: cutoff)
         if created > 0 || dropped > 0 {
             logger.info("report partitions maintained", metadata: ["partitions.created": "\(created)", "partitions.dropped": "\(dropped)"])
@@ -31,6 +32,8 @@ struct PartitionMaintenance: Service {
         _ = try await PostgresSessionStore(database: database).pruneSessions(before: now.addingTimeInterval(-31 * day))
         // sentry-cli's chunks no assemble took (apple.md: kept at least an hour).
         _ = try await PostgresChunkUploadStore(database: database).sweepExpired(now: now)
+        // The quota counts today only (data-protection.md); yesterday's row is kept for a day.
+        try await database.client.query(QuotaSQL.prune(before: now.addingTimeInterval(-2 * day)), logger: logger)
     }
 
     func run() async throws {

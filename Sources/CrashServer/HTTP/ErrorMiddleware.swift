@@ -14,6 +14,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         } catch let error as AccountError {
             throw error
+        } catch let error as QuotaExceeded {
+            return try error.response(from: request, context: context)
         } catch let error as HTTPError {
             let message =
                 error.body ?? (error.status == .notFound ? "no such route: \(request.method) \(request.uri.path)" : error.status.reasonPhrase)

@@ -16,6 +16,8 @@ struct IngestController: Sendable {
     let batcher: IngestBatcher
     let metrics: ServerMetrics
     let body: IngestBody
+    /// The project's daily quota and retention, read once per request.
+    let limits: any ProjectLimitsSource
 
     func addRoutes(to router: Router<CrashRequestContext>) {
         router.group()
@@ -38,24 +40,39 @@ struct IngestController: Sendable {
         // The decoded batch ends here: what waits for the commit is the items, whose stacks are
         // one buffer each instead of a string per frame (``IngestItem/stack``): the body's own text.
         let (items, count, rejected) = try await IngestBody.reading(reader.outputBytes) {
+        let limits = try await limits.limits(of: project.id)
+        let quota = limits.dailyQuota.map(QuotaClaim.init(limit:))
             try IngestBody.ingestError {
-                let batch = try reader.finish(now: Date(), version: project.groupingVersion)
+                let now = Date()
+                let batch = try reader.finish(now: now, version: project.groupingVersion, scrubber: scrubber)
+                    .rejectingPastRetention(retentionDays: limits.retentionDays, now: now)
                 let items = batch.accepted.map {
-                    IngestItem(projectID: project.id, report: $0.report, signature: $0.signature, stackJSON: $0.stackJSON)
+                    IngestItem(
+                        projectID: project.id, report: $0.report, signature: $0.signature, stackJSON: $0.stackJSON, quota: quota,
+                        scrubbed: $0.scrubbed)
                 }
                 return (items, batch.count, batch.rejected)
             }
         }
-        let response = try await store(items, count: count, rejected: rejected, project: project, logger: context.logger)
+        metrics.recordScrubbed(items, door: "reports")
+        let response = try await store(
+            items, count: count, rejected: rejected, project: project, quota: quota, logger: context.logger)
         withExtendedLifetime(share) {}
         return Self.accepted(response)
     }
 
     /// Commits `items`, the valid reports of a body of `count`, and counts outcomes.
     private func store(
-        _ items: [IngestItem], count: Int, rejected: [IngestResponse.Rejection], project: ProjectRef, logger: Logger
+        _ items: [IngestItem], count: Int, rejected: [IngestResponse.Rejection], project: ProjectRef, quota: QuotaClaim?,
+        logger: Logger
     ) async throws -> IngestResponse {
-        let outcome = try await batcher.submit(items)
+        let outcome: IngestBatcher.Outcome
+        do {
+            outcome = try await batcher.submit(items, quota: quota)
+        } catch let refusal as QuotaExceeded {
+            metrics.recordQuotaRefusal(door: "reports", reports: items.count)
+            throw refusal
+        }
         let accepted = outcome.filter { $0 }.count
         let duplicates = outcome.count - accepted
         metrics.recordIngest(reports: count, accepted: accepted, duplicates: duplicates, rejected: rejected.count)

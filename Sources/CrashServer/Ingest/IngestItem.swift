@@ -25,9 +25,16 @@ final class IngestItem: Sendable {
     /// docs/performance.md), about 1.5 times the text they held.
     let stack: [UInt8]?
 
+    /// The request's claim on its project's daily quota; nil when the project has none.
+    let quota: QuotaClaim?
+    /// Whether the scrubber changed the report, which is as scrubbed (data-protection.md, "Read back").
+    let scrubbed: Bool
     /// - Parameter stackJSON: `report.stack` as JSON text when the caller has it (the body's
     ///   own text, ``IngestBatch/Accepted/stackJSON``); written from the frames when nil.
-    init(projectID: Int64, report: Report, signature: Signature, stackJSON: [UInt8]? = nil) {
+    init(
+        projectID: Int64, report: Report, signature: Signature, stackJSON: [UInt8]? = nil, quota: QuotaClaim? = nil,
+        scrubbed: Bool = false
+    ) {
         var report = report
         stack =
             stackJSON
@@ -43,6 +50,8 @@ final class IngestItem: Sendable {
         self.report = report
         self.signature = signature
         estimatedBytes = Self.estimatedBytes(report, signature, stack)
+        self.quota = quota
+        self.scrubbed = scrubbed
     }
 
     var key: ReportKey { ReportKey(project: projectID, id: report.id) }
@@ -83,12 +92,15 @@ struct GroupKey: Hashable, Sendable {
 }
 
 extension IngestItem {
-    /// A validated report of `project` with its signature, grouped the same way whichever
-    /// door (`/v1/reports` or the Sentry routes) it came in by.
-    convenience init(project: ProjectRef, report: Report) {
+    /// A validated report of `project`, scrubbed by `scrubber` (the project's, data-protection.md)
+    /// and then signed: scrubbed and grouped the same way whichever door (`/v1/reports`, the
+    /// Sentry routes, Apple's reports) it came in by.
+    convenience init(project: ProjectRef, report: Report, scrubber: ReportScrubber? = nil, quota: QuotaClaim? = nil) {
+        var report = report
+        let scrubbed = scrubber?.scrub(&report) ?? false
         let signature = Grouping.signature(
             kind: report.kind, reason: report.reason, stack: report.stack, fingerprint: report.fingerprint,
             version: project.groupingVersion)
-        self.init(projectID: project.id, report: report, signature: signature)
+        self.init(projectID: project.id, report: report, signature: signature, quota: quota, scrubbed: scrubbed)
     }
 }

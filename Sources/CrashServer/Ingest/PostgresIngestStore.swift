@@ -65,6 +65,8 @@ struct PostgresIngestStore: IngestStore {
     /// when a resolved group regresses, and one per part of a batch over the batch bytes
     /// beyond the first: ``writeReportsAndRollups(_:_:regressed:_:)``).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
+        let items = try await applyQuotas(items, now: Date(), connection)
+        guard !items.isEmpty else { return [] }
         let claim = try await claimAndCount(items, connection)
         let stored = claim.duplicates.isEmpty ? items : items.filter { !claim.duplicates.contains($0.key) }
         let fresh = Set(stored.lazy.map(\.key))

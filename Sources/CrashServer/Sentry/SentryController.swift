@@ -21,6 +21,8 @@ struct SentryController: Sendable {
     let batcher: IngestBatcher
     let metrics: ServerMetrics
     let body: IngestBody
+    /// The project's daily quota and retention, read once per request.
+    let limits: any ProjectLimitsSource
     /// Counts `session` and `sessions` items (release-health.md); nil: they are ignored.
     var sessions: SessionIngest? = nil
 
@@ -66,9 +68,21 @@ struct SentryController: Sendable {
                 return (reports, SentryEnvelope.sessions(in: items, now: receivedAt))
             }
         }
-        try await commit(reports, project: project, logger: context.logger)
+        // An event over the daily quota is dropped; the envelope's sessions are still stored,
+        // and the 200 carries the rate limit, as Relay answers (data-protection.md).
+        var dropped: QuotaExceeded?
+        do {
+            try await commit(reports, project: project, logger: context.logger)
+        } catch let refusal as QuotaExceeded where sessions.items > 0 && self.sessions != nil {
+            dropped = refusal
+        }
         try await commit(sessions, project: project, logger: context.logger)
         withExtendedLifetime(share) {}
+        if let dropped {
+            var response = Self.success(id: nil)
+            response.headers[Self.rateLimitsHeader] = dropped.sentryRateLimits
+            return response
+        }
         // Sessions without an event: 200 {} once they are committed (release-health.md).
         return Self.success(id: reports.first?.id ?? (sessions.items > 0 ? nil : envelopeID))
     }
@@ -133,16 +147,33 @@ struct SentryController: Sendable {
     }
 
     /// Validates, groups and commits the reports; returns once they are durable.
+    ///
+    /// An event older than the project's retention takes the time it was received, like any
+    /// event outside the accepted window; events that do not fit in the daily quota are refused
+    /// whole (``QuotaExceeded``).
     private func commit(_ reports: [Report], project: ProjectRef, logger: Logger) async throws {
         guard !reports.isEmpty else { return }
         let now = Date()
+        let limits = try await limits.limits(of: project.id)
+        let retention = Retention(days: limits.retentionDays)
+        let quota = limits.dailyQuota.map(QuotaClaim.init(limit:))
+        let scrubber = try await authenticator.scrubber(for: project)
         var items: [IngestItem] = []
-        for report in reports {
+        for var report in reports {
+            if retention.isPast(report.timestamp, now: now) { report.timestamp = now }
             if let problem = report.validationError(now: now) {
                 metrics.recordIngest(reports: reports.count, accepted: 0, duplicates: 0, rejected: reports.count)
                 throw APIError.badRequest("event \(Self.hex(report.id)): \(problem)")
             }
-            items.append(IngestItem(project: project, report: report))
+            items.append(IngestItem(project: project, report: report, scrubber: scrubber, quota: quota))
+        }
+        metrics.recordScrubbed(items, door: "sentry")
+        let outcome: IngestBatcher.Outcome
+        do {
+            outcome = try await batcher.submit(items, quota: quota)
+        } catch let refusal as QuotaExceeded {
+            metrics.recordQuotaRefusal(door: "sentry", reports: items.count)
+            throw refusal
         }
         let outcome = try await batcher.submit(items)
         let accepted = outcome.filter { $0 }.count
@@ -203,6 +234,16 @@ struct SentryController: Sendable {
         let data = (try? JSONEncoder().encode(["detail": error.message])) ?? Data("{\"detail\":\"error\"}".utf8)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
+    /// The 429 of an event over its project's daily quota: `Retry-After` and
+    /// `X-Sentry-Rate-Limits: <seconds>:error:project:quota_exceeded`, which Sentry SDKs obey.
+    static func failure(_ refusal: QuotaExceeded) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json", .retryAfter: String(refusal.retryAfter)]
+        headers.append(contentsOf: corsHeaders)
+        headers[rateLimitsHeader] = refusal.sentryRateLimits
+        let data = (try? JSONEncoder().encode(["detail": refusal.message])) ?? Data("{\"detail\":\"quota exceeded\"}".utf8)
+        return Response(status: .tooManyRequests, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
 
     /// A UUID as Sentry writes event ids: 32 lower-case hex digits.
     static func hex(_ id: UUID) -> String {
@@ -223,6 +264,8 @@ struct SentryResponseMiddleware: RouterMiddleware {
             for field in SentryController.corsHeaders { response.headers.append(field) }
             return response
         } catch let error as APIError {
+        } catch let refusal as QuotaExceeded {
+            return SentryController.failure(refusal)
             return SentryController.failure(error)
         } catch {
             context.logger.error(
