@@ -110,7 +110,8 @@ struct ProjectCommand: AsyncParsableCommand {
             let config = try common.configuration()
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await PostgresSchemaMaintenance(database: db).migrate()
-                return try await PostgresProjectStore(database: db).create(slug: name, grouping: grouping).json(publicURL: config.publicURL)
+                return try await ProjectAdministration(database: db, logger: makeLogger(config)).create(slug: name, grouping: grouping)
+                    .json(publicURL: config.publicURL)
             }
             print(json)
         }
@@ -146,7 +147,8 @@ struct ProjectCommand: AsyncParsableCommand {
             let keys: KeyRotation = readToken == ingestKey ? .both : readToken ? .readToken : .ingestKey
             let json = try await withDatabase(config, logger: makeLogger(config)) { db in
                 try await PostgresSchemaMaintenance(database: db).migrate()
-                return try await PostgresProjectStore(database: db).rotateKeys(slug: name, keys).json(publicURL: config.publicURL)
+                return try await ProjectAdministration(database: db, logger: makeLogger(config)).rotateKeys(slug: name, keys)
+                    .json(publicURL: config.publicURL)
             }
             print(json)
         }

@@ -2,7 +2,7 @@ import HTTPTypes
 import Hummingbird
 
 /// A refusal of the accounts routes that ``APIError`` has no status for: 403 (a missing
-/// scope or role) and 409 (an e-mail already taken). The body is the contract's
+/// scope or role) and 409 (an e-mail or a project name already taken). The body is the contract's
 /// `{"error": "..."}`.
 public struct AccountError: HTTPResponseError, CustomStringConvertible, Sendable {
     private enum Code: Sendable { case forbidden, exists }
@@ -21,6 +21,8 @@ public struct AccountError: HTTPResponseError, CustomStringConvertible, Sendable
     static func forbidden(_ message: String) -> AccountError { .init(.forbidden, message) }
     /// 409: a user with this e-mail exists.
     static func exists(_ email: String) -> AccountError { .init(.exists, "email: a user with this e-mail exists") }
+    /// 409: what the request would create exists (`message` names the field).
+    static func conflict(_ message: String) -> AccountError { .init(.exists, message) }
 
     public var status: HTTPResponse.Status {
         switch code {

@@ -3,7 +3,8 @@ import HTTPTypes
 import Hummingbird
 import Logging
 
-/// The accounts API (accounts.md): project members, API tokens and the audit log. Only users
+/// The accounts API (accounts.md): projects made by server admins, project members, API
+/// tokens and the audit log. Only users
 /// call it: with an API token (`Authorization: Bearer cgt_...`) carrying the route's scope, or
 /// with the dashboard's session cookie; a project read token is refused (403).
 struct AccountsController: Sendable {
@@ -13,6 +14,9 @@ struct AccountsController: Sendable {
     let auditStore: PostgresAuditStore
     let audit: AuditLog
     let accounts: AccountService<PostgresUserStore>
+    let projects: ProjectAdministration
+    /// The server's public URL, for the Sentry DSN of a new project.
+    let publicURL: String
 
     /// The routes on `database`; the session cookie is named as the dashboard names it for `publicURL`.
     init(database: CrashDatabase, publicURL: String, logger: Logger) {
@@ -23,10 +27,13 @@ struct AccountsController: Sendable {
         auditStore = PostgresAuditStore(database: database)
         audit = AuditLog(store: auditStore, logger: logger)
         accounts = AccountService(users: users, cookies: cookies, publicURL: publicURL, logger: logger)
+        projects = ProjectAdministration(database: database, logger: logger)
+        self.publicURL = publicURL
     }
 
     func addRoutes(to router: some RouterMethods<CrashRequestContext>) {
         let authentication = UserAuthenticationMiddleware(accounts: accounts, tokens: tokens, members: members)
+        router.group("/v1/projects").add(middleware: authentication).post(use: createProject)
         let project = router.group("/v1/projects/:project/members").add(middleware: authentication)
         project.get(use: listMembers)
         project.get(":email", use: member)

@@ -11,11 +11,18 @@ enum AuditTrail {
         "PATCH /v1/projects/{project}/crashes": "group.bulk-triage",
         "PATCH /v1/projects/{project}/crashes/{id}": "group.triage",
         "POST /v1/projects/{project}/crashes/{id}/comments": "group.comment",
+        "POST /v1/projects/{project}/crashes/{id}/merge": "group.merge",
+        "POST /v1/projects/{project}/crashes/{id}/unmerge": "group.unmerge",
+        "PATCH /v1/projects/{project}/settings": "settings.update",
+        // The device id is not the target: the entry must not keep what was erased.
+        "DELETE /v1/projects/{project}/devices/{deviceId}": "device.erase",
         "POST /v1/projects/{project}/webhooks": "webhook.create",
         "DELETE /v1/projects/{project}/webhooks/{id}": "webhook.delete",
         "POST /v1/projects/{project}/alert-rules": "alert-rule.create",
         "PATCH /v1/projects/{project}/alert-rules/{id}": "alert-rule.update",
         "DELETE /v1/projects/{project}/alert-rules/{id}": "alert-rule.delete",
+        // Names no device: the audit log keeps no copy of an erased device id either.
+        "DELETE /v1/projects/{project}/devices/{deviceId}": "device.erase",
         "POST /v1/projects/{project}/debug-files": "debug-file.upload",
         "POST /api/0/projects/{org}/{project}/files/difs/assemble": "debug-file.assemble",
         "POST /projects/{project}/crashes/{id}": "group.triage",
@@ -24,7 +31,7 @@ enum AuditTrail {
     /// Routes whose handlers record their own, more precise entries.
     static let recordedByHandler: Set<String> = [
         "/signin", "/signout", "/setup/{token}", "/projects/{project}/members", "/v1/projects/{project}/members/{email}",
-        "/v1/tokens", "/v1/tokens/{id}", "/tokens",
+        "/v1/tokens", "/v1/tokens/{id}", "/tokens", "/projects/{project}/alerts",
     ]
 
     /// The entry of a request that changed something, or nil (a read, a refusal, or a route

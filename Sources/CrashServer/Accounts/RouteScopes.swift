@@ -7,6 +7,7 @@ import HTTPTypes
 enum RouteScopes {
     /// `"METHOD /path/{parameter}"` (Hummingbird's endpoint path) -> scope. HEAD is GET's.
     static let table: [String: TokenScope] = [
+        "POST /v1/projects": .projectAdmin,
         "GET /v1/projects/{project}/crashes": .projectRead,
         "GET /v1/projects/{project}/crashes/{id}": .projectRead,
         "GET /v1/projects/{project}/crashes/{id}/reports": .projectRead,
@@ -17,6 +18,13 @@ enum RouteScopes {
         "PATCH /v1/projects/{project}/crashes": .projectTriage,
         "PATCH /v1/projects/{project}/crashes/{id}": .projectTriage,
         "POST /v1/projects/{project}/crashes/{id}/comments": .projectTriage,
+        "POST /v1/projects/{project}/crashes/{id}/merge": .projectTriage,
+        "POST /v1/projects/{project}/crashes/{id}/unmerge": .projectTriage,
+        // Settings (data-protection.md: "the admin scope once accounts exist") and erasure.
+        "GET /v1/projects/{project}/settings": .projectAdmin,
+        "PATCH /v1/projects/{project}/settings": .projectAdmin,
+        "DELETE /v1/projects/{project}/devices/{deviceId}": .projectAdmin,
+        "GET /v1/projects/{project}/deletions/{id}": .projectAdmin,
         "GET /v1/projects/{project}/webhooks": .projectAdmin,
         "POST /v1/projects/{project}/webhooks": .projectAdmin,
         "DELETE /v1/projects/{project}/webhooks/{id}": .projectAdmin,
@@ -30,7 +38,7 @@ enum RouteScopes {
         "PATCH /v1/projects/{project}/alert-rules/{id}": .projectAdmin,
         "DELETE /v1/projects/{project}/alert-rules/{id}": .projectAdmin,
         "POST /v1/projects/{project}/debug-files": .debugFilesWrite,
-        // sentry-cli's chunk upload names no project: it takes the project read token.
+        // sentry-cli's chunk upload names no project: an API token's only project, or --org's.
         "GET /api/0/organizations/{org}/chunk-upload": .debugFilesWrite,
         "POST /api/0/organizations/{org}/chunk-upload": .debugFilesWrite,
         "POST /api/0/projects/{org}/{project}/files/difs/assemble": .debugFilesWrite,
@@ -52,7 +60,7 @@ enum RouteScopes {
     /// dashboard (its session cookie) and the documents. `RouteScopesTests` checks every other
     /// route is in ``table``.
     static func isUnscoped(_ path: String) -> Bool {
-        !(path.hasPrefix("/v1/projects/{project}/") || path.hasPrefix("/api/0/projects/") || path.hasPrefix("/v1/tokens")
+        !(path.hasPrefix("/v1/projects/{project}/") || path == "/v1/projects" || path.hasPrefix("/api/0/projects/") || path.hasPrefix("/v1/tokens")
             || path.hasPrefix("/v1/audit") || path.hasPrefix("/api/0/organizations/"))
     }
 }

@@ -8,7 +8,10 @@ import NIOCore
 /// Sentry's chunk-upload protocol, so that `sentry-cli debug-files upload` stores Mach-O and
 /// dSYM files unchanged (apple.md, "`sentry-cli` works unchanged"): the options, the
 /// chunk uploads and `difs/assemble`, behind the project's read token as `Bearer` (any org
-/// slug: the token names the project).
+/// slug: the token names the project), or an API token with `debug-files:write`
+/// (accounts.md). The chunk routes name no project, so an API token's chunks go to its only
+/// project when it is limited to one, else to the project the org slug names
+/// (`sentry-cli --org <project>`).
 ///
 /// Bounded like the REST upload: a chunk request is read whole up to `maxRequestSize`,
 /// counted in the ``BodyByteBudget`` under the project; each chunk at most `chunkSize` once
@@ -36,8 +39,11 @@ struct ChunkUploadController<Files: DebugFileStore, Chunks: ChunkUploadStore, Pr
             .post("files/difs/assemble/", use: assemble)
     }
 
-    /// The project of the request's read token, for the routes that name no project.
-    private func project(_ request: Request) async throws -> ProjectRef {
+    /// The project of the request's read token or API token, for the routes that name no project.
+    private func project(_ request: Request, _ context: CrashRequestContext) async throws -> ProjectRef {
+        if let secret = ReadAuthenticationMiddleware<Projects>.bearer(request), APITokenSecret.isToken(secret) {
+            return try await tokenProject(secret, request, context)
+        }
         guard let header = request.headers[.authorization] else {
             throw APIError.unauthorized("missing Authorization: Bearer <read token>")
         }
@@ -51,8 +57,29 @@ struct ChunkUploadController<Files: DebugFileStore, Chunks: ChunkUploadStore, Pr
         return project
     }
 
+    /// The project an API token uploads chunks to: its only project, or the one named by the
+    /// org slug; its scope checked within its user's role as on every route.
+    private func tokenProject(_ secret: String, _ request: Request, _ context: CrashRequestContext) async throws -> ProjectRef {
+        let found: (APIToken, User)?
+        do {
+            found = try await projects.apiToken(secret: secret)
+        } catch  where isConnectionError(error) {
+            throw APIError.databaseUnreachable
+        }
+        guard let (token, user) = found else { throw APIError.unauthorized("unknown, expired or revoked API token") }
+        let org = context.parameters.get("org") ?? ""
+        let slug = token.projects.flatMap { $0.count == 1 ? $0[0] : nil } ?? org
+        do {
+            return try await ScopeCheck.project(
+                token: token, user: user, slug: slug, method: request.method, path: context.endpointPath, lookup: projects)
+        } catch let error as APIError where error.status == .notFound && slug == org {
+            throw APIError.notFound(
+                "org: no project '\(org)' for this token; the chunk upload takes its project from --org, or from a token limited to one project")
+        }
+    }
+
     @Sendable func options(request: Request, context: CrashRequestContext) async throws -> Response {
-        _ = try await project(request)
+        _ = try await project(request, context)
         let org = context.parameters.get("org") ?? "0"
         let body: [String: Any] = [
             "url": "/api/0/organizations/\(org)/chunk-upload/", "chunkSize": Self.chunkSize,
@@ -63,7 +90,7 @@ struct ChunkUploadController<Files: DebugFileStore, Chunks: ChunkUploadStore, Pr
     }
 
     @Sendable func upload(request: Request, context: CrashRequestContext) async throws -> Response {
-        let project = try await project(request)
+        let project = try await project(request, context)
         guard let type = request.headers[.contentType], let boundary = Multipart.boundary(type) else {
             throw APIError.badRequest("Content-Type: multipart/form-data with a boundary")
         }

@@ -31,7 +31,7 @@ public struct PostgresProjectStore: ProjectStore {
             ON CONFLICT (slug) DO NOTHING RETURNING sentry_id
             """, logger: logger)
         guard let sentryID = try await rows.decode(Int64.self).first(where: { _ in true }) else {
-            throw ProjectError(description: "project '\(slug)' already exists (its keys are unchanged; use `project rotate` for new ones)")
+            throw ProjectError.alreadyExists(slug)
         }
         logger.info("project created", metadata: ["project.slug": "\(slug)", "project.grouping": "\(grouping)"])
         return ProjectCredentials(project: slug, ingestKey: ingest, readToken: read, sentryId: sentryID)

@@ -15,6 +15,26 @@ public struct ProjectRef: Sendable, Hashable {
 public struct ProjectError: Error, CustomStringConvertible {
     /// What went wrong.
     public let description: String
+    /// Whether a create found the project already there (and kept its keys).
+    public var alreadyExists: Bool { code == .alreadyExists }
+    private let code: Code
+
+    private enum Code { case alreadyExists, other }
+
+    /// An error printed as `description`.
+    public init(description: String) {
+        self.init(description, .other)
+    }
+
+    private init(_ description: String, _ code: Code) {
+        self.description = description
+        self.code = code
+    }
+
+    /// A create of `slug`, which exists: its keys are unchanged.
+    static func alreadyExists(_ slug: String) -> ProjectError {
+        ProjectError("project '\(slug)' already exists (its keys are unchanged; use `project rotate` for new ones)", .alreadyExists)
+    }
 
     /// Throws unless `slug` is a valid project name, so a command can refuse it before
     /// touching the database.
