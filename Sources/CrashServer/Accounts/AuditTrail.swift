@@ -14,8 +14,6 @@ enum AuditTrail {
         "POST /v1/projects/{project}/crashes/{id}/merge": "group.merge",
         "POST /v1/projects/{project}/crashes/{id}/unmerge": "group.unmerge",
         "PATCH /v1/projects/{project}/settings": "settings.update",
-        // The device id is not the target: the entry must not keep what was erased.
-        "DELETE /v1/projects/{project}/devices/{deviceId}": "device.erase",
         "POST /v1/projects/{project}/webhooks": "webhook.create",
         "DELETE /v1/projects/{project}/webhooks/{id}": "webhook.delete",
         "POST /v1/projects/{project}/alert-rules": "alert-rule.create",
