@@ -8,7 +8,10 @@ Starts crash-server on a free loopback port, creates a project, and runs
 Tests/Fixtures/apple/debug-files: the fat executable (sentry-cli splits it per architecture)
 and the dSYM bundle. Then checks through the REST upload that the server holds each debug id
 (re-uploading the same files is `unchanged`, the dSYM's DWARF included), that a second
-sentry-cli run has nothing to upload, and that another project's slug is refused.
+sentry-cli run has nothing to upload, and that another project's slug is refused. Then the same
+upload with an API token (accounts.md: `debug-files:write`, limited to one project) made by a
+user signed in from a `crash-server user create` set-up link, and a token without that scope
+refused.
 Run by scripts/test.d/22-sentry-cli.
 """
 import json
@@ -17,7 +20,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import http.cookiejar
+import re
 import time
+import urllib.parse
 import urllib.request
 import zipfile
 
@@ -48,15 +54,31 @@ def cli(base, token, slug, *paths):
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
+def api_token(base, env, scopes, project):
+    """A `cgt_` token of a new server admin: set-up link, password, then POST /v1/tokens signed in."""
+    email = f"cli-{os.getpid()}-{time.monotonic_ns()}@example.com"
+    made = subprocess.run([SERVER, "user", "create", email, "--admin"], env=env, check=True, capture_output=True, text=True)
+    setup = urllib.parse.urlsplit(json.loads(made.stdout)["setupUrl"]).path
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    page = browser.open(base + setup, timeout=30).read().decode()
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    form = urllib.parse.urlencode({"csrf": csrf, "password": "correct horse battery staple"}).encode()
+    browser.open(base + setup, data=form, timeout=30).read()
+    body = json.dumps({"name": "sentry-cli", "scopes": scopes, "projects": [project]}).encode()
+    request = urllib.request.Request(base + "/v1/tokens", data=body, method="POST", headers={"Content-Type": "application/json"})
+    with browser.open(request, timeout=30) as response:
+        return json.load(response)["token"]
+
+
 def main():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = dict(os.environ, CRASHGUARD_PUBLIC_URL=base, CRASHGUARD_RATE_LIMIT="0", CRASHGUARD_LOG_LEVEL="warning")
     projects = []
-    for slug in ("apple-cli", "apple-other"):
+    for slug in ("apple-cli", "apple-other", "apple-token"):
         created = subprocess.run([SERVER, "project", "create", slug], env=env, check=True, capture_output=True, text=True)
         projects.append(json.loads(created.stdout))
-    project, other = projects
+    project, other, tokens = projects
     slug, token = project["project"], project["readToken"]
     work = tempfile.mkdtemp()
     server = subprocess.Popen([SERVER, "serve", "--port", str(port)], env=env)
@@ -89,6 +111,20 @@ def main():
         refused = cli(base, token, other["project"], fat)
         log("other project:", refused.returncode, refused.stderr.strip()[-300:])
         assert refused.returncode != 0, "another project's slug was accepted"
+
+        # An API token with debug-files:write for one project: the chunks go to that project.
+        secret = api_token(base, env, ["debug-files:write"], tokens["project"])
+        assert secret.startswith("cgt_"), secret
+        with_token = cli(base, secret, tokens["project"], fat)
+        log("api token:", with_token.returncode, with_token.stdout.strip()[-300:], with_token.stderr.strip()[-300:])
+        assert with_token.returncode == 0, "sentry-cli with an API token failed"
+        for name in ("Crashy-x86_64", "Crashy-arm64"):
+            status, body = rest_upload(base, tokens["project"], tokens["readToken"], os.path.join(FIXTURES, name))
+            assert (status, body["outcome"]) == (200, "unchanged"), (name, status, body)
+        read_only = api_token(base, env, ["project:read"], tokens["project"])
+        scopeless = cli(base, read_only, tokens["project"], dsym)
+        log("token without debug-files:write:", scopeless.returncode, scopeless.stderr.strip()[-300:])
+        assert scopeless.returncode != 0, "a token without debug-files:write uploaded"
         log(f"ok in {time.monotonic() - started:.1f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
