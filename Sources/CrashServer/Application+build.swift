@@ -55,6 +55,8 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         database: database, serverRetentionDays: configuration.retentionDays, interval: configuration.retentionSweepInterval,
         logger: logger)
     let snoozes = SnoozeWaker(store: PostgresTriageStore(database: database), schemaApplied: database.schemaApplied, logger: logger)
+    let deletions = DeletionWorker(
+        store: PostgresDeletionStore(database: database), schemaApplied: database.schemaApplied, metrics: metrics, logger: logger)
     let sessionRollups = SessionCompactor(store: PostgresSessionStore(database: database), database: database, logger: logger)
     let trimmer = HeapTrimmer(budget: budget, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
@@ -165,6 +167,9 @@ func buildRouter(
     AlertRuleController(
         store: PostgresAlertRuleStore(database: database), projects: PostgresProjectStore(database: database), email: false
     ).addRoutes(to: bounded)
+    // Erasure by device (data-protection.md): the request here, the work in DeletionWorker.
+    ErasureController(store: PostgresDeletionStore(database: database), projects: PostgresProjectStore(database: database))
+        .addRoutes(to: bounded)
     return router
 }
 

@@ -89,6 +89,8 @@ import Testing
         "oidc_logins",
         // Alert rules and their throttle (the last firing per rule and group), not counts of reports.
         "alert_rules", "alert_firings",
+        // Erasure requests and the reports each still has to erase (ErasureTests checks erasure).
+        "deletions", "deletion_reports",
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with

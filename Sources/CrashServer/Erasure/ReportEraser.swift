@@ -1,0 +1,334 @@
+import CrashGrouping
+import CrashWire
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Removes stored reports as if they had never been sent (data-protection.md, "Erasure"), in
+/// the caller's transaction: the reports, their ids in the ingest ledger, and their share of
+/// every rollup (schema.sql's `crashguard_rollup_*` tables), so that every query answers what
+/// a database that never received them would.
+///
+/// - Counts (`group_hourly`, `group_daily`, `group_model_hourly`, `project_hourly`,
+///   `group_facets`, `group_version_hourly/daily`, `crash_groups.report_count`) are
+///   subtracted, the erased reports' own share, key by key; a row left at 0 is deleted.
+/// - What a subtraction cannot give back is recomputed from the reports that remain: a group's
+///   `first_seen`, `last_seen` and `fatal`, a facet's first and last time (only where an erased
+///   report was at the edge) and the device sketch of every hour and day bucket an erased
+///   report with a device id was in.
+/// - A group left with no report (and no group merged into it) is deleted with its rows; a later
+///   report of its signature makes a new group. A group whose title is the title of one of its
+///   erased reports takes the kind, title and normalized reason of its oldest remaining report.
+///
+/// The groups are locked first (`FOR UPDATE`, in `(project_id, signature)` order, the order the
+/// ingest transaction locks them in), so no ingest changes their rows until the caller commits;
+/// `project_hourly`, keyed by project, is only ever added to or subtracted from, which commutes
+/// with ingest's upserts.
+struct ReportEraser: Sendable {
+    let logger: Logger
+
+    /// A stored report: its client timestamp (the partition key) and id.
+    struct Key: Hashable, Sendable {
+        var ts: Date
+        var id: UUID
+    }
+
+    struct Outcome: Sendable, Equatable {
+        /// Reports erased (keys whose report was no longer stored count nowhere).
+        var reports: Int
+        /// Groups deleted because no report was left in them.
+        var groupsDeleted: [Int64]
+    }
+
+    /// Erases the reports of `project` at `keys` (a few thousand at most per call) on
+    /// `connection`, which must be in a transaction.
+    func erase(project: Int64, keys: [Key], on connection: PostgresConnection) async throws -> Outcome {
+        guard !keys.isEmpty else { return Outcome(reports: 0, groupsDeleted: []) }
+        let (times, ids) = (keys.map(\.ts), keys.map(\.id))
+        _ = try await connection.query(
+            """
+            SELECT g.id FROM crash_groups g
+            WHERE g.project_id = \(project) AND g.id IN (
+                SELECT r.group_id FROM unnest(\(times)::timestamptz[], \(ids)::uuid[]) AS k(ts, id)
+                JOIN reports r ON r.project_id = \(project) AND r.ts = k.ts AND r.id = k.id)
+            ORDER BY g.project_id, g.signature FOR UPDATE OF g
+            """, logger: logger
+        ).collect()
+        let rows = try await connection.query(
+            """
+            DELETE FROM reports r USING unnest(\(times)::timestamptz[], \(ids)::uuid[]) AS k(ts, id)
+            WHERE r.project_id = \(project) AND r.ts = k.ts AND r.id = k.id
+            RETURNING r.id, r.group_id, r.ts, r.kind, r.reason, COALESCE(r.fatal, false), r.app_id, r.app_version,
+                      COALESCE(r.os, ''), COALESCE(r.model, ''), r.environment, COALESCE(r.device_id, '')
+            """, logger: logger)
+        var erased: [Erased] = []
+        for try await row in rows.decode(
+            (UUID, Int64, Date, String, String, Bool, String, String, String, String, String, String).self)
+        {
+            erased.append(
+                Erased(
+                    id: row.0, group: row.1, ts: row.2, kind: row.3, reason: row.4, fatal: row.5, app: row.6, version: row.7,
+                    os: row.8, model: row.9, environment: row.10, device: row.11))
+        }
+        guard !erased.isEmpty else { return Outcome(reports: 0, groupsDeleted: []) }
+        let deltas = Deltas(erased)
+        try await connection.query(
+            "DELETE FROM report_ids WHERE project_id = \(project) AND id = ANY(\(erased.map(\.id)))", logger: logger)
+        try await connection.query(ErasureSQL.subtract(project: project, deltas), logger: logger)
+        try await connection.query(ErasureSQL.recompute(project: project, deltas), logger: logger)
+        let deleted = try await deleteEmptyGroups(Array(deltas.groups.keys), connection)
+        try await retitle(deltas, erased, deleted: Set(deleted), connection)
+        return Outcome(reports: erased.count, groupsDeleted: deleted)
+    }
+
+    /// Deletes the groups among `groups` left with no report and nothing merged into them, then
+    /// the groups they were merged into that this leaves empty in turn (merges are one level
+    /// deep), with their rollup rows.
+    private func deleteEmptyGroups(_ groups: [Int64], _ connection: PostgresConnection) async throws -> [Int64] {
+        var deleted: [Int64] = []
+        var candidates = groups.sorted()
+        while !candidates.isEmpty {
+            let rows = try await connection.query(ErasureSQL.deleteGroups(candidates), logger: logger)
+            var targets = Set<Int64>()
+            for try await (id, into) in rows.decode((Int64, Int64?).self) {
+                deleted.append(id)
+                if let into { targets.insert(into) }
+            }
+            candidates = targets.subtracting(deleted).sorted()
+        }
+        return deleted.sorted()
+    }
+
+    /// Gives each remaining group whose title is the title of one of its erased reports the
+    /// kind, title and normalized reason of its oldest remaining report.
+    private func retitle(_ deltas: Deltas, _ erased: [Erased], deleted: Set<Int64>, _ connection: PostgresConnection) async throws {
+        let touched = deltas.groups.keys.filter { !deleted.contains($0) }.sorted()
+        guard !touched.isEmpty else { return }
+        var groups: [Int64: (title: String, version: GroupingVersion)] = [:]
+        let rows = try await connection.query(
+            "SELECT id, title, grouping_version FROM crash_groups WHERE id = ANY(\(touched))", logger: logger)
+        for try await (id, title, version) in rows.decode((Int64, String, String).self) {
+            groups[id] = (title, GroupingVersion(rawValue: version) ?? .v1)
+        }
+        var retitled = Set<Int64>()
+        var seen = Set<[String]>()
+        for report in erased where !retitled.contains(report.group) {
+            guard let group = groups[report.group], seen.insert([String(report.group), report.kind, report.reason]).inserted,
+                Erased.title(kind: report.kind, reason: report.reason, group.version).title == group.title
+            else { continue }
+            retitled.insert(report.group)
+        }
+        for id in retitled.sorted() {
+            guard let version = groups[id]?.version else { continue }
+            let oldest = try await connection.query(
+                "SELECT r.kind, r.reason FROM reports r WHERE r.group_id = \(id) ORDER BY r.ts, r.id LIMIT 1", logger: logger)
+            for try await (kind, reason) in oldest.decode((String, String).self) {
+                let signature = Erased.title(kind: kind, reason: reason, version)
+                try await connection.query(
+                    """
+                    UPDATE crash_groups SET kind = \(kind), title = \(signature.title), normalized_reason = \(signature.normalizedReason)
+                    WHERE id = \(id)
+                    """, logger: logger)
+            }
+        }
+    }
+}
+
+/// One erased report, as its `reports` row held it (what the rollups and the title need).
+struct Erased {
+    var id: UUID, group: Int64, ts: Date, kind: String, reason: String, fatal: Bool
+    var app: String, version: String, os: String, model: String, environment: String, device: String
+
+    /// The title and normalized reason a report of `kind` and `reason` gives its group: they
+    /// depend on the reason alone (``Grouping``), not on the stack or fingerprint.
+    static func title(kind: String, reason: String, _ version: GroupingVersion) -> (title: String, normalizedReason: String) {
+        let signature = Grouping.signature(
+            kind: ReportKind(rawValue: kind) ?? .custom, reason: reason, stack: nil, fingerprint: nil, version: version)
+        return (signature.title, signature.normalizedReason)
+    }
+}
+
+/// The erased reports' share of each rollup row, key by key, and what the recomputation needs.
+struct Deltas {
+    struct Hourly: Hashable { var group: Int64, hour: Date, app: String, version: String, os: String, environment: String }
+    struct Daily: Hashable { var group: Int64, day: Date, app: String, version: String, os: String, environment: String }
+    struct Model: Hashable { var group: Int64, hour: Date, model: String }
+    struct Project: Hashable { var hour: Date, kind: String, version: String, environment: String }
+    struct Facet: Hashable { var group: Int64, facet: String, value: String }
+    struct Version: Hashable { var group: Int64, version: String, bucket: Date }
+    /// Count, and the earliest and latest time.
+    struct Span {
+        var n: Int64 = 0, first = Date.distantFuture, last = Date.distantPast
+        mutating func add(_ t: Date) { (n, first, last) = (n + 1, min(first, t), max(last, t)) }
+    }
+
+    var hourly: [Hourly: (n: Int64, fatal: Int64)] = [:]
+    var daily: [Daily: Int64] = [:]
+    var models: [Model: Int64] = [:]
+    var projects: [Project: Int64] = [:]
+    var facets: [Facet: Span] = [:]
+    /// Count, and whether an erased report of the bucket had a device id (its sketch is rebuilt).
+    var versionHourly: [Version: (n: Int64, devices: Bool)] = [:]
+    var versionDaily: [Version: (n: Int64, devices: Bool)] = [:]
+    /// Per group: count, times, and whether an erased report was fatal.
+    var groups: [Int64: (span: Span, fatal: Bool)] = [:]
+
+    init(_ erased: [Erased]) {
+        for r in erased {
+            let hour = TimeWindow.floor(r.ts, TimeWindow.hour), day = TimeWindow.floor(r.ts, TimeWindow.day)
+            let fatal: Int64 = r.fatal ? 1 : 0
+            let key = Hourly(group: r.group, hour: hour, app: r.app, version: r.version, os: r.os, environment: r.environment)
+            let entry = hourly[key] ?? (0, 0)
+            hourly[key] = (entry.n + 1, entry.fatal + fatal)
+            daily[Daily(group: r.group, day: day, app: r.app, version: r.version, os: r.os, environment: r.environment), default: 0] += 1
+            models[Model(group: r.group, hour: hour, model: r.model), default: 0] += 1
+            projects[Project(hour: hour, kind: r.kind, version: r.version, environment: r.environment), default: 0] += 1
+            for (facet, value) in [("app", r.app), ("version", r.version), ("os", r.os), ("environment", r.environment)] {
+                facets[Facet(group: r.group, facet: facet, value: value), default: Span()].add(r.ts)
+            }
+            for version in ["", r.version] {
+                Self.add(&versionHourly[Version(group: r.group, version: version, bucket: hour), default: (0, false)], r.device)
+                Self.add(&versionDaily[Version(group: r.group, version: version, bucket: day), default: (0, false)], r.device)
+            }
+            groups[r.group, default: (Span(), false)].span.add(r.ts)
+            if r.fatal { groups[r.group]?.fatal = true }
+        }
+    }
+
+    private static func add(_ entry: inout (n: Int64, devices: Bool), _ device: String) {
+        entry.n += 1
+        if !device.isEmpty { entry.devices = true }
+    }
+}
+
+/// The statements of ``ReportEraser``.
+enum ErasureSQL {
+    /// Subtracts the erased reports' share from every count, in one statement (each part a
+    /// table of its own).
+    static func subtract(project p: Int64, _ d: Deltas) -> PostgresQuery {
+        let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), ph = Array(d.projects), f = Array(d.facets)
+        let vh = Array(d.versionHourly), vd = Array(d.versionDaily), g = Array(d.groups)
+        return """
+            WITH hourly AS (
+                UPDATE group_hourly t SET count = t.count - x.n, fatal_count = t.fatal_count - x.f
+                FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.hour)), \(h.map(\.key.app)), \(h.map(\.key.version)), \(h.map(\.key.os)),
+                            \(h.map(\.key.environment)), \(h.map(\.value.n)), \(h.map(\.value.fatal))) AS x(g, hour, app, version, os, env, n, f)
+                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
+                  AND t.os = x.os AND t.environment = x.env
+            ), daily AS (
+                UPDATE group_daily t SET count = t.count - x.n
+                FROM unnest(\(dd.map(\.key.group)), \(dd.map(\.key.day)), \(dd.map(\.key.app)), \(dd.map(\.key.version)), \(dd.map(\.key.os)),
+                            \(dd.map(\.key.environment)), \(dd.map(\.value))) AS x(g, day, app, version, os, env, n)
+                WHERE t.project_id = \(p) AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
+                  AND t.os = x.os AND t.environment = x.env
+            ), models AS (
+                UPDATE group_model_hourly t SET count = t.count - x.n
+                FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.hour)), \(m.map(\.key.model)), \(m.map(\.value))) AS x(g, hour, model, n)
+                WHERE t.group_id = x.g AND t.hour = x.hour AND t.model = x.model
+            ), projects AS (
+                UPDATE project_hourly t SET count = t.count - x.n
+                FROM unnest(\(ph.map(\.key.hour)), \(ph.map(\.key.kind)), \(ph.map(\.key.version)), \(ph.map(\.key.environment)),
+                            \(ph.map(\.value))) AS x(hour, kind, version, env, n)
+                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version AND t.environment = x.env
+            ), facets AS (
+                UPDATE group_facets t SET count = t.count - x.n
+                FROM unnest(\(f.map(\.key.group)), \(f.map(\.key.facet)), \(f.map(\.key.value)), \(f.map(\.value.n))) AS x(g, facet, value, n)
+                WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value
+            ), version_hourly AS (
+                UPDATE group_version_hourly t SET count = t.count - x.n
+                FROM unnest(\(vh.map(\.key.group)), \(vh.map(\.key.version)), \(vh.map(\.key.bucket)), \(vh.map(\.value.n))) AS x(g, v, b, n)
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b
+            ), version_daily AS (
+                UPDATE group_version_daily t SET count = t.count - x.n
+                FROM unnest(\(vd.map(\.key.group)), \(vd.map(\.key.version)), \(vd.map(\.key.bucket)), \(vd.map(\.value.n))) AS x(g, v, b, n)
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b
+            )
+            UPDATE crash_groups t SET report_count = t.report_count - x.n
+            FROM unnest(\(g.map(\.key)), \(g.map(\.value.span.n))) AS x(g, n) WHERE t.id = x.g
+            """
+    }
+
+    /// After ``subtract(project:_:)``: deletes the rows left at 0, and recomputes from the
+    /// remaining reports the group and facet times, `fatal`, and the device sketches of the
+    /// buckets that lost a device id (`crashguard_device_sketch`, the sketch ingest writes).
+    static func recompute(project p: Int64, _ d: Deltas) -> PostgresQuery {
+        let groups = d.groups.keys.sorted()
+        let hours = Array(Set(d.projects.keys.map(\.hour)))
+        let g = Array(d.groups), f = Array(d.facets)
+        let vh = d.versionHourly.filter(\.value.devices).map(\.key), vd = d.versionDaily.filter(\.value.devices).map(\.key)
+        return """
+            WITH hourly AS (
+                DELETE FROM group_hourly WHERE group_id = ANY(\(groups)) AND count <= 0
+            ), daily AS (
+                DELETE FROM group_daily WHERE group_id = ANY(\(groups)) AND count <= 0
+            ), models AS (
+                DELETE FROM group_model_hourly WHERE group_id = ANY(\(groups)) AND count <= 0
+            ), projects AS (
+                DELETE FROM project_hourly WHERE project_id = \(p) AND hour = ANY(\(hours)) AND count <= 0
+            ), facets AS (
+                DELETE FROM group_facets WHERE group_id = ANY(\(groups)) AND count <= 0
+            ), version_hourly AS (
+                DELETE FROM group_version_hourly WHERE group_id = ANY(\(groups)) AND count <= 0
+            ), version_daily AS (
+                DELETE FROM group_version_daily WHERE group_id = ANY(\(groups)) AND count <= 0
+            ), facet_times AS (
+                UPDATE group_facets t SET
+                    first_seen = CASE WHEN x.lo <= t.first_seen THEN COALESCE((
+                        SELECT min(r.ts) FROM reports r WHERE r.group_id = t.group_id AND CASE t.facet WHEN 'app' THEN r.app_id
+                            WHEN 'version' THEN r.app_version WHEN 'os' THEN COALESCE(r.os, '') ELSE r.environment END = t.value
+                        ), t.first_seen) ELSE t.first_seen END,
+                    last_seen = CASE WHEN x.hi >= t.last_seen THEN COALESCE((
+                        SELECT max(r.ts) FROM reports r WHERE r.group_id = t.group_id AND CASE t.facet WHEN 'app' THEN r.app_id
+                            WHEN 'version' THEN r.app_version WHEN 'os' THEN COALESCE(r.os, '') ELSE r.environment END = t.value
+                        ), t.last_seen) ELSE t.last_seen END
+                FROM unnest(\(f.map(\.key.group)), \(f.map(\.key.facet)), \(f.map(\.key.value)), \(f.map(\.value.first)),
+                            \(f.map(\.value.last))) AS x(g, facet, value, lo, hi)
+                WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value AND t.count > 0
+                  AND (x.lo <= t.first_seen OR x.hi >= t.last_seen)
+            ), sketch_hourly AS (
+                UPDATE group_version_hourly t SET sketch = crashguard_device_sketch(t.group_id, t.app_version, t.hour, t.hour + interval '1 hour')
+                FROM unnest(\(vh.map(\.group)), \(vh.map(\.version)), \(vh.map(\.bucket))) AS x(g, v, b)
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b AND t.count > 0
+            ), sketch_daily AS (
+                UPDATE group_version_daily t SET sketch = crashguard_device_sketch(t.group_id, t.app_version, t.day, t.day + interval '24 hours')
+                FROM unnest(\(vd.map(\.group)), \(vd.map(\.version)), \(vd.map(\.bucket))) AS x(g, v, b)
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b AND t.count > 0
+            )
+            UPDATE crash_groups t SET
+                first_seen = CASE WHEN x.lo <= t.first_seen
+                    THEN COALESCE((SELECT min(r.ts) FROM reports r WHERE r.group_id = t.id), t.first_seen) ELSE t.first_seen END,
+                last_seen = CASE WHEN x.hi >= t.last_seen
+                    THEN COALESCE((SELECT max(r.ts) FROM reports r WHERE r.group_id = t.id), t.last_seen) ELSE t.last_seen END,
+                fatal = CASE WHEN x.fatal
+                    THEN EXISTS (SELECT 1 FROM group_hourly h WHERE h.group_id = t.id AND h.fatal_count > 0) ELSE t.fatal END
+            FROM unnest(\(g.map(\.key)), \(g.map(\.value.span.first)), \(g.map(\.value.span.last)), \(g.map(\.value.fatal)))
+                AS x(g, lo, hi, fatal)
+            WHERE t.id = x.g AND t.report_count > 0
+            """
+    }
+
+    /// Deletes the groups among `ids` with no report and no group merged into them, with their
+    /// rollup rows; rows of `(id, merged_into)`.
+    static func deleteGroups(_ ids: [Int64]) -> PostgresQuery {
+        """
+        WITH gone AS (
+            DELETE FROM crash_groups g WHERE g.id = ANY(\(ids)) AND g.report_count <= 0
+              AND NOT EXISTS (SELECT 1 FROM crash_groups m WHERE m.merged_into = g.id)
+            RETURNING g.id, g.merged_into
+        ), hourly AS (
+            DELETE FROM group_hourly WHERE group_id IN (SELECT id FROM gone)
+        ), daily AS (
+            DELETE FROM group_daily WHERE group_id IN (SELECT id FROM gone)
+        ), models AS (
+            DELETE FROM group_model_hourly WHERE group_id IN (SELECT id FROM gone)
+        ), facets AS (
+            DELETE FROM group_facets WHERE group_id IN (SELECT id FROM gone)
+        ), version_hourly AS (
+            DELETE FROM group_version_hourly WHERE group_id IN (SELECT id FROM gone)
+        ), version_daily AS (
+            DELETE FROM group_version_daily WHERE group_id IN (SELECT id FROM gone)
+        )
+        SELECT id, merged_into FROM gone
+        """
+    }
+}
