@@ -21,8 +21,6 @@ enum AuditTrail {
         "DELETE /v1/projects/{project}/alert-rules/{id}": "alert-rule.delete",
         // Names no device: the audit log keeps no copy of an erased device id either.
         "DELETE /v1/projects/{project}/devices/{deviceId}": "device.erase",
-        // Names no device: the audit log keeps no copy of an erased device id either.
-        "DELETE /v1/projects/{project}/devices/{deviceId}": "device.erase",
         "POST /v1/projects/{project}/debug-files": "debug-file.upload",
         "POST /api/0/projects/{org}/{project}/files/difs/assemble": "debug-file.assemble",
         "POST /projects/{project}/crashes/{id}": "group.triage",

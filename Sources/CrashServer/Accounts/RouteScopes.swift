@@ -37,8 +37,6 @@ enum RouteScopes {
         "POST /v1/projects/{project}/alert-rules": .projectAdmin,
         "PATCH /v1/projects/{project}/alert-rules/{id}": .projectAdmin,
         "DELETE /v1/projects/{project}/alert-rules/{id}": .projectAdmin,
-        "DELETE /v1/projects/{project}/devices/{deviceId}": .projectAdmin,
-        "GET /v1/projects/{project}/deletions/{id}": .projectAdmin,
         "POST /v1/projects/{project}/debug-files": .debugFilesWrite,
         // sentry-cli's chunk upload names no project: an API token's only project, or --org's.
         "GET /api/0/organizations/{org}/chunk-upload": .debugFilesWrite,
