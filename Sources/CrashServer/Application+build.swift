@@ -99,10 +99,13 @@ func buildRouter(
     router.add(middleware: ReadAfterMiddleware(enabled: database.reader != nil))
     OperationsController(database: database, metrics: metrics, metricsToken: configuration.metricsToken).addRoutes(to: router)
     metrics.observeKeys(of: keys)
-    // One authentication, rate limit and body budget for every ingest door.
+    // Each project's data-protection settings and scrubber, read by every door (data-protection.md).
+    let projectSettings = ProjectSettingsCache(store: PostgresProjectSettingsStore(database: database), logger: logger)
+    // One authentication, rate limit, body budget and scrubber for every ingest door.
     let authenticator = IngestAuthenticator(
         database: database, keys: keys, batcher: batcher,
-        limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), databaseTimeout: timeout)
+        limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), databaseTimeout: timeout,
+        settings: projectSettings)
     let budget = budget ?? BodyByteBudget(limit: configuration.maxInflightBodyBytes)
     metrics.observeBudget(budget)
     let body = IngestBody(
@@ -154,7 +157,7 @@ func buildRouter(
         quota: DebugFileQuota(maxCount: configuration.debugFilesMaxCount, maxBytes: configuration.debugFilesMaxBytes),
         budget: budget, spoolDirectory: DebugFileSpool.uploadDirectory
     ).addRoutes(to: router)
-    try addDashboard(to: bounded, database: database, configuration: configuration, logger: logger)
+    try addDashboard(to: bounded, database: database, releases: releases, configuration: configuration, logger: logger)
     // Single sign-on with OpenID Connect (docs/accounts.md): /dashboard/sso/start and /callback,
     // bounded by the database's deadline plus the identity provider's.
     try addSingleSignOn(to: router, database: database, configuration: configuration, logger: logger)
@@ -165,7 +168,8 @@ func buildRouter(
         allowList: configuration.webhooks.allowList
     ).addRoutes(to: bounded)
     AlertRuleController(
-        store: PostgresAlertRuleStore(database: database), projects: PostgresProjectStore(database: database), email: false
+        store: PostgresAlertRuleStore(database: database), projects: PostgresProjectStore(database: database),
+        email: configuration.email.enabled
     ).addRoutes(to: bounded)
     // Erasure by device (data-protection.md): the request here, the work in DeletionWorker.
     ErasureController(store: PostgresDeletionStore(database: database), projects: PostgresProjectStore(database: database))

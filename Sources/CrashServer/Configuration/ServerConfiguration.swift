@@ -44,11 +44,12 @@ public struct ServerConfiguration: Sendable {
     /// committed in its group's lane, any other request in the first lane, so that one-group
     /// requests in two lanes never create or lock the same group (docs/server.md, "Lanes").
     public var ingestLanes = 2
+    /// Days a project keeps its reports unless its settings say otherwise (data-protection.md).
     public var retentionDays = 90
-    public var databasePoolSize = 16
     /// Time between two removals of reports past their project's retention (``RetentionSweeper``);
     /// zero turns them off.
     public var retentionSweepInterval: Duration = .seconds(3600)
+    public var databasePoolSize = 16
     /// Ingest's deadline; PostgreSQL's lock and statement timeouts of an ingest transaction are
     /// half of it (docs/server.md).
     public var databaseTimeout: Duration = .seconds(10)
@@ -78,6 +79,8 @@ public struct ServerConfiguration: Sendable {
     public var webhooks = WebhookSettings()
     /// Single sign-on with OpenID Connect (docs/accounts.md); off while its issuer is empty.
     public var oidc = OIDCSettings()
+    /// Alert e-mail over SMTP (docs/alerts.md); off while its URL is empty.
+    public var email = EmailSettings()
 
     /// The defaults.
     public init() {}
@@ -216,6 +219,20 @@ public struct ServerConfiguration: Sendable {
         Setting(
             \.webhooks.spikeInterval, "CRASHGUARD_SPIKE_INTERVAL", .serve, "seconds between spike detections; 0 is off",
             .atLeast(.zero)),
+        Setting(
+            \.webhooks.alertInterval, "CRASHGUARD_ALERT_INTERVAL", .serve,
+            "seconds between checks of the crash-free sessions alert rules; 0 is off", .atLeast(.zero)),
+        Setting(
+            \.email.smtpURL, "CRASHGUARD_SMTP_URL", .serve,
+            "SMTP server of alert e-mail: smtp://[user:password@]host[:port] (STARTTLS when offered) or smtps://...; empty: none",
+            Setting.Rule { EmailSettings.urlProblem($0) }),
+        Setting(\.email.from, "CRASHGUARD_EMAIL_FROM", .serve, "sender address of alert e-mail; required with an SMTP URL"),
+        Setting(
+            \.email.timeout, "CRASHGUARD_SMTP_TIMEOUT", .serve, "seconds one e-mail attempt may take, connection to last reply",
+            .when("above 0") { $0 > .zero }),
+        Setting(
+            \.email.caFile, "CRASHGUARD_SMTP_CA_FILE", .serve,
+            "PEM certificates trusted for the SMTP server besides the system's; empty: the system's only"),
     ]
 
     /// The defaults overridden by the environment variables of ``settings``; an empty variable
@@ -249,6 +266,7 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("debug files cache bytes: at least the largest debug file (CRASHGUARD_MAX_DEBUG_FILE_BYTES)")
         }
         if let problem = oidc.problem { throw ConfigurationError(problem) }
+        if let problem = email.problem { throw ConfigurationError(problem) }
         guard webhooks.retryMaxDelay >= webhooks.retryDelay else {
             throw ConfigurationError("webhook retry max delay: at least the retry delay (CRASHGUARD_WEBHOOK_RETRY_DELAY)")
         }
