@@ -42,6 +42,10 @@ enum TestEnvironment {
         // so apps of other tests never take that test's deliveries with their own timings.
         config.webhooks.concurrency = 0
         config.webhooks.spikeInterval = .seconds(0)
+        config.webhooks.alertInterval = .seconds(0)
+        // Retention sweeps only where a test runs one (RetentionTests), so no app of another
+        // test removes that test's old reports.
+        config.retentionSweepInterval = .seconds(0)
         edit(&config)
         return config
     }

@@ -22,12 +22,14 @@ enum AlertRuleFiring {
     }
 
     /// A rule and group that qualify; `newCount` set for `group.new` (the group is new when its
-    /// count is exactly the batch's reports of it).
+    /// count is exactly the batch's reports of it). A `crashFreeSessions` firing names the
+    /// `release` and group 0; a group's firing has release `""`.
     struct Candidate: Hashable {
         var rule: Int64
         var group: Int64
         var event: String
-        var newCount: Int64
+        var newCount: Int64 = 0
+        var release: String = ""
     }
 
     /// Evaluates the enabled ingest rules of the batch's projects against the batch.
@@ -101,47 +103,55 @@ enum AlertRuleFiring {
         return reached
     }
 
-    /// Fires `candidates`: the throttle per rule and group is a conditional upsert into
-    /// `alert_firings` (a firing within the rule's `throttleMinutes` of the previous one does
-    /// nothing; `group.new` fires once in a group's life anyway), then one outbox row per
-    /// webhook action and per e-mail address, and the rule's `lastFired`. Ignored groups fire
-    /// only `group.reappeared`, resolved ones nothing (their `group.regressed` comes as
-    /// `regressed`).
-    static func fire(_ candidates: [Candidate], _ connection: PostgresConnection, logger: Logger) async throws {
+    /// Fires `candidates`, the one dispatch of every trigger (ingest, spike, crash-free
+    /// sessions, a snooze's end): the throttle per rule and group (or version) is a conditional
+    /// upsert into `alert_firings` (a firing within the rule's `throttleMinutes` of the previous
+    /// one does nothing; `group.new` fires once in a group's life anyway), then one outbox row
+    /// per webhook action and per e-mail address, and the rule's `lastFired`, all in one
+    /// statement of the caller's transaction. Ignored groups fire only `group.reappeared`,
+    /// resolved ones nothing (their `group.regressed` comes as `regressed`). `now` is the
+    /// firing's time (nil: the transaction's).
+    static func fire(_ candidates: [Candidate], at now: Date? = nil, _ connection: PostgresConnection, logger: Logger) async throws {
         guard !candidates.isEmpty else { return }
-        let sorted = candidates.sorted { ($0.rule, $0.group) < ($1.rule, $1.group) }
+        let sorted = candidates.sorted { ($0.rule, $0.group, $0.release) < ($1.rule, $1.group, $1.release) }
         try await connection.query(
             """
             WITH c AS (
                 SELECT * FROM unnest(\(sorted.map(\.rule))::bigint[], \(sorted.map(\.group))::bigint[],
-                                     \(sorted.map(\.event))::text[], \(sorted.map(\.newCount))::bigint[]) AS c(rule_id, group_id, event, n)
+                                     \(sorted.map(\.event))::text[], \(sorted.map(\.newCount))::bigint[],
+                                     \(sorted.map(\.release))::text[]) AS c(rule_id, group_id, event, n, release)
+            ), clock AS (
+                SELECT COALESCE(\(now)::timestamptz, now()) AS now
             ), ok AS (
-                SELECT c.rule_id, c.group_id, c.event, r.name, r.throttle_minutes, r.webhook_ids, r.email_to
+                SELECT c.rule_id, c.group_id, c.release, c.event, r.name, r.throttle_minutes, r.webhook_ids, r.email_to
                 FROM c JOIN alert_rules r ON r.id = c.rule_id AND r.enabled
-                JOIN crash_groups g ON g.id = c.group_id
-                WHERE (c.n = 0 OR g.report_count = c.n)
-                  AND (g.status IN ('open', 'regressed') OR (g.status = 'ignored' AND g.snooze_until <= now()))
+                LEFT JOIN crash_groups g ON g.id = c.group_id
+                WHERE c.release <> ''
+                   OR ((c.n = 0 OR g.report_count = c.n)
+                       AND (g.status IN ('open', 'regressed') OR (g.status = 'ignored' AND g.snooze_until <= now())))
             ), fired AS (
                 INSERT INTO alert_firings AS f (rule_id, group_id, release, fired_at)
-                SELECT rule_id, group_id, '', now() FROM ok ORDER BY rule_id, group_id
+                SELECT rule_id, group_id, release, clock.now FROM ok CROSS JOIN clock ORDER BY rule_id, group_id, release
                 ON CONFLICT (rule_id, group_id, release) DO UPDATE SET fired_at = EXCLUDED.fired_at
                     WHERE f.fired_at <= EXCLUDED.fired_at
                         - make_interval(mins => (SELECT throttle_minutes FROM alert_rules WHERE id = f.rule_id))
-                RETURNING rule_id, group_id
+                RETURNING rule_id, group_id, release
             ), hooks AS (
-                INSERT INTO webhook_deliveries (id, webhook_id, group_id, event, rule_id, rule_name)
-                SELECT gen_random_uuid(), w.id, ok.group_id, ok.event, ok.rule_id, ok.name
-                FROM fired JOIN ok ON ok.rule_id = fired.rule_id AND ok.group_id = fired.group_id
+                INSERT INTO webhook_deliveries (id, webhook_id, group_id, event, rule_id, rule_name, release)
+                SELECT gen_random_uuid(), w.id, NULLIF(ok.group_id, 0), ok.event, ok.rule_id, ok.name, NULLIF(ok.release, '')
+                FROM fired JOIN ok USING (rule_id, group_id, release)
                 CROSS JOIN LATERAL unnest(ok.webhook_ids) AS a(webhook)
                 JOIN webhooks w ON w.id = a.webhook
             ), mails AS (
-                INSERT INTO webhook_deliveries (id, group_id, event, rule_id, rule_name, email_to)
-                SELECT gen_random_uuid(), ok.group_id, ok.event, ok.rule_id, ok.name, a.address
-                FROM fired JOIN ok ON ok.rule_id = fired.rule_id AND ok.group_id = fired.group_id
+                INSERT INTO webhook_deliveries (id, group_id, event, rule_id, rule_name, email_to, release)
+                SELECT gen_random_uuid(), NULLIF(ok.group_id, 0), ok.event, ok.rule_id, ok.name, a.address, NULLIF(ok.release, '')
+                FROM fired JOIN ok USING (rule_id, group_id, release)
                 CROSS JOIN LATERAL unnest(ok.email_to) AS a(address)
             )
-            UPDATE alert_rules r SET last_fired_at = now(), last_fired_group = x.group_id, last_fired_release = NULL
-            FROM (SELECT rule_id, max(group_id) AS group_id FROM fired GROUP BY rule_id) x
+            UPDATE alert_rules r SET last_fired_at = clock.now, last_fired_group = NULLIF(x.group_id, 0),
+                last_fired_release = NULLIF(x.release, '')
+            FROM (SELECT DISTINCT ON (rule_id) rule_id, group_id, release FROM fired
+                  ORDER BY rule_id, group_id DESC, release DESC) x CROSS JOIN clock
             WHERE r.id = x.rule_id
             """, logger: logger)
     }

@@ -127,17 +127,18 @@ struct PostgresWebhookStore: WebhookStore {
                 FROM picked, webhooks w JOIN projects p ON p.id = w.project_id
                 WHERE d.id = picked.id AND w.id = d.webhook_id
                 RETURNING d.id, d.event, d.group_id, d.attempts, d.created_at, w.url, w.format, w.secret, p.id, p.slug,
-                          d.rule_id, d.rule_name
+                          d.rule_id, d.rule_name, d.release, (SELECT r.spec FROM alert_rules r WHERE r.id = d.rule_id)
                 """, logger: logger)
             var out: [ClaimedDelivery] = []
-            for try await (id, event, group, attempts, created, url, format, secret, project, slug, ruleID, ruleName) in rows.decode(
-                (UUID, String, Int64, Int32, Date, String, String, String, Int64, String, Int64?, String?).self)
+            for try await (id, event, group, attempts, created, url, format, secret, project, slug, ruleID, ruleName, release, spec)
+                in rows.decode(
+                    (UUID, String, Int64?, Int32, Date, String, String, String, Int64, String, Int64?, String?, String?, String?).self)
             {
                 out.append(
                     ClaimedDelivery(
                         id: id, event: event, groupID: group, attempts: Int(attempts), createdAt: created, url: url,
                         format: format, secret: secret, projectID: project, projectSlug: slug,
-                        rule: ruleID.map { AlertRuleRef(id: String($0), name: ruleName ?? "") }))
+                        rule: ruleID.map { AlertRuleRef(id: String($0), name: ruleName ?? "") }, release: release, ruleSpec: spec))
             }
             return out
         }
@@ -178,39 +179,47 @@ struct PostgresWebhookStore: WebhookStore {
     // MARK: - Spikes
 
     /// Queues a `group.spike` delivery for every group that spikes at `now`, at most once per
-    /// group per 24 hours; returns the spiking groups' ids.
+    /// group per 24 hours, and fires the `spike` alert rules of the spiking groups (each rule
+    /// throttled by its own `throttleMinutes`, ``AlertRuleFiring/fireSpikes(_:at:_:logger:)``);
+    /// returns the ids of the groups whose `group.spike` was queued.
     ///
     /// A group spikes when its count in the last hour is at least 10 and at least 5 times
     /// its hourly average over the 24 hours before. Read from the hourly rollups, never raw
-    /// reports, and only for projects with a webhook subscribed to `group.spike`:
+    /// reports, and only for projects with a webhook subscribed to `group.spike` or an enabled
+    /// `spike` rule:
     /// - the last hour is the current hour's bucket plus the previous bucket weighted by the
     ///   part of it still inside the last 60 minutes (a sliding hour over hourly buckets),
     ///   from `group_hourly` (indexed by project and hour);
     /// - the baseline is the 24 whole buckets before those two, from `group_version_hourly`
     ///   (`app_version = ''`, by group and hour), divided by 24.
     ///
-    /// One statement: the conditional upsert into `group_spikes` is the arbiter, so servers
-    /// detecting at the same time queue each spike once (the second waits for the first's
-    /// row and then finds it fired less than 24 hours ago).
+    /// One transaction: the conditional upserts into `group_spikes` and `alert_firings` are the
+    /// arbiters, so servers detecting at the same time queue each spike once (the second waits
+    /// for the first's row and then finds it fired less than 24 hours ago).
     @discardableResult
     func detectSpikes(now: Date = Date()) async throws -> [Int64] {
-        let rows = try await client.query(
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
             """
             WITH clock AS (
                 SELECT \(now)::timestamptz AS now, date_trunc('hour', \(now)::timestamptz, 'UTC') AS h
             ), weight AS (
                 SELECT now, h, 1 - extract(epoch FROM now - h) / 3600 AS previous FROM clock
             ), subscribed AS (
-                SELECT DISTINCT project_id FROM webhooks WHERE 'group.spike' = ANY(events)
+                SELECT project_id, bool_or(hook) AS hook FROM (
+                    SELECT project_id, true AS hook FROM webhooks WHERE 'group.spike' = ANY(events)
+                    UNION ALL
+                    SELECT project_id, false FROM alert_rules WHERE enabled AND trigger = 'spike'
+                ) x GROUP BY project_id
             ), recent AS (
-                SELECT gh.group_id,
+                SELECT gh.group_id, bool_or(s.hook) AS hook,
                        sum(CASE WHEN gh.hour = weight.h THEN gh.count ELSE gh.count * weight.previous END) AS n
                 FROM subscribed s CROSS JOIN weight
                 JOIN group_hourly gh ON gh.project_id = s.project_id
                     AND gh.hour >= weight.h - interval '1 hour' AND gh.hour <= weight.h
                 GROUP BY gh.group_id
             ), spiking AS (
-                SELECT r.group_id FROM recent r CROSS JOIN weight
+                SELECT r.group_id, r.hook FROM recent r CROSS JOIN weight
                 WHERE r.n >= 10 AND r.n >= 5 * COALESCE((
                     SELECT sum(v.count) FROM group_version_hourly v
                     WHERE v.group_id = r.group_id AND v.app_version = ''
@@ -218,7 +227,7 @@ struct PostgresWebhookStore: WebhookStore {
                 ), 0) / 24.0
             ), fired AS (
                 INSERT INTO group_spikes (group_id, fired_at)
-                SELECT s.group_id, weight.now FROM spiking s CROSS JOIN weight ORDER BY s.group_id
+                SELECT s.group_id, weight.now FROM spiking s CROSS JOIN weight WHERE s.hook ORDER BY s.group_id
                 ON CONFLICT (group_id) DO UPDATE SET fired_at = EXCLUDED.fired_at
                     WHERE group_spikes.fired_at <= EXCLUDED.fired_at - interval '24 hours'
                 RETURNING group_id
@@ -228,10 +237,16 @@ struct PostgresWebhookStore: WebhookStore {
                 FROM fired f JOIN crash_groups g ON g.id = f.group_id
                 JOIN webhooks w ON w.project_id = g.project_id AND 'group.spike' = ANY(w.events)
             )
-            SELECT group_id FROM fired ORDER BY group_id
+            SELECT s.group_id, f.group_id IS NOT NULL FROM spiking s LEFT JOIN fired f USING (group_id) ORDER BY s.group_id
             """, logger: logger)
-        var out: [Int64] = []
-        for try await id in rows.decode(Int64.self) { out.append(id) }
-        return out
+            var spiking: [Int64] = []
+            var queued: [Int64] = []
+            for try await (id, fired) in rows.decode((Int64, Bool).self) {
+                spiking.append(id)
+                if fired { queued.append(id) }
+            }
+            try await AlertRuleFiring.fireSpikes(spiking, at: now, connection, logger: logger)
+            return queued
+        }
     }
 }

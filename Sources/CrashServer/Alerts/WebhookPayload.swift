@@ -31,6 +31,62 @@ enum WebhookPayload {
         var rule: AlertRuleRef?
     }
 
+    /// A `release.crashFreeSessions` firing's body. `json`: `{"event", "project", "release":
+    /// {"version", "crashFreeSessions", "sessions", "crashedSessions", "windowMinutes", "url"},
+    /// "deliveredAt", "rule"}`, the counts over the rule's window as the delivery is sent.
+    /// `slack`: `{"text"}` naming the threshold, the version, its rate and the release's page.
+    static func renderRelease(
+        format: WebhookFormat, event: String, project: String, release: ReleaseBody, below: Double?, deliveredAt: Date,
+        rule: AlertRuleRef?
+    ) throws -> [UInt8] {
+        let encoder = JSONEncoder.crashWire()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        switch format {
+        case .json:
+            return Array(
+                try encoder.encode(
+                    ReleaseJSONBody(event: event, project: project, release: release, deliveredAt: deliveredAt, rule: rule)))
+        case .slack:
+            let threshold = below.map { " below \(percent($0))" } ?? ""
+            let text =
+                "Crash-free sessions\(threshold) in \(project): version \(release.version) at \(percent(release.crashFreeSessions)), "
+                + "\(release.crashedSessions) of \(release.sessions) sessions crashed in \(release.windowMinutes) minutes, \(release.url)"
+            return Array(try encoder.encode(["text": text]))
+        }
+    }
+
+    /// A version's crash-free sessions in a rule's window, as a release firing's body names it.
+    struct ReleaseBody: Encodable, Sendable, Equatable {
+        var version: String
+        var crashFreeSessions: Double
+        var sessions: Int64
+        var crashedSessions: Int64
+        var windowMinutes: Int
+        /// The dashboard's page of the release.
+        var url: String
+    }
+
+    private struct ReleaseJSONBody: Encodable {
+        var event: String
+        var project: String
+        var release: ReleaseBody
+        var deliveredAt: Date
+        var rule: AlertRuleRef?
+    }
+
+    /// `0.9512` as `95.12 %`.
+    static func percent(_ rate: Double) -> String {
+        String(format: "%.2f %%", rate * 100)
+    }
+
+    /// The dashboard's page of a release: `{publicURL}/projects/{project}/releases/{version}`.
+    static func releaseURL(publicURL: String, project: String, version: String) -> String {
+        var base = publicURL
+        while base.hasSuffix("/") { base.removeLast() }
+        let path = version.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? version
+        return "\(base)/projects/\(project)/releases/\(path)"
+    }
+
     /// The dashboard's page of a group: `{publicURL}/projects/{project}/crashes/{id}`.
     static func groupURL(publicURL: String, project: String, group: String) -> String {
         var base = publicURL

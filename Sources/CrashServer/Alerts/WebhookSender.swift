@@ -125,13 +125,24 @@ struct WebhookSender: Service {
 
     /// The body for the webhook's format, or nil when the group no longer exists.
     func render(_ delivery: ClaimedDelivery) async throws -> [UInt8]? {
+        let format = WebhookFormat(rawValue: delivery.format) ?? .json
+        guard let groupID = delivery.groupID else {
+            guard let version = delivery.release,
+                let release = try await AlertRuleFiring.releaseBody(
+                    project: delivery.projectID, projectSlug: delivery.projectSlug, version: version, ruleSpec: delivery.ruleSpec,
+                    now: Date(), database: queries.database, publicURL: publicURL)
+            else { return nil }
+            return try WebhookPayload.renderRelease(
+                format: format, event: delivery.event, project: delivery.projectSlug, release: release.body, below: release.below,
+                deliveredAt: Date(), rule: delivery.rule)
+        }
         let window = TimeWindow.lastSevenDays()
         let group = try await queries.read { reader in
-            try await reader.groupBody(project: delivery.projectID, group: delivery.groupID, window: window)
+            try await reader.groupBody(project: delivery.projectID, group: groupID, window: window)
         }
         guard let group else { return nil }
         return try WebhookPayload.render(
-            format: WebhookFormat(rawValue: delivery.format) ?? .json, event: delivery.event, project: delivery.projectSlug,
+            format: format, event: delivery.event, project: delivery.projectSlug,
             group: group, publicURL: publicURL, deliveredAt: Date(), rule: delivery.rule)
     }
 

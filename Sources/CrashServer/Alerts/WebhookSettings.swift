@@ -23,6 +23,9 @@ public struct WebhookSettings: Sendable, Equatable {
     public var concurrency = 16
     /// The wait between spike detections; 0 turns them off.
     public var spikeInterval: Duration = .seconds(60)
+    /// The wait between checks of the alert rules no report fires (`crashFreeSessions`,
+    /// ``AlertEvaluator``); 0 turns them off on this server.
+    public var alertInterval: Duration = .seconds(60)
     /// Receivers allowed although their host is refused (loopback, private, ... or
     /// `localhost`): `host` or `host:port`, matched against the URL's host as written.
     public var allowHosts: [String] = []

@@ -4,7 +4,8 @@ import Foundation
 struct ClaimedDelivery: Sendable {
     var id: UUID
     var event: String
-    var groupID: Int64
+    /// The group the event is about; nil for a `release.crashFreeSessions` firing.
+    var groupID: Int64?
     var attempts: Int
     var createdAt: Date
     var url: String
@@ -14,6 +15,11 @@ struct ClaimedDelivery: Sendable {
     var projectSlug: String
     /// The alert rule that queued it (`rule` in the body), nil for an `events` subscription.
     var rule: AlertRuleRef? = nil
+    /// The version of a `release.crashFreeSessions` firing.
+    var release: String? = nil
+    /// The firing rule's stored fields (its window and environments for a release's body);
+    /// nil for an `events` subscription or a rule deleted since.
+    var ruleSpec: String? = nil
 }
 
 /// The rule a delivery names: the body's `"rule": {"id", "name"}`.

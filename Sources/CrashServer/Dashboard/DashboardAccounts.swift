@@ -12,6 +12,9 @@ struct DashboardAccounts: Sendable {
     let audit: AuditLog
     /// Whether the sign-in page offers single sign-on.
     let singleSignOn: Bool
+    /// Whether the server sends e-mail (`CRASHGUARD_SMTP_URL`): the alert rules page offers
+    /// e-mail actions only then.
+    let email: Bool
 
     /// The user signed in to the page being built (set by ``DashboardAccountMiddleware``),
     /// nil for a read-token session or none.
@@ -24,6 +27,7 @@ struct DashboardAccounts: Sendable {
         tokens = PostgresTokenStore(database: database)
         audit = AuditLog(database: database, logger: logger)
         singleSignOn = configuration.oidc.isEnabled
+        email = configuration.email.enabled
     }
 }
 

@@ -23,6 +23,7 @@ struct DashboardController<Store: DashboardStore>: Sendable {
             .add(middleware: DashboardAccountMiddleware(accounts: people.accounts, audit: people.audit))
         addAccountRoutes(to: group)
         addTriageRoutes(to: group)
+        addAlertRoutes(to: group)
         group.get("/", use: home)
         group.post("/signin", use: signIn)
         group.post("/signout", use: signOut)

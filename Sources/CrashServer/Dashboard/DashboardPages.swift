@@ -18,6 +18,7 @@ struct DashboardPages: Sendable {
             ("setup", PackageResources.setup_mustache), ("projects", PackageResources.projects_mustache),
             ("members", PackageResources.members_mustache), ("tokens", PackageResources.tokens_mustache),
             ("triagepanel", PackageResources.triagepanel_mustache), ("bulk", PackageResources.bulk_mustache),
+            ("alerts", PackageResources.alerts_mustache),
         ]
         HTMLEscaping.register()
         var library = MustacheLibrary()

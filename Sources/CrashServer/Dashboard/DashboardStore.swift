@@ -26,4 +26,8 @@ protocol DashboardStore: Sendable {
     func releases(_ project: ProjectRef, _ request: ReleaseListRequest) async throws -> ReleaseListBody
     /// A release's detail, as `GET /v1/projects/{p}/releases/{version}` answers it.
     func release(_ project: ProjectRef, _ request: ReleaseDetailRequest) async throws -> ReleaseDetailBody
+    /// The alert rules page's rules (the REST routes' store, DashboardController+alerts.swift).
+    var alertRules: PostgresAlertRuleStore { get }
+    /// The project's webhooks, which a rule's webhook actions name.
+    var webhooks: PostgresWebhookStore { get }
 }

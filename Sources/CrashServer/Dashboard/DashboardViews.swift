@@ -13,6 +13,7 @@ struct NavView: Sendable {
     var crashes: Bool
     var releases: Bool = false
     var members: Bool = false
+    var alerts: Bool = false
     /// A user (not a read token) is signed in: the members page and the project switcher.
     var signedInUser: Bool = DashboardAccounts.current != nil
 }

@@ -151,7 +151,10 @@ struct PostgresTriageStore: TriageStore {
                 """, logger: logger)
             var due: [Int64] = []
             for try await id in rows.decode(Int64.self) { due.append(id) }
-            return try await Self.reappear(due, connection, logger: logger)
+            let opened = try await Self.reappear(due, connection, logger: logger)
+            // The snooze's time ran out: its `group.reappeared` rules fire in this transaction.
+            try await AlertRuleFiring.fireReappeared(opened, connection, logger: logger)
+            return opened
         }
     }
 
