@@ -74,6 +74,8 @@ let package = Package(
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"]), .brew(["isa-l"])]),
         // System Argon2 (the reference implementation): account passwords are hashed with Argon2id.
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"]), .brew(["argon2"])]),
+        // RE2 (C++, linear time) behind a small C interface: the scrubber's project patterns.
+        .target(name: "CRE2", linkerSettings: [.linkedLibrary("re2")]),
         // gzip/deflate encode and capped streaming inflate.
         .target(name: "CrashCompression", dependencies: ["CZlib"], swiftSettings: strict),
         // A cache prefetch hint for the grouping's frame reads (a C header: Swift has none).
@@ -89,7 +91,7 @@ let package = Package(
         .target(
             name: "CrashIngest",
             dependencies: [
-                "CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd", "CIsal",
+                "CrashWire", "CrashCompression", "CrashGrouping", "CBrotli", "CZstd", "CIsal", "CRE2",
                 // SHA-256: the ids of MetricKit diagnostics (AppleCrashReports).
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -8,7 +8,8 @@ public struct IngestBatch: Sendable {
     /// A valid report with its index in `reports` and its group signature.
     public struct Accepted: Sendable {
         public var index: Int
-        /// The report without its stack (`stack` is nil): the frames are in ``stackJSON``.
+        /// The report, scrubbed when a scrubber was given. Without its stack (`stack` is nil)
+        /// when the frames are in ``stackJSON``; with it when scrubbing changed a frame.
         public var report: Report
         public var signature: Signature
         /// The report's `stack` array as the body sent it (JSON text without the white space
@@ -16,6 +17,8 @@ public struct IngestBatch: Sendable {
         /// `stack` is absent or null. The reader signs the frames where they lie in the body
         /// and makes no `String` of them: `report.stack` is nil.
         public var stackJSON: [UInt8]?
+        /// Whether scrubbing changed any of its fields (the contract's `"scrubbed"`).
+        public var scrubbed = false
     }
 
     /// Elements in the body's `reports` array (1 to 1000).
@@ -92,16 +95,18 @@ public final class IngestBodyReader {
         }
     }
 
-    /// Ends the body: reads, validates (against `now`) and signs its reports with the
-    /// project's grouping `version`.
-    public func finish(now: Date = Date(), version: GroupingVersion) throws(IngestError) -> IngestBatch {
+    /// Ends the body: reads, validates (against `now`), scrubs with the project's `scrubber`
+    /// (data-protection.md; none when nil) and signs its reports with its grouping `version`.
+    public func finish(
+        now: Date = Date(), version: GroupingVersion, scrubber: ReportScrubber? = nil
+    ) throws(IngestError) -> IngestBatch {
         try body.finish()
         if let refusal { throw refusal }
         guard scanner.offset > 0 else { throw .badRequest("body is empty: expected a JSON object with a \"reports\" array") }
         try scanner.finish()
         let slots: [ReportReader.Slot]
         do {
-            slots = try bytes.withUnsafeBufferPointer { try ReportReader.read($0, now: now, version: version) }
+            slots = try bytes.withUnsafeBufferPointer { try ReportReader.read($0, now: now, version: version, scrubber: scrubber) }
         } catch {
             throw error as! IngestError  // read throws nothing else
         }
@@ -114,7 +119,10 @@ public final class IngestBodyReader {
                 rejected.append(.init(index: index, error: rejection.message))
             case .success(let read):
                 let stackJSON = read.stackText.map { bytes[$0] }
-                accepted.append(.init(index: index, report: read.report, signature: read.signature, stackJSON: stackJSON))
+                accepted.append(
+                    .init(
+                        index: index, report: read.report, signature: read.signature, stackJSON: stackJSON,
+                        scrubbed: read.scrubbed))
             }
         }
         bytes = GrowingBytes()

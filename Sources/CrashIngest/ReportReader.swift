@@ -19,12 +19,14 @@ struct ReportReader {
     /// One element of `reports`: a valid report, or the message that rejects it.
     typealias Slot = Result<Read, Rejection>
 
-    /// A valid report (its `stack` nil), where its `stack` array's JSON text is in the body's
-    /// bytes (nil when absent or null), and its signature.
+    /// A valid report, scrubbed, where its `stack` array's JSON text is in the body's bytes
+    /// (nil when absent or null, or when scrubbing changed a frame: then the frames are in
+    /// `report.stack`, else it is nil), its signature, and whether scrubbing changed it.
     struct Read {
         var report: Report
         var stackText: Range<Int>?
         var signature: Signature
+        var scrubbed = false
     }
 
     /// Where a frame of the report being read is: in the body (no escape in it) or, unescaped,
@@ -43,6 +45,7 @@ struct ReportReader {
     private let bytes: UnsafeBufferPointer<UInt8>
     private let now: Date
     private let version: GroupingVersion
+    private let scrubber: ReportScrubber?
     private var i = 0
     /// The frames of the report being read, and the text of those that hold an escape:
     /// reused from report to report.
@@ -50,16 +53,20 @@ struct ReportReader {
     private var unescaped: [UInt8] = []
     private var framePointers: [UnsafeBufferPointer<UInt8>] = []
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>, now: Date, version: GroupingVersion) {
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, now: Date, version: GroupingVersion, scrubber: ReportScrubber?) {
         self.bytes = bytes
         self.now = now
         self.version = version
+        self.scrubber = scrubber
     }
 
-    /// Reads, validates and signs (with grouping `version`) every element of the body's
-    /// `reports` array. A valid report's `stackText` is a range of `bytes`.
-    static func read(_ bytes: UnsafeBufferPointer<UInt8>, now: Date, version: GroupingVersion) throws(IngestError) -> [Slot] {
-        var reader = ReportReader(bytes, now: now, version: version)
+    /// Reads, validates, scrubs (with `scrubber`, when given) and signs (with grouping
+    /// `version`) every element of the body's `reports` array. A valid report's `stackText` is
+    /// a range of `bytes`.
+    static func read(
+        _ bytes: UnsafeBufferPointer<UInt8>, now: Date, version: GroupingVersion, scrubber: ReportScrubber? = nil
+    ) throws(IngestError) -> [Slot] {
+        var reader = ReportReader(bytes, now: now, version: version, scrubber: scrubber)
         return try reader.readBody()
     }
 
@@ -144,7 +151,44 @@ struct ReportReader {
             return .failure(Rejection(oversize.restore(problem)))
         }
         let stackText = at[Field.stack.rawValue].flatMap { bytes[$0] == 0x5B ? $0..<stackEnd : nil }
-        return .success(Read(report: report, stackText: stackText, signature: sign(report, hasStack: stack.isPresent)))
+        // Scrubbed after validation and before signing (data-protection.md, "Order of checks").
+        guard let scrubber else {
+            return .success(Read(report: report, stackText: stackText, signature: sign(report, hasStack: stack.isPresent)))
+        }
+        var scrubbedReport = report
+        let changed = scrubber.scrub(&scrubbedReport)
+        if stack.isPresent, let frames = scrubbedFrames(scrubber) {
+            scrubbedReport.stack = frames
+            let signature = Grouping.signature(
+                kind: report.kind, reason: scrubbedReport.reason, stack: frames, fingerprint: scrubbedReport.fingerprint,
+                version: version)
+            return .success(Read(report: scrubbedReport, stackText: nil, signature: signature, scrubbed: true))
+        }
+        return .success(
+            Read(
+                report: scrubbedReport, stackText: stackText, signature: sign(scrubbedReport, hasStack: stack.isPresent),
+                scrubbed: changed))
+    }
+
+    /// The frames just read as strings, scrubbed, when scrubbing changed any; nil otherwise
+    /// (the usual case: the frames stay where they lie in the body).
+    private func scrubbedFrames(_ scrubber: ReportScrubber) -> [String]? {
+        var out: [String]?
+        unescaped.withUnsafeBufferPointer { unescaped in
+            for (index, frame) in frames.enumerated() {
+                let base = frame.inUnescaped ? unescaped : bytes
+                let text = UnsafeBufferPointer(rebasing: base[frame.start..<frame.start + frame.count])
+                let scrubbed = scrubber.scrub(bytes: text)
+                if out == nil, scrubbed != nil {
+                    out = frames[..<index].map { earlier in
+                        let base = earlier.inUnescaped ? unescaped : bytes
+                        return String(decoding: base[earlier.start..<earlier.start + earlier.count], as: UTF8.self)
+                    }
+                }
+                if out != nil { out!.append(scrubbed.map { String(decoding: $0, as: UTF8.self) } ?? String(decoding: text, as: UTF8.self)) }
+            }
+        }
+        return out
     }
 
     /// The signature of `report` with the frames just read (none when `hasStack` is false).

@@ -1,6 +1,7 @@
 import CrashWire
 
-/// What a project asks the scrubber to do (the contract's project settings, less `patterns`).
+/// What a project asks the scrubber to do (the contract's project settings, less `patterns`,
+/// which are ``ScrubPatterns``).
 public struct ScrubSettings: Sendable, Hashable {
     /// The default key words and the default text rules.
     public var scrubDefaults: Bool
@@ -43,12 +44,15 @@ public struct ReportScrubber: Sendable {
     ]
 
     public let settings: ScrubSettings
+    /// The project's `patterns`, compiled; nil when it has none.
+    public let patterns: ScrubPatterns?
     /// Normalized key words: lower-cased, without `-` and `_`.
     let keyWords: [[UInt8]]
     let safeKeys: Set<String>
 
-    public init(settings: ScrubSettings = ScrubSettings()) {
+    public init(settings: ScrubSettings = ScrubSettings(), patterns: ScrubPatterns? = nil) {
         self.settings = settings
+        self.patterns = patterns.flatMap { $0.isEmpty ? nil : $0 }
         var words = settings.scrubDefaults ? Self.defaultKeyWords : []
         words += settings.sensitiveFields
         keyWords = words.map { Self.normalizedKey(Array($0.utf8)) }.filter { !$0.isEmpty }
@@ -56,7 +60,7 @@ public struct ReportScrubber: Sendable {
     }
 
     /// Whether any text rule runs.
-    private var hasTextRules: Bool { settings.scrubDefaults || settings.scrubIPs || settings.scrubEmails }
+    private var hasTextRules: Bool { settings.scrubDefaults || settings.scrubIPs || settings.scrubEmails || patterns != nil }
 
     /// Scrubs the report in place; `true` when any field changed (the contract's `"scrubbed"`).
     public func scrub(_ report: inout Report) -> Bool {
@@ -103,10 +107,21 @@ public struct ReportScrubber: Sendable {
         containsKeyWord(Self.normalizedKey(Array(key.utf8)))
     }
 
-    /// The text rules in the contract's order: the defaults, then IPs, then e-mails.
+    /// The text rules in the contract's order: the defaults, then the patterns, then IPs, then e-mails.
     public func scrub(text: String) -> String {
         guard hasTextRules, !text.isEmpty else { return text }
-        var scan = ScrubText(Array(text.utf8))
+        return scrubbed(Array(text.utf8)).map { String(decoding: $0, as: UTF8.self) } ?? text
+    }
+
+    /// The text rules over UTF-8 text where it lies (a stack frame in the request body): the
+    /// scrubbed text, or nil when no rule changed it.
+    public func scrub(bytes: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard hasTextRules, !bytes.isEmpty else { return nil }
+        return scrubbed(Array(bytes))
+    }
+
+    private func scrubbed(_ bytes: [UInt8]) -> [UInt8]? {
+        var scan = ScrubText(bytes)
         if settings.scrubDefaults {
             scan.apply(Self.privateKeys)
             scan.apply(Self.authorizationHeaders)
@@ -115,12 +130,15 @@ public struct ReportScrubber: Sendable {
             scan.apply(Self.urlCredentials)
             scan.apply(Self.paymentCards)
         }
+        if let patterns {
+            for index in patterns.sources.indices { scan.apply { patterns.replacements(index, $0, $1) } }
+        }
         if settings.scrubIPs { scan.apply(Self.ipAddresses) }
         if settings.scrubEmails { scan.apply(Self.emailAddresses) }
         // An address replaced by its marker can split a digit run that was too long to be a
         // card into one that is: the card rule looks again (fail closed).
         if settings.scrubDefaults && (settings.scrubIPs || settings.scrubEmails) { scan.apply(Self.paymentCards) }
-        return scan.changed ? String(decoding: scan.bytes, as: UTF8.self) : text
+        return scan.changed ? scan.bytes : nil
     }
 
     // MARK: - Key words

@@ -1,3 +1,4 @@
+import CrashIngest
 import CrashWire
 import HTTPTypes
 import Hummingbird
@@ -15,6 +16,8 @@ struct IngestAuthenticator: Sendable {
     /// One limiter for every ingest door: a project's rate counts all its requests.
     let limiter: RateLimiter
     let databaseTimeout: Duration
+    /// Each project's settings, for its scrubber (data-protection.md).
+    let settings: ProjectSettingsCache
 
     /// A 401 of an ingest door. Its challenge names the header that carries the key (an
     /// auth-scheme of its own: the key is not a bearer token), where the read API's says `Bearer`.
@@ -45,6 +48,17 @@ struct IngestAuthenticator: Sendable {
             throw APIError.tooManyRequests("project \(project.slug) is over its rate limit", retryAfter: wait)
         }
         return project
+    }
+
+    /// The scrubber of `project`'s reports, every door's (data-protection.md, "Scrubbing"): from
+    /// the settings cache, or read under the database deadline (503 when it cannot be).
+    func scrubber(for project: ProjectRef) async throws -> ReportScrubber {
+        do {
+            return try await withDeadline(databaseTimeout) { try await settings.scrubber(project: project.id) }
+        } catch {
+            batcher.markDown(error)
+            throw APIError.databaseUnreachable
+        }
     }
 }
 

@@ -37,11 +37,12 @@ struct IngestController: Sendable {
         // Held until the request ends, reports included (they are no larger than the body).
         let share = BodyByteBudget.Reservation(body.budget, project: project.id)
         try await body.read(request.body, into: reader, holding: share)
+        let scrubber = try await authenticator.scrubber(for: project)
         // The decoded batch ends here: what waits for the commit is the items, whose stacks are
         // one buffer each instead of a string per frame (``IngestItem/stack``): the body's own text.
-        let (items, count, rejected) = try await IngestBody.reading(reader.outputBytes) {
         let limits = try await limits.limits(of: project.id)
         let quota = limits.dailyQuota.map(QuotaClaim.init(limit:))
+        let (items, count, rejected) = try await IngestBody.reading(reader.outputBytes) {
             try IngestBody.ingestError {
                 let now = Date()
                 let batch = try reader.finish(now: now, version: project.groupingVersion, scrubber: scrubber)

@@ -114,7 +114,8 @@ extension IngestSQL {
             return """
                 WITH new_reports AS (
                     INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
-                                         app_build, os, os_version, model, device_id, fingerprint, context, environment)
+                                         app_build, os, os_version, model, device_id, fingerprint, context, environment,
+                                         scrubbed)
                     SELECT
                         unnest(\(input.stored.map(\.projectID))), unnest(\(reports.map(\.id))), unnest(\(input.groupIDs)), unnest(\(reports.map(\.timestamp))),
                         unnest(\(reports.map(\.kind.rawValue))), unnest(\(reports.map(\.reason))), unnest(\(NullableArray(input.stored.map { $0.stack.map(JSONColumn.written) }))),
@@ -123,7 +124,8 @@ extension IngestSQL {
                         unnest(\(NullableArray(reports.map { $0.device?.osVersion }))), unnest(\(NullableArray(reports.map { $0.device?.model }))),
                         unnest(\(NullableArray(reports.map { $0.device?.id }))), unnest(\(NullableArray(reports.map { $0.fingerprint.map(JSONColumn.strings) }))),
                         unnest(\(NullableArray(reports.map { $0.context.map(JSONColumn.object) }))),
-                        unnest(\(reports.map { $0.environment ?? ReportLimits.defaultEnvironment }))
+                        unnest(\(reports.map { $0.environment ?? ReportLimits.defaultEnvironment })),
+                        unnest(\(input.stored.map(\.scrubbed)))
                 ), hourly AS (
                     INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, environment, count, fatal_count)
                     SELECT unnest(\(hourly.map(\.key.project))), unnest(\(hourly.map(\.key.group))), unnest(\(hourly.map(\.key.hour))),

@@ -74,6 +74,8 @@ struct StoredReport: Codable, Sendable, Equatable {
     var receivedAt: Date
     /// Always present: `production` for a report that named none.
     var environment = ReportLimits.defaultEnvironment
+    /// Whether a scrubbing rule changed any of its fields before it was stored (data-protection.md).
+    var scrubbed = false
     /// Frames of `stack` resolved with uploaded debug files (docs/symbolication.md); absent
     /// when none could be. Computed at read time, never stored.
     var symbolicated: [SymbolicatedFrame]? = nil
