@@ -3,8 +3,8 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// The crash page's triage panel (assignee, snooze choices, the activity timeline and a
-/// comment form) and the list's bulk form: plain HTML forms, each with the CSRF token, posted
+/// The crash page's triage panel (assignee, snooze choices, merge: DashboardController+merge.swift,
+/// the activity timeline and a comment form) and the list's bulk form: plain HTML forms, each with the CSRF token, posted
 /// to the routes below and answered with a redirect, so no JavaScript is needed. They go
 /// through the REST routes' ``TriageService``, acting as the request's principal.
 extension DashboardController {
@@ -13,6 +13,7 @@ extension DashboardController {
         group.post("/projects/:project/crashes/:id/assign", use: assign)
         group.post("/projects/:project/crashes/:id/snooze", use: snooze)
         group.post("/projects/:project/crashes/:id/comments", use: addComment)
+        addMergeRoutes(to: group)
     }
 
     /// Entries of the timeline the crash page shows (newest first).
@@ -57,7 +58,8 @@ extension DashboardController {
         return TriagePanelView(
             csrf: csrf, project: project.slug, groupID: group.id, assignee: group.assignee ?? "", isAssigned: group.assignee != nil,
             snoozed: snoozed, snoozeChoices: Self.snoozeChoices.map { SnoozeChoiceView(value: $0.value, label: $0.label) },
-            activity: activity.activity.map { ActivityView($0, now: now) }, moreActivity: activity.nextCursor != nil)
+            activity: activity.activity.map { ActivityView($0, now: now) }, moreActivity: activity.nextCursor != nil,
+            merge: try await mergePanel(project, group: group))
     }
 
     /// The assignee form: an address assigns, an empty field unassigns.
@@ -132,7 +134,7 @@ extension DashboardController {
     }
 
     /// A signed-in triage form for one group: its session, CSRF token and group id.
-    private func triageForm<Form: Decodable & CSRFForm>(
+    func triageForm<Form: Decodable & CSRFForm>(
         _ request: Request, _ context: CrashRequestContext, as _: Form.Type
     ) async throws -> (ProjectRef, Int64, Form) {
         let (session, project) = try await signedIn(request, context)
@@ -194,6 +196,7 @@ struct TriagePanelView: Sendable {
     var snoozeChoices: [SnoozeChoiceView]
     var activity: [ActivityView]
     var moreActivity: Bool
+    var merge: MergePanelView
 }
 
 struct SnoozeChoiceView: Sendable {

@@ -80,8 +80,11 @@ struct PostgresIngestStore: IngestStore {
             }
             groupIDs.append(id)
         }
-        let regressed = try await regress(stored, groupIDs, resolved: claim.resolved, connection)
-        let reappeared = try await countSnoozed(stored, groupIDs, snoozed: claim.snoozed, connection)
+        // A merged group's reports stay its own (rollups, counts), but regress and wake the group
+        // it is merged into (triage.md, "Merge and unmerge").
+        let triageIDs = claim.targets.isEmpty ? groupIDs : groupIDs.map { claim.targets[$0] ?? $0 }
+        let regressed = try await regress(stored, triageIDs, resolved: claim.resolved, connection)
+        let reappeared = try await countSnoozed(stored, triageIDs, snoozed: claim.snoozed, connection)
         try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
         try await AlertRuleFiring.fireAtIngest(
             stored, groupIDs, regressed: regressed, reappeared: Set(reappeared), connection, logger: logger)
@@ -91,10 +94,13 @@ struct PostgresIngestStore: IngestStore {
     /// What ``IngestSQL/ClaimAndCount`` found: the keys already in the ledger (retries; every other key of
     /// the batch was new), the id of every group the new ones belong to, and the `resolved_in`
     /// of those groups that were resolved (nil: resolved without a version), and the groups
-    /// snoozed until a count of new reports or devices (``countSnoozed(_:_:snoozed:_:)``).
+    /// snoozed until a count of new reports or devices (``countSnoozed(_:_:snoozed:_:)``). For a
+    /// group merged into another, `resolved` and `snoozed` are the target's, keyed by the target,
+    /// and `targets` maps the group to it.
     struct Claim {
         var duplicates = Set<ReportKey>()
         var groups: [GroupKey: Int64] = [:]
+        var targets: [Int64: Int64] = [:]
         var resolved: [Int64: String?] = [:]
         var snoozed = Set<Int64>()
     }
@@ -103,12 +109,13 @@ struct PostgresIngestStore: IngestStore {
         let result = try await connection.run(IngestSQL.ClaimAndCount.self, IngestSQL.ClaimAndCount.Input(items), logger: logger)
         var claim = Claim()
         for try await row in result {
-            let (project, id, group, signature, resolved, resolvedIn, snoozed) = try row.decode(
-                (Int64, UUID?, Int64?, String?, Bool?, String?, Bool?).self)
+            let (project, id, group, signature, resolved, resolvedIn, snoozed, target) = try row.decode(
+                (Int64, UUID?, Int64?, String?, Bool?, String?, Bool?, Int64?).self)
             if let id { claim.duplicates.insert(ReportKey(project: project, id: id)) }
             if let group, let signature { claim.groups[GroupKey(project: project, signature: signature)] = group }
-            if let group, resolved == true { claim.resolved[group] = .some(resolvedIn) }
-            if let group, snoozed == true { claim.snoozed.insert(group) }
+            if let group, let target { claim.targets[group] = target }
+            if let group = target ?? group, resolved == true { claim.resolved[group] = .some(resolvedIn) }
+            if let group = target ?? group, snoozed == true { claim.snoozed.insert(group) }
         }
         return claim
     }
@@ -150,8 +157,10 @@ extension IngestSQL {
     /// created with its attributes from ``Input`` and its times and counts from the reports
     /// claimed, or, when it exists, locked and counted. Rows: a `(project, id)` that was claimed
     /// before (a duplicate: most batches have none, so the answer is a row per group, not one per
-    /// report), or a group `(project, id, signature, resolved, resolved_in, snoozed)` (`snoozed`:
-    /// ignored until a count of new reports or devices).
+    /// report), or a group `(project, id, signature, resolved, resolved_in, snoozed, target)` (`snoozed`:
+    /// ignored until a count of new reports or devices; for a group merged into another, `target`
+    /// is that group and the three before it are the target's: one primary-key probe, only for
+    /// merged groups).
     ///
     /// The groups are written in `(project, signature)` order, so two transactions that share
     /// groups lock them in the same order and wait rather than deadlock. A group that another
@@ -235,13 +244,19 @@ extension IngestSQL {
                     last_seen = GREATEST(g.last_seen, EXCLUDED.last_seen),
                     fatal = g.fatal OR EXCLUDED.fatal
                 RETURNING g.project_id, g.id, g.signature, g.status = 'resolved', g.resolved_in,
-                          g.status = 'ignored' AND (g.snooze_count IS NOT NULL OR g.snooze_devices IS NOT NULL)
+                          g.status = 'ignored' AND (g.snooze_count IS NOT NULL OR g.snooze_devices IS NOT NULL), g.merged_into
             )
-            SELECT i.p, i.id, NULL::bigint, NULL::text, NULL::boolean, NULL::text, NULL::boolean FROM input i
+            SELECT i.p, i.id, NULL::bigint, NULL::text, NULL::boolean, NULL::text, NULL::boolean, NULL::bigint FROM input i
             WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.project_id = i.p AND c.id = i.id)
             UNION ALL
-            SELECT project_id, NULL, id, signature, resolved, resolved_in, snoozed
-            FROM upserted AS u(project_id, id, signature, resolved, resolved_in, snoozed)
+            SELECT u.project_id, NULL, u.id, u.signature, COALESCE(t.resolved, u.resolved),
+                   CASE WHEN t.id IS NULL THEN u.resolved_in ELSE t.resolved_in END, COALESCE(t.snoozed, u.snoozed), t.id
+            FROM upserted AS u(project_id, id, signature, resolved, resolved_in, snoozed, merged_into)
+            LEFT JOIN LATERAL (
+                SELECT id, status = 'resolved' AS resolved, resolved_in,
+                       status = 'ignored' AND (snooze_count IS NOT NULL OR snooze_devices IS NOT NULL) AS snoozed
+                FROM crash_groups WHERE id = u.merged_into
+            ) t ON true
             """
         }
         static let sql = query(Input()).sql

@@ -9,10 +9,16 @@ extension PostgresQueryStore.Reader {
         // A snooze whose time has come reads as open at once (``SnoozeWaker`` writes it soon after).
         let rows = try await connection.query(
             """
-            SELECT id, signature, kind, grouping_version, title, first_seen, last_seen,
-                   CASE WHEN snooze_until <= now() THEN 'open' ELSE status END, fatal, resolved_in, assignee, merged_into,
-                   ARRAY(SELECT m.id FROM crash_groups m WHERE m.merged_into = g.id ORDER BY m.id)
-            FROM crash_groups g WHERE project_id = \(project) AND id = ANY(\(ids))
+            SELECT g.id, g.signature, g.kind, g.grouping_version, g.title, LEAST(g.first_seen, m.first), GREATEST(g.last_seen, m.last),
+                   CASE WHEN g.snooze_until <= now() THEN 'open' ELSE g.status END, g.fatal OR COALESCE(m.fatal, false), g.resolved_in,
+                   g.assignee, g.merged_into, COALESCE(m.ids, '{}')
+            FROM crash_groups g
+            LEFT JOIN LATERAL (
+                -- The groups merged into this one: their ids, and their reports' times and fatal flag.
+                SELECT array_agg(id ORDER BY id) AS ids, min(first_seen) AS first, max(last_seen) AS last, bool_or(fatal) AS fatal
+                FROM crash_groups WHERE merged_into = g.id
+            ) m ON true
+            WHERE g.project_id = \(project) AND g.id = ANY(\(ids))
             """, logger: logger)
         var out: [Int64: GroupRow] = [:]
         for try await (id, signature, kind, version, title, first, last, status, fatal, resolvedIn, assignee, mergedInto, merged)
@@ -32,8 +38,10 @@ extension PostgresQueryStore.Reader {
     func versions(ids: [Int64]) async throws -> [Int64: [String]] {
         // One row per group (a row per version cost a row-stream step each).
         let rows = try await connection.query(
-            "SELECT group_id, array_agg(value) FROM group_facets WHERE group_id = ANY(\(ids)) AND facet = 'version' GROUP BY group_id",
-            logger: logger)
+            """
+            SELECT o.owner, array_agg(DISTINCT f.value) FROM \(owners: ids) o
+            JOIN group_facets f ON f.group_id = o.member AND f.facet = 'version' GROUP BY o.owner
+            """, logger: logger)
         var out: [Int64: [String]] = [:]
         for try await (id, list) in rows.decode((Int64, [String]).self) {
             out[id] = list.map { (key: AppVersion.Key($0), text: $0) }.sorted { a, b in
@@ -76,11 +84,12 @@ extension PostgresQueryStore.Reader {
         if !exact.isEmpty {
             let rows = try await connection.query(
                 """
-                SELECT group_id, count(DISTINCT device_id)::bigint FROM reports
-                WHERE project_id = \(project) AND group_id = ANY(\(exact)) AND ts >= \(window.from) AND ts < \(window.to)
+                SELECT o.owner, count(DISTINCT device_id)::bigint FROM \(owners: exact) o
+                JOIN reports ON group_id = o.member
+                WHERE project_id = \(project) AND ts >= \(window.from) AND ts < \(window.to)
                   AND device_id <> ''
                   AND \(reportFilter: f, onReports: true)
-                GROUP BY group_id
+                GROUP BY o.owner
                 """, logger: logger)
             for try await (id, n) in rows.decode((Int64, Int64).self) { out[id] = n }
         }
@@ -92,14 +101,14 @@ extension PostgresQueryStore.Reader {
             // 10 ms for the top 25 groups of 7 days at 10 M reports.
             let rows = try await connection.query(
                 """
-                SELECT group_id, string_agg(sketch, ''::bytea) FROM (
+                SELECT o.owner, string_agg(sketch, ''::bytea) FROM \(owners: estimated) o JOIN (
                     SELECT group_id, sketch FROM group_version_daily
-                    WHERE group_id = ANY(\(estimated)) AND app_version = \(version) AND \("day", in: plan.days)
+                    WHERE group_id IN (SELECT member FROM \(owners: estimated) m) AND app_version = \(version) AND \("day", in: plan.days)
                     UNION ALL
                     SELECT group_id, sketch FROM group_version_hourly
-                    WHERE group_id = ANY(\(estimated)) AND app_version = \(version)
+                    WHERE group_id IN (SELECT member FROM \(owners: estimated) m) AND app_version = \(version)
                       AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
-                ) x GROUP BY group_id
+                ) x ON x.group_id = o.member GROUP BY o.owner
                 """, logger: logger)
             for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
                 out[id] = DeviceSketch(encoded: bytes.readableBytesView).estimate
@@ -109,7 +118,8 @@ extension PostgresQueryStore.Reader {
     }
 
     /// The groups of `ids` all of whose reports are in `environments` (their 'environment'
-    /// facets there add up to the group's report count).
+    /// facets there add up to the group's report count); merge targets are left out (their
+    /// devices are counted from their members' reports).
     func groupsWhollyIn(_ environments: [String], ids: [Int64]) async throws -> Set<Int64> {
         guard !ids.isEmpty else { return [] }
         let rows = try await connection.query(
@@ -118,7 +128,7 @@ extension PostgresQueryStore.Reader {
             JOIN (SELECT group_id, sum(count) AS n FROM group_facets
                   WHERE group_id = ANY(\(ids)) AND facet = 'environment' AND value = ANY(\(environments)::text[]) GROUP BY group_id) f
               ON f.group_id = g.id
-            WHERE f.n = g.report_count
+            WHERE f.n = g.report_count AND NOT EXISTS (SELECT 1 FROM crash_groups m WHERE m.merged_into = g.id)
             """, logger: logger)
         var out: Set<Int64> = []
         for try await id in rows.decode(Int64.self) { out.insert(id) }
@@ -136,13 +146,13 @@ extension PostgresQueryStore.Reader {
                 SELECT t, sum(n)::bigint AS n FROM (
                     SELECT hour AS t, count AS n FROM group_version_hourly
                     WHERE cardinality(\(environments)::text[]) = 0
-                      AND group_id = \(group) AND app_version = '' AND \("hour", in: plan.hoursHead)
+                      AND group_id = ANY(\(members: group)) AND app_version = '' AND \("hour", in: plan.hoursHead)
                     UNION ALL
                     SELECT hour, count FROM group_hourly
                     WHERE cardinality(\(environments)::text[]) > 0 AND environment = ANY(\(environments)::text[])
-                      AND group_id = \(group) AND \("hour", in: plan.hoursHead)
+                      AND group_id = ANY(\(members: group)) AND \("hour", in: plan.hoursHead)
                     UNION ALL
-                    SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = \(group)
+                    SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = ANY(\(members: group))
                       AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
                       AND \(environmentFilter: environments)
                 ) x GROUP BY t
@@ -172,9 +182,9 @@ extension PostgresQueryStore.Reader {
     func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)] {
         let rows = try await connection.query(
             """
-            SELECT group_id, min(first_seen), max(last_seen) FROM group_facets
-            WHERE group_id = ANY(\(ids)) AND facet = 'environment' AND value = ANY(\(environments)::text[])
-            GROUP BY group_id
+            SELECT o.owner, min(first_seen), max(last_seen) FROM \(owners: ids) o
+            JOIN group_facets f ON f.group_id = o.member AND facet = 'environment' AND value = ANY(\(environments)::text[])
+            GROUP BY o.owner
             """, logger: logger)
         var out: [Int64: (Date, Date)] = [:]
         for try await (id, first, last) in rows.decode((Int64, Date, Date).self) { out[id] = (first, last) }
@@ -199,33 +209,33 @@ extension PostgresQueryStore.Reader {
                        row_number() OVER (PARTITION BY dim ORDER BY sum(n) DESC, value) AS rank
                 FROM (
                     SELECT 'v' AS dim, app_version AS value, count AS n FROM group_version_daily
-                    WHERE \(all) AND group_id = \(group) AND app_version <> '' AND \("day", in: versions.days)
+                    WHERE \(all) AND group_id = ANY(\(members: group)) AND app_version <> '' AND \("day", in: versions.days)
                     UNION ALL
                     SELECT 'v', app_version, count * CASE WHEN \("hour", in: versions.head.range) THEN \(versions.head.sign) ELSE \(versions.tail.sign) END
                     FROM group_version_hourly
-                    WHERE \(all) AND group_id = \(group) AND app_version <> ''
+                    WHERE \(all) AND group_id = ANY(\(members: group)) AND app_version <> ''
                       AND (\("hour", in: versions.head.range) OR \("hour", in: versions.tail.range))
                     UNION ALL
                     SELECT d.dim, d.value, g.count FROM group_daily g
                     CROSS JOIN LATERAL (VALUES ('v', g.app_version), ('o', g.os), ('e', g.environment)) AS d(dim, value)
-                    WHERE g.group_id = \(group) AND \("g.day", in: daily.days) AND \(environmentFilter: environments)
+                    WHERE g.group_id = ANY(\(members: group)) AND \("g.day", in: daily.days) AND \(environmentFilter: environments)
                       AND (d.dim <> 'v' OR NOT \(all))
                     UNION ALL
                     SELECT d.dim, d.value, g.count FROM group_hourly g
                     CROSS JOIN LATERAL (VALUES ('v', g.app_version), ('o', g.os), ('e', g.environment)) AS d(dim, value)
-                    WHERE g.group_id = \(group) AND (\("g.hour", in: daily.hoursHead) OR \("g.hour", in: daily.hoursTail))
+                    WHERE g.group_id = ANY(\(members: group)) AND (\("g.hour", in: daily.hoursHead) OR \("g.hour", in: daily.hoursTail))
                       AND \(environmentFilter: environments) AND (d.dim <> 'v' OR NOT \(all))
                     UNION ALL
-                    SELECT 'm', model, count FROM group_model_hourly WHERE \(all) AND group_id = \(group) AND \("hour", in: hourly.hoursHead)
+                    SELECT 'm', model, count FROM group_model_hourly WHERE \(all) AND group_id = ANY(\(members: group)) AND \("hour", in: hourly.hoursHead)
                     UNION ALL
                     SELECT 'm', COALESCE(model, ''), 1 FROM reports
-                    WHERE NOT \(all) AND group_id = \(group) AND ts >= \(window.from) AND ts < \(window.to)
+                    WHERE NOT \(all) AND group_id = ANY(\(members: group)) AND ts >= \(window.from) AND ts < \(window.to)
                       AND \(environmentFilter: environments)
                     UNION ALL
                     SELECT d.dim, d.value, 1 FROM reports r
                     CROSS JOIN LATERAL (VALUES ('v', r.app_version), ('o', COALESCE(r.os, '')), ('m', COALESCE(r.model, '')),
                                                ('e', r.environment)) AS d(dim, value)
-                    WHERE r.group_id = \(group) AND ((\("r.ts", in: hourly.rawHead)) OR (\("r.ts", in: hourly.rawTail)))
+                    WHERE r.group_id = ANY(\(members: group)) AND ((\("r.ts", in: hourly.rawHead)) OR (\("r.ts", in: hourly.rawTail)))
                       AND \(environmentFilter: environments) AND (d.dim <> 'm' OR \(all))
                 ) x WHERE value <> '' GROUP BY dim, value HAVING sum(n) > 0
             ) y WHERE rank <= 10 ORDER BY dim, rank
@@ -252,13 +262,17 @@ extension PostgresQueryStore.Reader {
         let afterID = cursor?.id ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         let rows = try await connection.query(
             """
-            SELECT id, ts, received_at, kind, reason, CASE WHEN \(includeStack) THEN COALESCE(stack, stack_jsonb::text) END, fatal,
-                   app_id, app_version, app_build, os, os_version, model, device_id,
-                   COALESCE(fingerprint, fingerprint_jsonb::text), COALESCE(context, context_jsonb::text),
-                   (extract(epoch FROM ts) * 1000000)::bigint, environment
-            FROM reports WHERE group_id = \(group) AND project_id = \(project) AND \(environmentFilter: environments)
-              AND (\(afterMicros)::bigint IS NULL OR (ts, id) < ('epoch'::timestamptz + \(afterMicros) * interval '1 microsecond', \(afterID)))
-            ORDER BY ts DESC, id DESC LIMIT \(limit)
+            SELECT r.* FROM unnest(\(members: group)) AS m(g) CROSS JOIN LATERAL (
+                -- Newest first per member (reports_group_ts), then merged: a merge target lists its members' reports too.
+                SELECT id, ts, received_at, kind, reason, CASE WHEN \(includeStack) THEN COALESCE(stack, stack_jsonb::text) END, fatal,
+                       app_id, app_version, app_build, os, os_version, model, device_id,
+                       COALESCE(fingerprint, fingerprint_jsonb::text), COALESCE(context, context_jsonb::text),
+                       (extract(epoch FROM ts) * 1000000)::bigint, environment
+                FROM reports WHERE group_id = m.g AND project_id = \(project) AND \(environmentFilter: environments)
+                  AND (\(afterMicros)::bigint IS NULL OR (ts, id) < ('epoch'::timestamptz + \(afterMicros) * interval '1 microsecond', \(afterID)))
+                ORDER BY ts DESC, id DESC LIMIT \(limit)
+            ) r
+            ORDER BY r.ts DESC, r.id DESC LIMIT \(limit)
             """, logger: logger)
         var out: [(StoredReport, Int64)] = []
         let decoder = JSONDecoder()

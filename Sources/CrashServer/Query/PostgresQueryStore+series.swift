@@ -18,33 +18,35 @@ extension PostgresQueryStore.Reader {
         let plan = unit == .day ? window.plan(for: level) : level == .reports ? window.reportsPlan : window.hourPlan
         let scoped = level == .versions
         let version = f.reports.versions.first ?? ""
+        // A merge target's trend counts the reports of the groups merged into it.
+        let members = try await memberIDs(ids)
         // One row per group with its buckets as two arrays: a row per bucket cost a
         // row-stream step each (25 rows x 168 hours on the dashboard's 7-day page).
         let rows = try await connection.query(
             """
             SELECT group_id, array_agg(t), array_agg(n) FROM (
-            SELECT group_id, date_trunc(\(unit), t) AS t, sum(n)::bigint AS n FROM (
+            SELECT o.owner AS group_id, date_trunc(\(unit), t) AS t, sum(n)::bigint AS n FROM (
                 SELECT group_id, day AS t, count AS n FROM group_version_daily
-                WHERE \(scoped) AND group_id = ANY(\(ids)) AND app_version = \(version) AND \("day", in: plan.days)
+                WHERE \(scoped) AND group_id = ANY(\(members)) AND app_version = \(version) AND \("day", in: plan.days)
                 UNION ALL
                 SELECT group_id, hour, count FROM group_version_hourly
-                WHERE \(scoped) AND group_id = ANY(\(ids)) AND app_version = \(version)
+                WHERE \(scoped) AND group_id = ANY(\(members)) AND app_version = \(version)
                   AND (\("hour", in: plan.hoursHead) OR \("hour", in: plan.hoursTail))
                 UNION ALL
                 SELECT group_id, day, count FROM group_daily
-                WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(ids)) AND \("day", in: plan.days)
+                WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(members)) AND \("day", in: plan.days)
                   AND \(reportFilter: f)
                 UNION ALL
                 SELECT group_id, hour, \(rollupCount: f) FROM group_hourly
-                WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(ids))
+                WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(members))
                   AND (\("hour", in: plan.hoursHead) OR \("hour", in: plan.hoursTail))
                   AND \(reportFilter: f)
                 UNION ALL
                 SELECT group_id, ts, 1 FROM reports
-                WHERE project_id = \(project) AND group_id = ANY(\(ids))
+                WHERE project_id = \(project) AND group_id = ANY(\(members))
                   AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
                   AND \(reportFilter: f, onReports: true)
-            ) x GROUP BY 1, 2
+            ) x JOIN \(owners: ids) o ON o.member = x.group_id GROUP BY 1, 2
             ) b GROUP BY group_id
             """, logger: logger)
         var out: [Int64: [Date: Int64]] = [:]

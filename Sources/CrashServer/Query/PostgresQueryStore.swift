@@ -108,34 +108,37 @@ struct PostgresQueryStore: QueryStore {
             let scoped = level == .versions
             let version = f.reports.versions.first ?? ""
             let sp = window.subtractivePlan
+            // The asked groups with the groups merged into them: each counts toward its owner.
+            var members: [Int64]?
+            if let ids { members = try await memberIDs(ids) }
             let rows = try await connection.query(
                 """
-                SELECT c.group_id, c.n FROM (
+                SELECT g.id, sum(c.n)::bigint FROM (
                     SELECT group_id, sum(n)::bigint AS n FROM (
                         SELECT group_id, count AS n FROM group_version_daily
                         WHERE \(scoped) AND app_version = \(version) AND \("day", in: sp.days)
-                          AND (group_id = ANY(\(ids)::bigint[])
-                               OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
+                          AND (group_id = ANY(\(members)::bigint[])
+                               OR (\(members)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
                         UNION ALL
                         SELECT group_id, count * CASE WHEN \("hour", in: sp.head.range) THEN \(sp.head.sign) ELSE \(sp.tail.sign) END
                         FROM group_version_hourly
                         WHERE \(scoped) AND app_version = \(version) AND (\("hour", in: sp.head.range) OR \("hour", in: sp.tail.range))
-                          AND (group_id = ANY(\(ids)::bigint[])
-                               OR (\(ids)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
+                          AND (group_id = ANY(\(members)::bigint[])
+                               OR (\(members)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
                         UNION ALL
                         SELECT group_id, count AS n FROM group_daily
                         WHERE NOT \(scoped) AND project_id = \(project) AND \("day", in: plan.days)
-                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
                           AND \(reportFilter: f)
                         UNION ALL
                         SELECT group_id, \(rollupCount: f) FROM group_hourly
                         WHERE NOT \(scoped) AND project_id = \(project) AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
-                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
                           AND \(reportFilter: f)
                         UNION ALL
                         SELECT group_id, 1 FROM reports
                         WHERE project_id = \(project) AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
-                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
                           AND \(reportFilter: f, onReports: true)
                         UNION ALL
                         SELECT group_id, -1 FROM reports
@@ -143,11 +146,13 @@ struct PostgresQueryStore: QueryStore {
                           AND xact >= pg_snapshot_xmin(\(snapshot)::pg_snapshot)
                           AND NOT pg_visible_in_snapshot(xact, \(snapshot)::pg_snapshot)
                           AND ts >= \(window.from) AND ts < \(window.to)
-                          AND (\(ids)::bigint[] IS NULL OR group_id = ANY(\(ids)::bigint[]))
+                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
                           AND \(reportFilter: f, onReports: true)
                     ) x GROUP BY group_id
-                ) c JOIN crash_groups g ON g.id = c.group_id
-                WHERE c.n > 0 AND \(groupFilter: f, alias: "g")
+                ) c JOIN crash_groups m ON m.id = c.group_id
+                JOIN crash_groups g ON g.id = CASE WHEN m.merged_into IS NULL OR m.id = ANY(\(ids)::bigint[]) THEN m.id ELSE m.merged_into END
+                WHERE \(groupFilter: f, alias: "g")
+                GROUP BY g.id HAVING sum(c.n) > 0
                 """, logger: logger)
             var counts: [Int64: Int64] = [:]
             for try await (id, n) in rows.decode((Int64, Int64).self) { counts[id] = n }
@@ -170,25 +175,50 @@ struct PostgresQueryStore: QueryStore {
             let afterBound = after?.bound, afterID = after?.id ?? 0
             let rows: PostgresRowSequence
             if let (name, value) = facet {
+                let mergeTargets = try await self.mergeTargets(project: project)
                 rows = try await connection.query(
                     """
-                    SELECT f.group_id, f.count FROM group_facets f JOIN crash_groups g ON g.id = f.group_id
-                    WHERE f.project_id = \(project) AND f.facet = \(name) AND f.value = \(value)
-                      AND f.last_seen >= \(window.from) AND f.first_seen < \(window.to)
-                      AND (\(afterBound)::bigint IS NULL OR f.count < \(afterBound) OR (f.count = \(afterBound) AND f.group_id > \(afterID)))
-                      AND (\(atLeast)::bigint IS NULL OR f.count >= \(atLeast))
-                      AND \(groupFilter: f, alias: "g")
-                    ORDER BY f.count DESC, f.group_id LIMIT \(limit)
+                    SELECT id, bound FROM ((
+                        SELECT f.group_id AS id, f.count AS bound FROM group_facets f JOIN crash_groups g ON g.id = f.group_id
+                        WHERE f.project_id = \(project) AND f.facet = \(name) AND f.value = \(value)
+                          AND f.last_seen >= \(window.from) AND f.first_seen < \(window.to)
+                          AND (\(afterBound)::bigint IS NULL OR f.count < \(afterBound) OR (f.count = \(afterBound) AND f.group_id > \(afterID)))
+                          AND (\(atLeast)::bigint IS NULL OR f.count >= \(atLeast))
+                          AND \(groupFilter: f, alias: "g") AND NOT EXISTS (SELECT 1 FROM crash_groups m WHERE m.merged_into = g.id)
+                        ORDER BY f.count DESC, f.group_id LIMIT \(limit)
+                    ) UNION ALL (
+                        -- Merge targets: the facet's counts and times of the group and its members.
+                        SELECT g.id, t.n FROM (
+                            SELECT o.owner, sum(f.count)::bigint AS n, min(f.first_seen) AS first_seen, max(f.last_seen) AS last_seen
+                            FROM \(owners: mergeTargets) o
+                            JOIN group_facets f ON f.group_id = o.member AND f.facet = \(name) AND f.value = \(value)
+                            GROUP BY o.owner
+                        ) t JOIN crash_groups g ON g.id = t.owner
+                        WHERE t.last_seen >= \(window.from) AND t.first_seen < \(window.to)
+                          AND (\(afterBound)::bigint IS NULL OR t.n < \(afterBound) OR (t.n = \(afterBound) AND g.id > \(afterID)))
+                          AND (\(atLeast)::bigint IS NULL OR t.n >= \(atLeast))
+                          AND \(groupFilter: f, alias: "g")
+                    )) x ORDER BY bound DESC, id LIMIT \(limit)
                     """, logger: logger)
             } else {
                 rows = try await connection.query(
                     """
-                    SELECT id, report_count FROM crash_groups
-                    WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
-                      AND (\(afterBound)::bigint IS NULL OR report_count < \(afterBound) OR (report_count = \(afterBound) AND id > \(afterID)))
-                      AND (\(atLeast)::bigint IS NULL OR report_count >= \(atLeast))
-                      AND \(groupFilter: f)
-                    ORDER BY report_count DESC, id LIMIT \(limit)
+                    SELECT id, bound FROM ((
+                        SELECT id, report_count AS bound FROM crash_groups g
+                        WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
+                          AND (\(afterBound)::bigint IS NULL OR report_count < \(afterBound) OR (report_count = \(afterBound) AND id > \(afterID)))
+                          AND (\(atLeast)::bigint IS NULL OR report_count >= \(atLeast))
+                          AND \(groupFilter: f, alias: "g") AND NOT EXISTS (SELECT 1 FROM crash_groups m WHERE m.merged_into = g.id)
+                        ORDER BY report_count DESC, id LIMIT \(limit)
+                    ) UNION ALL (
+                        -- Merge targets: the count and times of the group and its members.
+                        SELECT g.id, t.report_count FROM \(mergeTargetsOf: project) t JOIN crash_groups g ON g.id = t.id
+                        WHERE t.last_seen >= \(window.from) AND t.first_seen < \(window.to)
+                          AND (\(afterBound)::bigint IS NULL OR t.report_count < \(afterBound)
+                               OR (t.report_count = \(afterBound) AND g.id > \(afterID)))
+                          AND (\(atLeast)::bigint IS NULL OR t.report_count >= \(atLeast))
+                          AND \(groupFilter: f, alias: "g")
+                    )) x ORDER BY bound DESC, id LIMIT \(limit)
                     """, logger: logger)
             }
             var out: [(Int64, Int64)] = []
@@ -210,21 +240,31 @@ struct PostgresQueryStore: QueryStore {
             if environments.isEmpty {
                 rows = try await connection.query(
                     """
-                    SELECT id, (extract(epoch FROM \(unescaped: column)) * 1000000)::bigint FROM crash_groups
-                    WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
-                      AND (\(afterKey)::bigint IS NULL OR \(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'
-                           OR (\(unescaped: column) = 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond' AND id > \(afterID)))
-                      AND \(groupFilter: f)
-                    ORDER BY \(unescaped: column) DESC, id LIMIT \(limit)
+                    SELECT id, (extract(epoch FROM t) * 1000000)::bigint FROM ((
+                        SELECT id, \(unescaped: column) AS t FROM crash_groups g
+                        WHERE project_id = \(project) AND last_seen >= \(window.from) AND first_seen < \(window.to)
+                          AND (\(afterKey)::bigint IS NULL OR \(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'
+                               OR (\(unescaped: column) = 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond' AND id > \(afterID)))
+                          AND \(groupFilter: f, alias: "g") AND NOT EXISTS (SELECT 1 FROM crash_groups m WHERE m.merged_into = g.id)
+                        ORDER BY \(unescaped: column) DESC, id LIMIT \(limit)
+                    ) UNION ALL (
+                        -- Merge targets: the times of the group and its members.
+                        SELECT g.id, x.\(unescaped: column) FROM \(mergeTargetsOf: project) x JOIN crash_groups g ON g.id = x.id
+                        WHERE x.last_seen >= \(window.from) AND x.first_seen < \(window.to)
+                          AND (\(afterKey)::bigint IS NULL OR x.\(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'
+                               OR (x.\(unescaped: column) = 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond' AND g.id > \(afterID)))
+                          AND \(groupFilter: f, alias: "g")
+                    )) y ORDER BY t DESC, id LIMIT \(limit)
                     """, logger: logger)
             } else {
                 rows = try await connection.query(
                     """
                     SELECT g.id, (extract(epoch FROM t.\(unescaped: column)) * 1000000)::bigint
                     FROM (
-                        SELECT group_id, min(first_seen) AS first_seen, max(last_seen) AS last_seen FROM group_facets
-                        WHERE project_id = \(project) AND facet = 'environment' AND value = ANY(\(environments)::text[])
-                        GROUP BY group_id
+                        SELECT COALESCE(m.merged_into, m.id) AS group_id, min(f.first_seen) AS first_seen, max(f.last_seen) AS last_seen
+                        FROM group_facets f JOIN crash_groups m ON m.id = f.group_id
+                        WHERE f.project_id = \(project) AND f.facet = 'environment' AND f.value = ANY(\(environments)::text[])
+                        GROUP BY 1
                     ) t JOIN crash_groups g ON g.id = t.group_id
                     WHERE t.last_seen >= \(window.from) AND t.first_seen < \(window.to)
                       AND (\(afterKey)::bigint IS NULL OR t.\(unescaped: column) < 'epoch'::timestamptz + \(afterKey) * interval '1 microsecond'

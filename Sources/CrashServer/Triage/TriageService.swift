@@ -1,7 +1,7 @@
 import Foundation
 
 /// Triage of a project's groups (triage.md): status, snooze and assignee of one group or of
-/// every group a list matches, the activity timeline and comments. The REST routes
+/// every group a list matches, merge and unmerge, the activity timeline and comments. The REST routes
 /// (``TriageController``) and the dashboard share it, so both write the same entries.
 struct TriageService<Store: TriageStore, Queries: QueryStore>: Sendable {
     let store: Store
@@ -63,6 +63,36 @@ struct TriageService<Store: TriageStore, Queries: QueryStore>: Sendable {
             throw APIError.noCrashGroup(group, in: project)
         }
         return entry
+    }
+
+    /// Merges `group` into the group `into` names (triage.md) and answers the target as the list
+    /// shows it: 400 naming `into` when it is absent or not a string, for a cycle, or when
+    /// `group` is itself merged; 404 for a group or target the project does not have.
+    func merge(_ project: ProjectRef, group: Int64, into: String?, actor: Principal) async throws -> GroupBody {
+        guard let into else { throw APIError.badRequest(#"into: required, the id of the group to merge into as a string, like {"into": "12"}"#) }
+        guard let target = Int64(into), target > 0 else { throw APIError.notFound("no crash group '\(into)' in project '\(project.slug)'") }
+        switch try await store.merge(project: project.id, source: group, into: target, actor: actor) {
+        case .merged(let target): return try await body(project, group: target)
+        case .unknownSource: throw APIError.noCrashGroup(group, in: project)
+        case .unknownTarget: throw APIError.noCrashGroup(target, in: project)
+        case .sourceMerged(let current):
+            throw APIError.badRequest("into: group \(group) is merged into group \(current); unmerge it first")
+        case .cycle:
+            throw APIError.badRequest("into: group \(target) is group \(group) or merged into it; a group cannot be merged into itself")
+        }
+    }
+
+    /// Gives `group` (merged into `target`) its reports back and answers the target: 400 naming
+    /// `group` when it is absent, not a string or not merged into `target`; 404 for a target
+    /// the project does not have.
+    func unmerge(_ project: ProjectRef, target: Int64, group: String?, actor: Principal) async throws -> GroupBody {
+        guard let group else { throw APIError.badRequest(#"group: required, the id of the merged group as a string, like {"group": "12"}"#) }
+        let source = Int64(group) ?? 0
+        switch try await store.unmerge(project: project.id, target: target, source: source, actor: actor) {
+        case .unmerged: return try await body(project, group: target)
+        case .unknownTarget: throw APIError.noCrashGroup(target, in: project)
+        case .notMerged: throw APIError.badRequest("group: '\(group)' is not a group merged into group \(target)")
+        }
     }
 
     /// The group as the list shows it over the default window.

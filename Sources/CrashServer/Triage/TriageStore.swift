@@ -14,6 +14,34 @@ protocol TriageStore: Sendable {
     func comment(project: Int64, group: Int64, text: String, actor: Principal) async throws -> ActivityEntry?
     /// Reopens the snoozed groups whose `until` has come (at most `limit`); returns them.
     func wakeDueSnoozes(limit: Int) async throws -> [Int64]
+    /// Merges `source` into `into` (or into the group `into` is merged into), with the groups
+    /// merged into `source`, writing `merged` entries on each moved group and the target.
+    func merge(project: Int64, source: Int64, into: Int64, actor: Principal) async throws -> MergeOutcome
+    /// Undoes the merge of `source` into `target`, writing `unmerged` entries on both.
+    func unmerge(project: Int64, target: Int64, source: Int64, actor: Principal) async throws -> UnmergeOutcome
+}
+
+/// What a merge did, or why it did nothing.
+enum MergeOutcome: Sendable, Equatable {
+    /// Merged; the group the source is now merged into.
+    case merged(target: Int64)
+    /// The project has no such source group.
+    case unknownSource
+    /// The project has no such target group.
+    case unknownTarget
+    /// The source is itself merged into this group.
+    case sourceMerged(into: Int64)
+    /// The target is the source or is merged into it.
+    case cycle
+}
+
+/// What an unmerge did, or why it did nothing.
+enum UnmergeOutcome: Sendable, Equatable {
+    case unmerged
+    /// The project has no such target group.
+    case unknownTarget
+    /// The source is not merged into the target (or is no group of the project).
+    case notMerged
 }
 
 /// One page of a group's activity.
