@@ -267,7 +267,7 @@ extension PostgresQueryStore.Reader {
                 SELECT id, ts, received_at, kind, reason, CASE WHEN \(includeStack) THEN COALESCE(stack, stack_jsonb::text) END, fatal,
                        app_id, app_version, app_build, os, os_version, model, device_id,
                        COALESCE(fingerprint, fingerprint_jsonb::text), COALESCE(context, context_jsonb::text),
-                       (extract(epoch FROM ts) * 1000000)::bigint, environment
+                       (extract(epoch FROM ts) * 1000000)::bigint, environment, scrubbed
                 FROM reports WHERE group_id = m.g AND project_id = \(project) AND \(environmentFilter: environments)
                   AND (\(afterMicros)::bigint IS NULL OR (ts, id) < ('epoch'::timestamptz + \(afterMicros) * interval '1 microsecond', \(afterID)))
                 ORDER BY ts DESC, id DESC LIMIT \(limit)
@@ -280,11 +280,11 @@ extension PostgresQueryStore.Reader {
         for try await row in rows {
             let (
                 id, timestamp, receivedAt, kind, reason, stack, fatal, appID, appVersion, appBuild, os, osVersion, model, deviceID,
-                fingerprint, context, micros, environment
+                fingerprint, context, micros, environment, scrubbed
             ) = try row.decode(
                 (
                     UUID, Date, Date, String, String, String?, Bool?, String, String, String?, String?, String?, String?, String?, String?,
-                    String?, Int64, String
+                    String?, Int64, String, Bool
                 ).self)
             let device: DeviceInfo? =
                 os == nil && osVersion == nil && model == nil && deviceID == nil
@@ -294,7 +294,7 @@ extension PostgresQueryStore.Reader {
                 fatal: fatal, app: AppInfo(id: appID, version: appVersion, build: appBuild), device: device,
                 fingerprint: try strings(fingerprint),
                 context: try context.map { try decoder.decode([String: String].self, from: Data($0.utf8)) },
-                receivedAt: receivedAt, environment: environment)
+                receivedAt: receivedAt, environment: environment, scrubbed: scrubbed)
             out.append((report, micros))
         }
         return out
