@@ -1,4 +1,5 @@
 import CrashGrouping
+import CrashIngest
 import CrashWire
 import Foundation
 
@@ -24,11 +25,11 @@ final class IngestItem: Sendable {
     /// the stacks' buffers were 23.7 of the server's 67.5 MB of heap at its peak (`heaptrack`,
     /// docs/performance.md), about 1.5 times the text they held.
     let stack: [UInt8]?
-
     /// The request's claim on its project's daily quota; nil when the project has none.
     let quota: QuotaClaim?
     /// Whether the scrubber changed the report, which is as scrubbed (data-protection.md, "Read back").
     let scrubbed: Bool
+
     /// - Parameter stackJSON: `report.stack` as JSON text when the caller has it (the body's
     ///   own text, ``IngestBatch/Accepted/stackJSON``); written from the frames when nil.
     init(
@@ -49,9 +50,9 @@ final class IngestItem: Sendable {
         self.projectID = projectID
         self.report = report
         self.signature = signature
-        estimatedBytes = Self.estimatedBytes(report, signature, stack)
         self.quota = quota
         self.scrubbed = scrubbed
+        estimatedBytes = Self.estimatedBytes(report, signature, stack)
     }
 
     var key: ReportKey { ReportKey(project: projectID, id: report.id) }
