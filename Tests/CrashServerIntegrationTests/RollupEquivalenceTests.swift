@@ -91,6 +91,10 @@ import Testing
         "alert_rules", "alert_firings",
         // Erasure requests and the reports each still has to erase (ErasureTests checks erasure).
         "deletions", "deletion_reports",
+        // The daily quota's counter of each project and UTC day (DailyQuotaTests checks it).
+        "project_quota_days",
+        // Each project's scrubbing, retention and quota settings (ProjectSettingsTests checks them).
+        "project_settings",
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with

@@ -68,7 +68,7 @@ struct RetentionSweeper: Service {
     }
 
     func run() async throws {
-        guard interval > .zero else { return }
+        guard interval > .zero else { return await PollingService.idleUntilShutdown() }
         await PollingService.waitForSchema(database.schemaApplied)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
