@@ -7,7 +7,8 @@ import Logging
 /// reloaded); cookies are `Secure` and `__Host-` unless the public URL is http on a loopback
 /// host (``DashboardSessions/securesCookies(publicURL:)``).
 func addDashboard(
-    to router: some RouterMethods<CrashRequestContext>, database: CrashDatabase, configuration: ServerConfiguration, logger: Logger
+    to router: some RouterMethods<CrashRequestContext>, database: CrashDatabase, releases: ReleasesController,
+    configuration: ServerConfiguration, logger: Logger
 ) throws {
     let secret: [UInt8]
     if !configuration.sessionSecret.isEmpty {
@@ -19,7 +20,7 @@ func addDashboard(
     let secure = DashboardSessions.securesCookies(publicURL: configuration.publicURL)
     let sessions = DashboardSessions(secret: secret, secure: secure)
     DashboardController(
-        store: PostgresDashboardStore(database: database), sessions: sessions, pages: try DashboardPages(), logger: logger,
+        store: PostgresDashboardStore(database: database, releases: releases), sessions: sessions, pages: try DashboardPages(), logger: logger,
         people: DashboardAccounts(database: database, cookies: sessions, configuration: configuration, logger: logger)
     ).addRoutes(to: router)
 }

@@ -83,11 +83,11 @@ extension DashboardQuery {
 
 extension PostgresDashboardStore {
     func releases(_ project: ProjectRef, _ request: ReleaseListRequest) async throws -> ReleaseListBody {
-        try await ReleasesController(database: database).listBody(project: project, request)
+        try await releases.listBody(project: project, request)
     }
 
     func release(_ project: ProjectRef, _ request: ReleaseDetailRequest) async throws -> ReleaseDetailBody {
-        try await ReleasesController(database: database).detailBody(project: project, request)
+        try await releases.detailBody(project: project, request)
     }
 }
 

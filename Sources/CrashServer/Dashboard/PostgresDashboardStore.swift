@@ -8,6 +8,8 @@ import PostgresNIO
 /// cannot revive a session that was ended.
 struct PostgresDashboardStore: DashboardStore {
     let database: CrashDatabase
+    /// The REST releases controller: the pages read what the API answers, through its store.
+    let releases: ReleasesController
 
     private var logger: Logger { database.logger }
 

@@ -27,6 +27,10 @@ struct SessionReadPlan: Sendable {
         }
     }
 
+    /// The pieces read from the rollup tables with users, in ``RollupUserSets``' numbering:
+    /// 0 the weeks, 1 and 2 the days, 3 and 4 the hours.
+    var rollupPieces: [(Date, Date)] { [weeks, days[0], days[1], hours[0], hours[1]] }
+
     private init(_ window: TimeWindow) {
         let (from, to) = (window.from, window.to)
         let h0 = TimeWindow.ceil(from, TimeWindow.hour)
@@ -137,29 +141,24 @@ extension PostgresSessionStore {
 
     /// Users and crashed users of `versions` in the window of `p`: the union of the users of
     /// every row and session read, exact while at most 250, else a merged sketch's estimate.
+    /// The weekly, daily and hourly rows come through ``rollupUsers(project:plan:filters:versions:on:)``.
     func releaseUsers(
         project: Int64, plan p: SessionReadPlan, filters f: SessionFilters, versions: [String], on connection: PostgresConnection
     ) async throws -> [String: (users: Int64, crashedUsers: Int64)] {
         guard !versions.isEmpty else { return [:] }
-        let (d0, d1) = p.days[0], (d2, d3) = p.days[1], (w0, w1) = p.weeks, (a0, a1) = p.hours[0], (b0, b1) = p.hours[1], (h0, h1) = p.deltas
-        let (r0, r1) = p.raw[0], (r2, r3) = p.raw[1]
+        // Merged in place (`default:`): a copy of a set holding a sketch would copy its 16 KB.
+        var users: [String: SessionUsers] = [:]
+        var crashedUsers: [String: SessionUsers] = [:]
+        for (version, pieces) in try await rollupUsers(project: project, plan: p, filters: f, versions: versions, on: connection) {
+            for sets in pieces {
+                users[version, default: SessionUsers()].merge(sets.users)
+                crashedUsers[version, default: SessionUsers()].merge(sets.crashedUsers)
+            }
+        }
+        let (h0, h1) = p.deltas, (r0, r1) = p.raw[0], (r2, r3) = p.raw[1]
         let rows = try await connection.query(
             """
-            SELECT version, users, crashed_users, NULL::bigint, false FROM session_weeks
-            WHERE project_id = \(project) AND week >= \(w0) AND week < \(w1) AND version = ANY(\(versions)::text[])
-              AND \(sessionFilter: f)
-            UNION ALL
-            SELECT version, users, crashed_users, NULL, false FROM session_days
-            WHERE project_id = \(project) AND ((day >= \(d0) AND day < \(d1)) OR (day >= \(d2) AND day < \(d3)))
-              AND version = ANY(\(versions)::text[])
-              AND \(sessionFilter: f)
-            UNION ALL
-            SELECT version, users, crashed_users, NULL, false FROM session_hours
-            WHERE project_id = \(project) AND ((hour >= \(a0) AND hour < \(a1)) OR (hour >= \(b0) AND hour < \(b1)))
-              AND version = ANY(\(versions)::text[])
-              AND \(sessionFilter: f)
-            UNION ALL
-            SELECT version, users, crashed_users, NULL, false FROM session_deltas
+            SELECT version, users, crashed_users, NULL::bigint, false FROM session_deltas
             WHERE project_id = \(project) AND hour >= \(h0) AND hour < \(h1) AND version = ANY(\(versions)::text[])
               AND \(sessionFilter: f)
             UNION ALL
@@ -173,9 +172,6 @@ extension PostgresSessionStore {
               AND did_hash IS NOT NULL AND version = ANY(\(versions)::text[])
               AND \(sessionFilter: f)
             """, logger: logger)
-        // Merged in place (`default:`): a copy of a set holding a sketch would copy its 16 KB.
-        var users: [String: SessionUsers] = [:]
-        var crashedUsers: [String: SessionUsers] = [:]
         for try await (version, stored, storedCrashed, hash, crashed) in rows.decode(
             (String, ByteBuffer?, ByteBuffer?, Int64?, Bool).self)
         {
@@ -187,6 +183,88 @@ extension PostgresSessionStore {
             }
         }
         return users.mapValues { ($0.count, 0) }.merging(crashedUsers.mapValues { (0, $0.count) }) { ($0.0, $1.1) }
+    }
+
+    /// The user sets of the weekly, daily and hourly rows of `p`, per version and piece of the
+    /// plan (``SessionReadPlan/rollupPieces``): the rows' stamps (key and `xmin`) are read
+    /// first, and only the pieces whose rows ``userSets`` does not hold in those versions are
+    /// read and decoded, then kept there. Both reads are in the caller's snapshot.
+    func rollupUsers(
+        project: Int64, plan p: SessionReadPlan, filters f: SessionFilters, versions: [String], on connection: PostgresConnection
+    ) async throws -> [String: [RollupUserSets.Sets]] {
+        let pieces = p.rollupPieces
+        func key(_ piece: Int64, _ version: String) -> RollupUserSets.Key {
+            let range = pieces[Int(piece)]
+            return RollupUserSets.Key(piece: piece, from: range.0, to: range.1, project: project, version: version, filters: f)
+        }
+        var stamps: [RollupUserSets.Key: [RollupUserSets.Stamp]] = [:]
+        let stampRows = try await connection.query(
+            rollupPiecesQuery(
+                project: project, plan: p, filters: f, versions: Array(repeating: versions, count: pieces.count), sets: false),
+            logger: logger)
+        for try await (piece, version, bucket, app, environment, xmin, _, _) in stampRows.decode(
+            (Int64, String, Date, String, String, Int64, ByteBuffer?, ByteBuffer?).self)
+        {
+            stamps[key(piece, version), default: []].append(.init(bucket: bucket, app: app, environment: environment, xmin: xmin))
+        }
+        var found: [String: [RollupUserSets.Sets]] = [:]
+        var missing = Array(repeating: [String](), count: pieces.count)
+        for (key, rows) in stamps {
+            if let sets = userSets.sets(key, stamps: rows.sorted()) {
+                found[key.version, default: []].append(sets)
+            } else {
+                missing[Int(key.piece)].append(key.version)
+            }
+        }
+        guard missing.contains(where: { !$0.isEmpty }) else { return found }
+        var read: [RollupUserSets.Key: (stamps: [RollupUserSets.Stamp], sets: RollupUserSets.Sets)] = [:]
+        let rows = try await connection.query(
+            rollupPiecesQuery(project: project, plan: p, filters: f, versions: missing, sets: true), logger: logger)
+        for try await (piece, version, bucket, app, environment, xmin, users, crashedUsers) in rows.decode(
+            (Int64, String, Date, String, String, Int64, ByteBuffer, ByteBuffer).self)
+        {
+            let key = key(piece, version)
+            read[key, default: ([], .init())].stamps.append(.init(bucket: bucket, app: app, environment: environment, xmin: xmin))
+            read[key, default: ([], .init())].sets.users.merge(encoded: users)
+            read[key, default: ([], .init())].sets.crashedUsers.merge(encoded: crashedUsers)
+        }
+        for (key, value) in read {
+            userSets.store(key, stamps: value.stamps.sorted(), sets: value.sets)
+            found[key.version, default: []].append(value.sets)
+        }
+        return found
+    }
+
+    /// The rows of the plan's weekly, daily and hourly pieces for `versions[piece]`, each as
+    /// its piece (0 to 4, ``SessionReadPlan/rollupPieces``), version, bucket, app, environment and
+    /// `xmin`, and with `sets` its users and crashed users.
+    private func rollupPiecesQuery(
+        project: Int64, plan p: SessionReadPlan, filters f: SessionFilters, versions v: [[String]], sets: Bool
+    ) -> PostgresQuery {
+        let (w0, w1) = p.weeks, (d0, d1) = p.days[0], (d2, d3) = p.days[1], (a0, a1) = p.hours[0], (b0, b1) = p.hours[1]
+        return """
+            SELECT 0::int8, version, week, app_id, environment, xmin::text::int8,
+                   CASE WHEN \(sets) THEN users END, CASE WHEN \(sets) THEN crashed_users END
+            FROM session_weeks
+            WHERE project_id = \(project) AND week >= \(w0) AND week < \(w1) AND version = ANY(\(v[0])::text[])
+              AND \(sessionFilter: f)
+            UNION ALL
+            SELECT CASE WHEN day < \(d1) THEN 1 ELSE 2 END::int8, version, day, app_id, environment, xmin::text::int8,
+                   CASE WHEN \(sets) THEN users END, CASE WHEN \(sets) THEN crashed_users END
+            FROM session_days
+            WHERE project_id = \(project)
+              AND ((day >= \(d0) AND day < \(d1) AND version = ANY(\(v[1])::text[]))
+                   OR (day >= \(d2) AND day < \(d3) AND version = ANY(\(v[2])::text[])))
+              AND \(sessionFilter: f)
+            UNION ALL
+            SELECT CASE WHEN hour < \(a1) THEN 3 ELSE 4 END::int8, version, hour, app_id, environment, xmin::text::int8,
+                   CASE WHEN \(sets) THEN users END, CASE WHEN \(sets) THEN crashed_users END
+            FROM session_hours
+            WHERE project_id = \(project)
+              AND ((hour >= \(a0) AND hour < \(a1) AND version = ANY(\(v[3])::text[]))
+                   OR (hour >= \(b0) AND hour < \(b1) AND version = ANY(\(v[4])::text[])))
+              AND \(sessionFilter: f)
+            """
     }
 
     /// Earliest and latest `started` of each of `versions` over all time, under the filters:

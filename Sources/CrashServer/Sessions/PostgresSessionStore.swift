@@ -10,10 +10,14 @@ import PostgresNIO
 struct PostgresSessionStore: SessionStore {
     let database: CrashDatabase
     let deadline: Duration
+    /// The rollup rows' user sets the release queries have read (one per server: the releases
+    /// controller's store, which the dashboard shares).
+    let userSets: RollupUserSets
 
-    init(database: CrashDatabase, deadline: Duration = .seconds(10)) {
+    init(database: CrashDatabase, deadline: Duration = .seconds(10), userSets: RollupUserSets = RollupUserSets()) {
         self.database = database
         self.deadline = deadline
+        self.userSets = userSets
     }
 
     var logger: Logger { database.logger }

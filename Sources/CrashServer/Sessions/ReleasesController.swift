@@ -195,19 +195,21 @@ struct ReleasesController: Sendable {
         // connection of its own.
         async let sessions = store.releaseDetail(
             project: project.id, version: version, window: window, filters: filters, interval: request.interval)
-        async let crashes = groups(project: project, version: version, app: filters.app, window: window)
+        async let crashes = groups(project: project, version: version, filters: filters, window: window)
         let (detail, (top, introduced)) = try await (sessions, crashes)
         let release = ReleaseFigures(detail.totals, allSessions: detail.allSessions, seen: detail.seen)
         return ReleaseDetailBody(release, series: detail.series, topGroups: top, newGroups: introduced)
     }
 
-    /// The release's top crash groups in the window, and those it introduced (10 each, most first).
+    /// The release's top crash groups in the window, and those it introduced (10 each, most
+    /// first), counting the reports of the filters' app and environment (triage.md).
     func groups(
-        project: ProjectRef, version: String, app: String?, window: TimeWindow
+        project: ProjectRef, version: String, filters: SessionFilters, window: TimeWindow
     ) async throws
         -> (top: [GroupBody], introduced: [GroupBody])
     {
-        let groupFilters = GroupFilters(app: app, version: version)
+        let app = filters.app
+        let groupFilters = GroupFilters(app: app, version: version, environments: filters.environment.map { [$0] } ?? [])
         async let top = QueryService(store: PostgresQueryStore(database: database)).groups(
             project, GroupListRequest(window: window, filters: groupFilters, limit: 10)
         ).groups

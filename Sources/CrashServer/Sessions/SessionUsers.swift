@@ -41,6 +41,14 @@ struct SessionUsers: Sendable, Equatable {
         return false
     }
 
+    /// The memory the set holds, about (a cache's budget).
+    var storedBytes: Int {
+        switch storage {
+        case .exact(let hashes): hashes.count * 16
+        case .sketch: UserSketch.registerCount
+        }
+    }
+
     /// Exact while at most 250 users, else the sketch's estimate.
     var count: Int64 {
         switch storage {
@@ -154,11 +162,14 @@ extension UserSketch {
         other.registers.withUnsafeBytes { merge(dense: $0) }
     }
 
-    /// Register-wise maximum with 16,384 ranks (a dense stored sketch).
+    /// Register-wise maximum with 16,384 ranks (a dense stored sketch). An unconditional
+    /// `max` store over unchecked buffers, which the optimizer turns into vector maxima: a
+    /// releases list merges hundreds of sketches per request.
     mutating func merge(dense ranks: UnsafeRawBufferPointer) {
-        guard ranks.count == Self.registerCount else { return }
-        registers.withUnsafeMutableBufferPointer { registers in
-            for i in 0..<Self.registerCount where ranks[i] > registers[i] { registers[i] = ranks[i] }
+        guard ranks.count == Self.registerCount, let base = ranks.baseAddress else { return }
+        let theirs = UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: Self.registerCount)
+        registers.withUnsafeMutableBufferPointer { mine in
+            for i in 0..<Self.registerCount { mine[i] = max(mine[i], theirs[i]) }
         }
     }
 }
