@@ -67,8 +67,9 @@ import Testing
     /// would be neither read nor documented.
     @Test func everyPropertyIsDeclaredOnce() {
         let properties =
-            Mirror(reflecting: ServerConfiguration()).children.count - 2  // `webhooks` and `oidc` are groups
+            Mirror(reflecting: ServerConfiguration()).children.count - 3  // `webhooks`, `oidc` and `email` are groups
             + Mirror(reflecting: WebhookSettings()).children.count + Mirror(reflecting: OIDCSettings()).children.count
+            + Mirror(reflecting: EmailSettings()).children.count
         #expect(ServerConfiguration.settings.count == properties)
         #expect(Set(ServerConfiguration.settings.map(\.name)).count == ServerConfiguration.settings.count)
         let flags = ServerConfiguration.settings.compactMap(\.flag)

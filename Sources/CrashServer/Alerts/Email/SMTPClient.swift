@@ -95,7 +95,14 @@ struct SMTPClient: Sendable {
                     NIOSSLClientHandler(context: tls, serverHostname: hostname), position: .first)
             }.get()
             secure = true
-            extensions = try await session.command("EHLO \(heloName)", .hello, 250)
+            do {
+                extensions = try await session.command("EHLO \(heloName)", .hello, 250)
+            } catch let error as SMTPError where error.replyCode != nil {
+                throw error
+            } catch {
+                // The first exchange after STARTTLS is the handshake's: whatever ends it failed TLS.
+                throw SMTPError(.tls)
+            }
         }
         if let user = server.user {
             guard secure || server.allowsPlainCredentials else { throw SMTPError(.credentialsWithoutTLS) }
