@@ -200,45 +200,45 @@ struct PostgresWebhookStore: WebhookStore {
     func detectSpikes(now: Date = Date()) async throws -> [Int64] {
         try await client.withTransaction(logger: logger) { connection in
             let rows = try await connection.query(
-            """
-            WITH clock AS (
-                SELECT \(now)::timestamptz AS now, date_trunc('hour', \(now)::timestamptz, 'UTC') AS h
-            ), weight AS (
-                SELECT now, h, 1 - extract(epoch FROM now - h) / 3600 AS previous FROM clock
-            ), subscribed AS (
-                SELECT project_id, bool_or(hook) AS hook FROM (
-                    SELECT project_id, true AS hook FROM webhooks WHERE 'group.spike' = ANY(events)
-                    UNION ALL
-                    SELECT project_id, false FROM alert_rules WHERE enabled AND trigger = 'spike'
-                ) x GROUP BY project_id
-            ), recent AS (
-                SELECT gh.group_id, bool_or(s.hook) AS hook,
-                       sum(CASE WHEN gh.hour = weight.h THEN gh.count ELSE gh.count * weight.previous END) AS n
-                FROM subscribed s CROSS JOIN weight
-                JOIN group_hourly gh ON gh.project_id = s.project_id
-                    AND gh.hour >= weight.h - interval '1 hour' AND gh.hour <= weight.h
-                GROUP BY gh.group_id
-            ), spiking AS (
-                SELECT r.group_id, r.hook FROM recent r CROSS JOIN weight
-                WHERE r.n >= 10 AND r.n >= 5 * COALESCE((
-                    SELECT sum(v.count) FROM group_version_hourly v
-                    WHERE v.group_id = r.group_id AND v.app_version = ''
-                      AND v.hour >= weight.h - interval '25 hours' AND v.hour < weight.h - interval '1 hour'
-                ), 0) / 24.0
-            ), fired AS (
-                INSERT INTO group_spikes (group_id, fired_at)
-                SELECT s.group_id, weight.now FROM spiking s CROSS JOIN weight WHERE s.hook ORDER BY s.group_id
-                ON CONFLICT (group_id) DO UPDATE SET fired_at = EXCLUDED.fired_at
-                    WHERE group_spikes.fired_at <= EXCLUDED.fired_at - interval '24 hours'
-                RETURNING group_id
-            ), queued AS (
-                INSERT INTO webhook_deliveries (id, webhook_id, group_id, event)
-                SELECT gen_random_uuid(), w.id, f.group_id, 'group.spike'
-                FROM fired f JOIN crash_groups g ON g.id = f.group_id
-                JOIN webhooks w ON w.project_id = g.project_id AND 'group.spike' = ANY(w.events)
-            )
-            SELECT s.group_id, f.group_id IS NOT NULL FROM spiking s LEFT JOIN fired f USING (group_id) ORDER BY s.group_id
-            """, logger: logger)
+                """
+                WITH clock AS (
+                    SELECT \(now)::timestamptz AS now, date_trunc('hour', \(now)::timestamptz, 'UTC') AS h
+                ), weight AS (
+                    SELECT now, h, 1 - extract(epoch FROM now - h) / 3600 AS previous FROM clock
+                ), subscribed AS (
+                    SELECT project_id, bool_or(hook) AS hook FROM (
+                        SELECT project_id, true AS hook FROM webhooks WHERE 'group.spike' = ANY(events)
+                        UNION ALL
+                        SELECT project_id, false FROM alert_rules WHERE enabled AND trigger = 'spike'
+                    ) x GROUP BY project_id
+                ), recent AS (
+                    SELECT gh.group_id, bool_or(s.hook) AS hook,
+                           sum(CASE WHEN gh.hour = weight.h THEN gh.count ELSE gh.count * weight.previous END) AS n
+                    FROM subscribed s CROSS JOIN weight
+                    JOIN group_hourly gh ON gh.project_id = s.project_id
+                        AND gh.hour >= weight.h - interval '1 hour' AND gh.hour <= weight.h
+                    GROUP BY gh.group_id
+                ), spiking AS (
+                    SELECT r.group_id, r.hook FROM recent r CROSS JOIN weight
+                    WHERE r.n >= 10 AND r.n >= 5 * COALESCE((
+                        SELECT sum(v.count) FROM group_version_hourly v
+                        WHERE v.group_id = r.group_id AND v.app_version = ''
+                          AND v.hour >= weight.h - interval '25 hours' AND v.hour < weight.h - interval '1 hour'
+                    ), 0) / 24.0
+                ), fired AS (
+                    INSERT INTO group_spikes (group_id, fired_at)
+                    SELECT s.group_id, weight.now FROM spiking s CROSS JOIN weight WHERE s.hook ORDER BY s.group_id
+                    ON CONFLICT (group_id) DO UPDATE SET fired_at = EXCLUDED.fired_at
+                        WHERE group_spikes.fired_at <= EXCLUDED.fired_at - interval '24 hours'
+                    RETURNING group_id
+                ), queued AS (
+                    INSERT INTO webhook_deliveries (id, webhook_id, group_id, event)
+                    SELECT gen_random_uuid(), w.id, f.group_id, 'group.spike'
+                    FROM fired f JOIN crash_groups g ON g.id = f.group_id
+                    JOIN webhooks w ON w.project_id = g.project_id AND 'group.spike' = ANY(w.events)
+                )
+                SELECT s.group_id, f.group_id IS NOT NULL FROM spiking s LEFT JOIN fired f USING (group_id) ORDER BY s.group_id
+                """, logger: logger)
             var spiking: [Int64] = []
             var queued: [Int64] = []
             for try await (id, fired) in rows.decode((Int64, Bool).self) {
