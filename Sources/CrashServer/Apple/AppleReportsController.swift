@@ -57,8 +57,6 @@ struct AppleReportsController: Sendable {
             metrics.recordQuotaRefusal(door: "apple", reports: items.count)
             throw refusal
         }
-        let items = batch.accepted.map { IngestItem(project: project, report: $0) }
-        let outcome = items.isEmpty ? [] : try await batcher.submit(items)
         let accepted = outcome.filter { $0 }.count
         let duplicates = outcome.count - accepted
         metrics.recordIngest(reports: batch.count, accepted: accepted, duplicates: duplicates, rejected: batch.rejected.count)

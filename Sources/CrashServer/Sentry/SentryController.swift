@@ -175,7 +175,6 @@ struct SentryController: Sendable {
             metrics.recordQuotaRefusal(door: "sentry", reports: items.count)
             throw refusal
         }
-        let outcome = try await batcher.submit(items)
         let accepted = outcome.filter { $0 }.count
         metrics.recordIngest(reports: reports.count, accepted: accepted, duplicates: outcome.count - accepted, rejected: 0)
         logger.debug(
@@ -234,6 +233,7 @@ struct SentryController: Sendable {
         let data = (try? JSONEncoder().encode(["detail": error.message])) ?? Data("{\"detail\":\"error\"}".utf8)
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
+
     /// The 429 of an event over its project's daily quota: `Retry-After` and
     /// `X-Sentry-Rate-Limits: <seconds>:error:project:quota_exceeded`, which Sentry SDKs obey.
     static func failure(_ refusal: QuotaExceeded) -> Response {
@@ -243,7 +243,6 @@ struct SentryController: Sendable {
         let data = (try? JSONEncoder().encode(["detail": refusal.message])) ?? Data("{\"detail\":\"quota exceeded\"}".utf8)
         return Response(status: .tooManyRequests, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
-
 
     /// A UUID as Sentry writes event ids: 32 lower-case hex digits.
     static func hex(_ id: UUID) -> String {
@@ -264,9 +263,9 @@ struct SentryResponseMiddleware: RouterMiddleware {
             for field in SentryController.corsHeaders { response.headers.append(field) }
             return response
         } catch let error as APIError {
+            return SentryController.failure(error)
         } catch let refusal as QuotaExceeded {
             return SentryController.failure(refusal)
-            return SentryController.failure(error)
         } catch {
             context.logger.error(
                 "sentry ingest failed", metadata: ["error.type": "\(type(of: error))", "error.message": "\(error)"])
