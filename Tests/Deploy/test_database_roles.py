@@ -180,8 +180,9 @@ class DatabaseRoles(unittest.TestCase):
 
     def test_5_the_server_role_serves_ingests_and_keeps_the_partitions(self):
         today = datetime.datetime.now(datetime.timezone.utc).date()
-        old = today - datetime.timedelta(days=40)
-        # A partition past retention, made as the owner does; the server's upkeep must drop it.
+        old = today - datetime.timedelta(days=400)
+        # A partition past the longest retention a project may have (365 days), made as the owner
+        # does; the server's upkeep must drop it.
         Cluster.psql(f"SELECT crashguard_ensure_partitions('{old}', '{old}')", role=OWNER)
         ahead = f"reports_p{(today + datetime.timedelta(days=3)):%Y%m%d}"
         self.assertEqual(Cluster.value(f"SELECT to_regclass('{ahead}') IS NULL"), "t")
