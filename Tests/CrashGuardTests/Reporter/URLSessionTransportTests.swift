@@ -114,15 +114,21 @@ final class TinyHTTPServer: @unchecked Sendable {
         thread.start()
     }
 
+    /// Stops listening; the serving thread closes the socket once its `accept` fails. Closing
+    /// it here would free its number while that thread may still call `accept` with it, and the
+    /// next server's socket, given the same number, would be served by this server's handler.
     func close() {
         shutdown(listener, Int32(SHUT_RDWR))
-        _ = Glibc_close(listener)
     }
 
     private func serve() {
         while true {
             let connection = accept(listener, nil, nil)
-            if connection < 0 { return }
+            if connection < 0 && errno == EINTR { continue }
+            if connection < 0 {
+                _ = Glibc_close(listener)
+                return
+            }
             handle(connection)
             _ = Glibc_close(connection)
         }
