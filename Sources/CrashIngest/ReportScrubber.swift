@@ -120,7 +120,22 @@ public struct ReportScrubber: Sendable {
         return scrubbed(Array(bytes))
     }
 
+    /// The rules run again over their own output until it holds still (at most four passes): a
+    /// marker can join what was apart (an address replaced next to a URL's `@` makes other
+    /// credentials), and text scrubbed once must scrub to itself (FuzzScrubber checks it). Text
+    /// no rule changes costs one pass.
     private func scrubbed(_ bytes: [UInt8]) -> [UInt8]? {
+        var current = bytes
+        var changed = false
+        for _ in 0..<4 {
+            guard let next = scrubbedOnce(current) else { break }
+            current = next
+            changed = true
+        }
+        return changed ? current : nil
+    }
+
+    private func scrubbedOnce(_ bytes: [UInt8]) -> [UInt8]? {
         var scan = ScrubText(bytes)
         if settings.scrubDefaults {
             scan.apply(Self.privateKeys)
