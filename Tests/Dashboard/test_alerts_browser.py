@@ -11,10 +11,8 @@ Usage: test_alerts_browser.py BASE_URL INGEST_KEY READ_TOKEN PROJECT SCREENSHOT_
 """
 import json
 import os
-import shutil
-import time
 
-from test_browser import BASE, PROJECT, READ_TOKEN, SHOTS, Browser, api, expect
+from test_browser import PROJECT, SHOTS, api, browser_test, expect
 
 NAME = 'Checkout <b>crashes</b> "2.x"'
 
@@ -33,17 +31,8 @@ def fill(browser, values):
 
 
 def main():
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    expect(binary, "no chromium on PATH")
-    os.makedirs(SHOTS, exist_ok=True)
-    started = time.monotonic()
     hook = api(f"/v1/projects/{PROJECT}/webhooks", "POST", {"url": "https://example.com/alerts-browser", "events": []})["id"]
-    browser = Browser(binary)
-    try:
-        browser.open_page()
-        browser.goto(BASE + "/")
-        browser.js(f"document.querySelector('#token').value = {json.dumps(READ_TOKEN)}")
-        browser.load(lambda: browser.js("document.querySelector('#signin-form').submit()"))
+    with browser_test("dashboard alert rules browser test", sign_in=True) as browser:
         browser.load(lambda: browser.js("document.querySelector('#alerts-link').click()"))
         expect(browser.js("location.pathname") == f"/projects/{PROJECT}/alerts", "the Alerts link does not open the rules page")
         missing = browser.js("[...document.querySelectorAll('form[method=post]')]"
@@ -94,12 +83,6 @@ def main():
         browser.load(lambda: browser.js(f"document.querySelector('{row} .rule-delete').click()"))
         expect(mine() == [], "rule not deleted")
         expect(not browser.js(f"!!document.querySelector('{row}')"), "the deleted rule is still listed")
-
-        problems = browser.problems()
-        expect(not problems, f"console errors or CSP violations: {problems[:5]}")
-    finally:
-        browser.close()
-    print(f"dashboard alert rules browser test: ok ({time.monotonic() - started:.1f} s)")
 
 
 if __name__ == "__main__":

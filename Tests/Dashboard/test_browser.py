@@ -10,6 +10,7 @@ Content-Security-Policy violation, and saves a screenshot of each page.
 Usage: test_browser.py BASE_URL INGEST_KEY READ_TOKEN PROJECT SCREENSHOT_DIR
 """
 import base64
+import contextlib
 import gzip
 import json
 import os
@@ -298,16 +299,34 @@ def expect(condition, message):
         fail(message)
 
 
-def main():
+@contextlib.contextmanager
+def browser_test(name, sign_in=False):
+    """The Chromium page of one browser test: opened (signed in with the read token when
+    `sign_in`), checked when the test's body has passed (no console error or CSP violation may
+    have shown), closed whether it passed or not; then prints `NAME: ok (SECONDS s)`."""
     binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     expect(binary, "no chromium on PATH")
     os.makedirs(SHOTS, exist_ok=True)
     started = time.monotonic()
-    seeded = seed()
-    print(f"seeded {seeded} reports into {PROJECT}")
     browser = Browser(binary)
     try:
         browser.open_page()
+        if sign_in:
+            browser.goto(BASE + "/")
+            browser.js(f"document.querySelector('#token').value = {json.dumps(READ_TOKEN)}")
+            browser.load(lambda: browser.js("document.querySelector('#signin-form').submit()"))
+        yield browser
+        problems = browser.problems()
+        expect(not problems, f"console errors or CSP violations: {problems[:5]}")
+    finally:
+        browser.close()
+    print(f"{name}: ok ({time.monotonic() - started:.1f} s)")
+
+
+def main():
+    seeded = seed()
+    print(f"seeded {seeded} reports into {PROJECT}")
+    with browser_test("dashboard browser test") as browser:
         # Signed out: every page leads to the sign-in form.
         browser.goto(f"{BASE}/projects/{PROJECT}/crashes")
         expect(browser.js("location.pathname") == "/", "a page without a session did not redirect to sign-in")
@@ -430,11 +449,7 @@ def main():
         expect(browser.js("location.pathname") == "/", "still signed in after sign-out")
         expect(page_path(copied[0]) == "/", "a copy of the old session cookie still opens the page after sign-out")
 
-        problems = browser.problems()
-        expect(not problems, f"console errors or CSP violations: {problems[:5]}")
-    finally:
-        browser.close()
-    print(f"dashboard browser test: ok ({time.monotonic() - started:.1f} s), screenshots in {SHOTS}")
+    print(f"screenshots in {SHOTS}")
 
 
 if __name__ == "__main__":

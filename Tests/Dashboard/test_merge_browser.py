@@ -10,12 +10,10 @@ Usage: test_merge_browser.py BASE_URL INGEST_KEY READ_TOKEN PROJECT SCREENSHOT_D
 """
 import json
 import os
-import shutil
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from test_browser import BASE, PROJECT, READ_TOKEN, SHOTS, Browser, api, expect, post_reports, rfc3339
+from test_browser import BASE, PROJECT, SHOTS, api, browser_test, expect, post_reports, rfc3339
 
 SOURCE = "MergeBrowserCheck failed in basket (copy)"
 TARGET = "MergeBrowserCheck failed in basket"
@@ -26,22 +24,13 @@ def group(title):
 
 
 def main():
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    expect(binary, "no chromium on PATH")
-    os.makedirs(SHOTS, exist_ok=True)
-    started = time.monotonic()
     now = datetime.now(timezone.utc)
     post_reports([{
         "id": str(uuid.uuid4()), "timestamp": rfc3339(now - timedelta(minutes=n)), "kind": "custom", "reason": reason,
         "app": {"id": "com.example.shop", "version": "2.4.0"}, "device": {"os": "iOS", "id": f"device-m{n}"},
     } for n, reason in [(3, SOURCE), (4, SOURCE), (5, TARGET)]])
     source, target = group(SOURCE)["id"], group(TARGET)["id"]
-    browser = Browser(binary)
-    try:
-        browser.open_page()
-        browser.goto(BASE + "/")
-        browser.js(f"document.querySelector('#token').value = {json.dumps(READ_TOKEN)}")
-        browser.load(lambda: browser.js("document.querySelector('#signin-form').submit()"))
+    with browser_test("dashboard merge browser test", sign_in=True) as browser:
         browser.goto(f"{BASE}/projects/{PROJECT}/crashes/{source}")
         missing = browser.js("[...document.querySelectorAll('form[method=post]')]"
                              ".filter(f => !(f.querySelector('input[name=csrf]')?.value)).map(f => f.id)")
@@ -72,12 +61,6 @@ def main():
         browser.load(lambda: browser.js("document.querySelector('#merge .merged-group button').click()"))
         expect(api(f"/v1/projects/{PROJECT}/crashes/{source}")["mergedInto"] is None, "unmerge did not apply")
         expect(group(SOURCE)["count"] == 2 and group(TARGET)["count"] == 1, "counts after unmerge")
-
-        problems = browser.problems()
-        expect(not problems, f"console errors or CSP violations: {problems[:5]}")
-    finally:
-        browser.close()
-    print(f"dashboard merge browser test: ok ({time.monotonic() - started:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -10,13 +10,11 @@ Usage: test_search_browser.py BASE_URL INGEST_KEY READ_TOKEN PROJECT SCREENSHOT_
 """
 import json
 import os
-import shutil
-import time
 import urllib.parse
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from test_browser import BASE, PROJECT, READ_TOKEN, SHOTS, Browser, api, expect, post_reports, rfc3339
+from test_browser import BASE, PROJECT, SHOTS, api, browser_test, expect, post_reports, rfc3339
 
 # Letters only: a number in a reason is normalized to <n> in the title.
 TAG = "".join(chr(ord("a") + int(c, 16) % 26) for c in uuid.uuid4().hex[:10])
@@ -49,10 +47,6 @@ def search(browser, q, environment=""):
 
 
 def main():
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    expect(binary, "no chromium on PATH")
-    os.makedirs(SHOTS, exist_ok=True)
-    started = time.monotonic()
     checkout, login, sync = f"SearchCheck {TAG} checkout", f"SearchCheck {TAG} login", f"SearchCheck {TAG} sync"
     post_reports([
         report(checkout, context={"screen": "checkout"}),
@@ -60,13 +54,7 @@ def main():
         report(login, environment=STAGING),
         report(sync),
     ])
-    browser = Browser(binary)
-    try:
-        browser.open_page()
-        browser.goto(BASE + "/")
-        browser.js(f"document.querySelector('#token').value = {json.dumps(READ_TOKEN)}")
-        browser.load(lambda: browser.js("document.querySelector('#signin-form').submit()"))
-
+    with browser_test("dashboard search browser test", sign_in=True) as browser:
         # A free word and a context term: the page lists what the API lists for the same q.
         q = f'"SearchCheck {TAG}" screen:checkout'
         search(browser, q)
@@ -94,16 +82,10 @@ def main():
         expect(not browser.js("!!document.querySelector('form#filters b')"), "the search text's markup was rendered")
         expect(browser.js("document.querySelector('#search').value") == marked, "the search text was not written back")
 
-        problems = browser.problems()
-        expect(not problems, f"console errors or CSP violations: {problems[:5]}")
-
         # A bad search is a 400 naming q, not an unfiltered list.
         browser.goto(f"{BASE}/projects/{PROJECT}/crashes?q={urllib.parse.quote('is:nothing')}")
         text = browser.js("document.body.textContent") or ""
         expect("q: is:nothing" in text, f"bad search page: {text[:200]!r}")
-    finally:
-        browser.close()
-    print(f"dashboard search browser test: ok ({time.monotonic() - started:.1f} s)")
 
 
 if __name__ == "__main__":

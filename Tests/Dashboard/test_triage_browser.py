@@ -9,12 +9,10 @@ Usage: test_triage_browser.py BASE_URL INGEST_KEY READ_TOKEN PROJECT SCREENSHOT_
 """
 import json
 import os
-import shutil
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
-from test_browser import BASE, PROJECT, READ_TOKEN, SHOTS, Browser, api, expect, post_reports, rfc3339
+from test_browser import BASE, PROJECT, SHOTS, api, browser_test, expect, post_reports, rfc3339
 
 REASON = "TriageBrowserCheck failed in checkout step"
 COMMENT = 'Looks like the <b>cart</b> race — "see #42"'
@@ -25,22 +23,13 @@ def activity(group):
 
 
 def main():
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    expect(binary, "no chromium on PATH")
-    os.makedirs(SHOTS, exist_ok=True)
-    started = time.monotonic()
     now = datetime.now(timezone.utc)
     post_reports([{
         "id": str(uuid.uuid4()), "timestamp": rfc3339(now - timedelta(minutes=5)), "kind": "custom", "reason": REASON,
         "app": {"id": "com.example.shop", "version": "2.4.0"}, "device": {"os": "iOS", "id": "device-t"},
     }])
     group = next(g for g in api(f"/v1/projects/{PROJECT}/crashes?limit=200")["groups"] if g["title"] == REASON)["id"]
-    browser = Browser(binary)
-    try:
-        browser.open_page()
-        browser.goto(BASE + "/")
-        browser.js(f"document.querySelector('#token').value = {json.dumps(READ_TOKEN)}")
-        browser.load(lambda: browser.js("document.querySelector('#signin-form').submit()"))
+    with browser_test("dashboard triage browser test", sign_in=True) as browser:
         page = f"{BASE}/projects/{PROJECT}/crashes/{group}"
         browser.goto(page)
         missing = browser.js("[...document.querySelectorAll('form[method=post]')]"
@@ -78,12 +67,6 @@ def main():
         browser.load(lambda: browser.js("document.querySelector('#bulk-selected').click()"))
         expect(api(f"/v1/projects/{PROJECT}/crashes/{group}")["status"] == "resolved", "bulk resolve did not apply")
         expect(activity(group)[0]["type"] == "resolved", "bulk resolve wrote no entry")
-
-        problems = browser.problems()
-        expect(not problems, f"console errors or CSP violations: {problems[:5]}")
-    finally:
-        browser.close()
-    print(f"dashboard triage browser test: ok ({time.monotonic() - started:.1f} s)")
 
 
 if __name__ == "__main__":

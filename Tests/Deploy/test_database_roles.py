@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 import urllib.error
@@ -113,7 +114,8 @@ class DatabaseRoles(unittest.TestCase):
                    POSTGRES_OWNER_PASSWORD=secrets.token_hex(12), POSTGRES_APP_PASSWORD=secrets.token_hex(12))
         cls.roles_env = env
         subprocess.run(["sh", str(ROLES)], env=env, check=True, capture_output=True, text=True)
-        cls.log = open(f"/tmp/crashguard-roles-{SUFFIX}.log", "w+")
+        # Shown in a failure message (log_text); removed when closed.
+        cls.log = tempfile.TemporaryFile("w+")
 
     @classmethod
     def tearDownClass(cls):

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -29,10 +30,11 @@ def check(condition, message):
 
 
 def finish(log_name):
-    """Exit 1 naming the server log when any check failed."""
+    """Exit 1 naming the server log when any check failed; else the log is removed."""
     if failures:
         print(f"{len(failures)} check(s) failed; server log: {log_name}")
         sys.exit(1)
+    os.remove(log_name)
 
 
 def free_port():
@@ -75,7 +77,7 @@ def create_project(prefix):
 def running_server(name, extra_env=None):
     """crash-server on a free loopback port, ready (/readyz 200); yields (port, log file name)."""
     port = free_port()
-    log = open(f"/tmp/crashguard-{name}-server-{port}.log", "w")
+    log = open(os.path.join(tempfile.gettempdir(), f"crashguard-{name}-server-{port}.log"), "w")
     server = subprocess.Popen([server_bin, "serve", "--host", "127.0.0.1", "--port", str(port)],
                               env=dict(env, **(extra_env or {})), stdout=log, stderr=subprocess.STDOUT)
     try:
