@@ -1046,3 +1046,20 @@ RETURNS bytea LANGUAGE sql STABLE AS $$
         GROUP BY d.register
     ) s
 $$;
+-- rollup aggregator
+-- The facts the rollups need of each stored report, appended by the ingest transaction (one
+-- row per project and statement of a batch, an insert: no rollup row is locked at commit) and
+-- folded into group_hourly, group_daily, group_facets, group_model_hourly, project_hourly and
+-- group_version_hourly/daily by RollupAggregator, which deletes the rows it folds in the
+-- transaction that writes the rollups (docs/server.md, "The rollup aggregator"). `facts` is
+-- the server's binary encoding (RollupFacts.swift), kept inline up to a page and never
+-- compressed: the commit pays no compression, the aggregator no decompression.
+CREATE TABLE IF NOT EXISTS rollup_pending (
+    seq        bigserial PRIMARY KEY,
+    project_id bigint NOT NULL,
+    reports    integer NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    facts      bytea NOT NULL
+) WITH (toast_tuple_target = 8160);
+ALTER TABLE rollup_pending ALTER COLUMN facts SET STORAGE EXTERNAL;
+CREATE INDEX IF NOT EXISTS rollup_pending_project ON rollup_pending (project_id, seq);

@@ -58,6 +58,10 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let deletions = DeletionWorker(
         store: PostgresDeletionStore(database: database), schemaApplied: database.schemaApplied, metrics: metrics, logger: logger)
     let sessionRollups = SessionCompactor(store: PostgresSessionStore(database: database), database: database, logger: logger)
+    // The report rollups, folded from what each ingest transaction appends (one server at a time).
+    let reportRollups = RollupAggregator(
+        store: PostgresRollupStore(database: database), cycles: database.rollupCycles, schemaApplied: database.schemaApplied,
+        interval: configuration.rollupInterval, metrics: metrics, logger: logger)
     let trimmer = HeapTrimmer(budget: budget, logger: logger)
     let connectionLimits = ConnectionLimits(configuration: configuration)
     // The batch in flight takes at most three database timeouts (IngestBatcher), plus 5 s.
@@ -75,7 +79,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         // only acts when something before it has not finished within its grace.
         services: [shutdownDeadline] + database.services + [
             keyListener, batcher, partitions, webhooks, email, spikes, alertRules, retention, snoozes, deletions, sessionRollups,
-            symbolizers, trimmer,
+            reportRollups, symbolizers, trimmer,
         ],
         logger: logger
     )

@@ -244,7 +244,9 @@ struct LoadCommand: AsyncParsableCommand {
         print("ROW|" + cells.joined(separator: "|"))
     }
 
-    /// Counts in the database for the project against what was acknowledged.
+    /// Counts in the database for the project against what was acknowledged. The hourly rollup's
+    /// sum includes the reports still pending for the rollup aggregator: one statement sees each
+    /// report either pending or folded, never both.
     func verifyDatabase(url: String, project: String, accepted: Int, groups: Int) async throws -> [String] {
         let connection = try await Bench.connect(url, logger: Bench.quietLogger)
         defer { Task { try? await connection.close() } }
@@ -255,13 +257,14 @@ struct LoadCommand: AsyncParsableCommand {
                    (SELECT count(*) FROM crash_groups g WHERE g.project_id = p.id),
                    (SELECT coalesce(sum(report_count), 0)::bigint FROM crash_groups g WHERE g.project_id = p.id),
                    (SELECT coalesce(sum(count), 0)::bigint FROM group_hourly h WHERE h.project_id = p.id)
+                 + (SELECT coalesce(sum(reports), 0)::bigint FROM rollup_pending q WHERE q.project_id = p.id)
             FROM projects p WHERE p.slug = \(project)
             """, logger: Bench.quietLogger)
         var failures: [String] = []
         var found = false
         for try await (stored, ids, groupCount, groupSum, hourly) in rows.decode((Int64, Int64, Int64, Int64, Int64).self) {
             found = true
-            print("database: \(stored) reports, \(ids) ids, \(groupCount) groups, group counts sum \(groupSum), hourly rollup sum \(hourly)")
+            print("database: \(stored) reports, \(ids) ids, \(groupCount) groups, group counts sum \(groupSum), hourly rollup sum (with the pending) \(hourly)")
             if stored != accepted { failures.append("database has \(stored) reports, \(accepted) acknowledged") }
             if groupCount != groups { failures.append("database has \(groupCount) groups, \(groups) distinct signatures sent") }
             if groupSum != stored { failures.append("group counts sum to \(groupSum), \(stored) reports stored") }

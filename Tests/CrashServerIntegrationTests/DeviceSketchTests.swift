@@ -142,7 +142,8 @@ import Testing
         // rollups recomputed from the stored reports by `crashguard_version_rollups` (which
         // `crash-bench seed` uses): counts and sketch bytes alike.
         let differences = try await withTestDatabase { db in
-            try await db.client.withConnection { connection in
+            try await db.aggregateRollups()
+            return try await db.client.withConnection { connection in
                 try await connection.query("SET TimeZone = 'UTC'", logger: TestEnvironment.logger)
                 let rows = try await connection.query(
                     """

@@ -190,13 +190,24 @@ extension CrashDatabase {
         return out
     }
 
-    /// Sum of the hourly rollup counts of the project.
+    /// Sum of the hourly rollup counts of the project, once the reports stored before the call
+    /// are folded into the rollups (``aggregateRollups()``).
     func rollupTotal(slug: String) async throws -> Int64 {
+        try await aggregateRollups()
         let rows = try await client.query(
             "SELECT COALESCE(SUM(h.count), 0)::bigint FROM group_hourly h JOIN projects p ON p.id = h.project_id WHERE p.slug = \(slug)",
             logger: logger)
         for try await n in rows.decode(Int64.self) { return n }
         return 0
+    }
+}
+
+extension CrashDatabase {
+    /// Folds every pending rollup fact into the rollups, as the server's aggregator does within
+    /// `CRASHGUARD_ROLLUP_INTERVAL` and as every query waits for: tests that read the rollup
+    /// tables themselves call it first.
+    func aggregateRollups() async throws {
+        try await rollupFreshness.awaitFolded(project: nil)
     }
 }
 

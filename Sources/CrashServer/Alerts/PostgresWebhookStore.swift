@@ -7,10 +7,13 @@ import PostgresNIO
 struct PostgresWebhookStore: WebhookStore {
     let client: PostgresClient
     let logger: Logger
+    /// The spike check reads the rollups once they hold every report committed before it.
+    let rollups: RollupFreshness
 
     init(database: CrashDatabase) {
         client = database.client
         logger = database.logger
+        rollups = database.rollupFreshness
     }
 
     // MARK: - Webhooks
@@ -193,12 +196,16 @@ struct PostgresWebhookStore: WebhookStore {
     /// - the baseline is the 24 whole buckets before those two, from `group_version_hourly`
     ///   (`app_version = ''`, by group and hour), divided by 24.
     ///
+    /// The rollups are read once they hold every report committed before the check
+    /// (``RollupFreshness``), so a spike is seen as soon as its reports are stored.
+    ///
     /// One transaction: the conditional upserts into `group_spikes` and `alert_firings` are the
     /// arbiters, so servers detecting at the same time queue each spike once (the second waits
     /// for the first's row and then finds it fired less than 24 hours ago).
     @discardableResult
     func detectSpikes(now: Date = Date()) async throws -> [Int64] {
-        try await client.withTransaction(logger: logger) { connection in
+        try await rollups.awaitFolded(project: nil)
+        return try await client.withTransaction(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 WITH clock AS (

@@ -137,6 +137,7 @@ struct WebhookSender: Service {
                 deliveredAt: Date(), rule: delivery.rule)
         }
         let window = TimeWindow.lastSevenDays()
+        try await queries.awaitRollups(project: delivery.projectID)
         let group = try await queries.read { reader in
             try await reader.groupBody(project: delivery.projectID, group: groupID, window: window)
         }

@@ -49,6 +49,9 @@ public struct ServerConfiguration: Sendable {
     /// Time between two removals of reports past their project's retention (``RetentionSweeper``);
     /// zero turns them off.
     public var retentionSweepInterval: Duration = .seconds(3600)
+    /// Longest time between two cycles of the rollup aggregator (``RollupAggregator``), which
+    /// runs again at once while a cycle was full (docs/server.md, "The rollup aggregator").
+    public var rollupInterval: Duration = .seconds(1)
     public var databasePoolSize = 16
     /// Ingest's deadline; PostgreSQL's lock and statement timeouts of an ingest transaction are
     /// half of it (docs/server.md).
@@ -129,6 +132,10 @@ public struct ServerConfiguration: Sendable {
         Setting(
             \.retentionSweepInterval, "CRASHGUARD_RETENTION_INTERVAL", .serve,
             "seconds between removals of reports past their project's retention; 0 is off", .atLeast(.zero)),
+        Setting(
+            \.rollupInterval, "CRASHGUARD_ROLLUP_INTERVAL", .serve,
+            "most seconds between two folds of stored reports into the rollups (queries wait for the fold)",
+            .when("above 0") { $0 > .zero }),
         Setting(
             \.databasePoolSize, "CRASHGUARD_DB_POOL_SIZE", .serve, "database connections of each of the two pools",
             .within(1...500)),

@@ -30,12 +30,15 @@ public struct CrashDatabase: Sendable {
     let logger: Logger
     /// Most estimated bytes of reports one ingest statement binds (`maxBatchBytes`): a request
     /// over it is still one transaction, its reports written in several statements
-    /// (``PostgresIngestStore/writeReportsAndRollups(_:_:regressed:_:)``).
+    /// (``PostgresIngestStore/writeReports(_:_:regressed:_:)``).
     let maxStatementBytes: Int
     /// Set by the server once the schema is applied and the partitions exist
     /// (`prepareDatabase`): services that poll tables wait for it, so a first start on an
     /// empty database does not log errors about tables that do not exist yet.
     let schemaApplied = ReadyFlag()
+    /// One rollup aggregator cycle at a time in this process: ``RollupAggregator``'s and the
+    /// readers' (``RollupFreshness``).
+    let rollupCycles = RollupCycles()
 
     /// Creates the pools for `configuration.databaseURL`; sessions run in UTC, without JIT
     /// (its compile time, 15 ms and more, exceeded the run time of the query API's reads).

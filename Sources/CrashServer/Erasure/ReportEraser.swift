@@ -20,10 +20,13 @@ import PostgresNIO
 ///   report of its signature makes a new group. A group whose title is the title of one of its
 ///   erased reports takes the kind, title and normalized reason of its oldest remaining report.
 ///
-/// The groups are locked first (`FOR UPDATE`, in `(project_id, signature)` order, the order the
-/// ingest transaction locks them in), so no ingest changes their rows until the caller commits;
-/// `project_hourly`, keyed by project, is only ever added to or subtracted from, which commutes
-/// with ingest's upserts.
+/// The rollup aggregator's lock is taken first (``PostgresRollupStore/lock(_:logger:)``, held to
+/// the caller's commit): no fold runs meanwhile, and the project's pending rollup facts are
+/// folded here, after the reports are deleted and before their share is subtracted. A report
+/// the deletion saw was committed before it, so its facts (committed with it) are among those
+/// folded: its share is in the rollups when it is subtracted, and no later fold adds it again.
+/// Then the groups are locked (`FOR UPDATE`, in `(project_id, signature)` order, the order the
+/// ingest transaction locks them in), so no ingest changes their rows until the caller commits.
 struct ReportEraser: Sendable {
     let logger: Logger
 
@@ -45,6 +48,7 @@ struct ReportEraser: Sendable {
     func erase(project: Int64, keys: [Key], on connection: PostgresConnection) async throws -> Outcome {
         guard !keys.isEmpty else { return Outcome(reports: 0, groupsDeleted: []) }
         let (times, ids) = (keys.map(\.ts), keys.map(\.id))
+        try await PostgresRollupStore.lock(connection, logger: logger)
         _ = try await connection.query(
             """
             SELECT g.id FROM crash_groups g
@@ -71,6 +75,7 @@ struct ReportEraser: Sendable {
                     os: row.8, model: row.9, environment: row.10, device: row.11))
         }
         guard !erased.isEmpty else { return Outcome(reports: 0, groupsDeleted: []) }
+        try await RollupFold(logger: logger).foldPending(project: project, on: connection)
         let deltas = Deltas(erased)
         try await connection.query(
             "DELETE FROM report_ids WHERE project_id = \(project) AND id = ANY(\(erased.map(\.id)))", logger: logger)

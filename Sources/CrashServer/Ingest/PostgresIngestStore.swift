@@ -4,13 +4,14 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// The group-commit transaction on PostgreSQL: the ledger, the groups, the reports, the
-/// rollups and the webhook outbox of a batch, in one transaction on the ingest pool.
+/// The group-commit transaction on PostgreSQL: the ledger, the groups, the reports, their
+/// rollup facts and the webhook outbox of a batch, in one transaction on the ingest pool.
 ///
 /// Claims the ids in the `report_ids` ledger (retries become no-ops), then for the
-/// new reports only: upserts each distinct group, inserts the reports, and adds them
-/// to their groups' counts, regressions and rollups. Everything is set-based: a fixed number
-/// of round trips per batch, whatever its size. Rows are touched in key order so
+/// new reports only: upserts each distinct group, inserts the reports, adds them to their
+/// groups' counts and regressions, and appends their rollup facts to `rollup_pending`, which
+/// ``RollupAggregator`` folds into the rollups after the commit. Everything is set-based: a fixed
+/// number of round trips per batch, whatever its size. Rows are touched in key order so
 /// concurrent batches do not deadlock; a deadlock or serialization failure that
 /// happens anyway is retried.
 struct PostgresIngestStore: IngestStore {
@@ -19,7 +20,7 @@ struct PostgresIngestStore: IngestStore {
     let client: PostgresClient
     /// Most estimated bytes of reports one statement binds (`maxBatchBytes`): a request over
     /// it is still one transaction, its reports written in several statements
-    /// (``writeReportsAndRollups(_:_:regressed:_:)``).
+    /// (``writeReports(_:_:regressed:_:)``).
     let maxStatementBytes: Int
     let logger: Logger
 
@@ -61,9 +62,8 @@ struct PostgresIngestStore: IngestStore {
     /// The transaction's statements, in the order that avoids deadlocks: the id ledger, the
     /// groups (created with their counts, or locked and counted, in key order) in one statement,
     /// then one statement with everything else. Four round trips with `BEGIN` and `COMMIT`
-    /// (five when the batch has device ids, whose sketches are read after the lock; one more
-    /// when a resolved group regresses, and one per part of a batch over the batch bytes
-    /// beyond the first: ``writeReportsAndRollups(_:_:regressed:_:)``).
+    /// (one more when a resolved group regresses, and one per part of a batch over the batch
+    /// bytes beyond the first: ``writeReports(_:_:regressed:_:)``).
     private func storeInTransaction(_ items: [IngestItem], _ connection: PostgresConnection) async throws -> Set<ReportKey> {
         let items = try await applyQuotas(items, now: Date(), connection)
         guard !items.isEmpty else { return [] }
@@ -85,7 +85,7 @@ struct PostgresIngestStore: IngestStore {
         let triageIDs = claim.targets.isEmpty ? groupIDs : groupIDs.map { claim.targets[$0] ?? $0 }
         let regressed = try await regress(stored, triageIDs, resolved: claim.resolved, connection)
         let reappeared = try await countSnoozed(stored, triageIDs, snoozed: claim.snoozed, connection)
-        try await writeReportsAndRollups(stored, groupIDs, regressed: regressed, connection)
+        try await writeReports(stored, groupIDs, regressed: regressed, connection)
         try await AlertRuleFiring.fireAtIngest(
             stored, groupIDs, regressed: regressed, reappeared: Set(reappeared), connection, logger: logger)
         return fresh

@@ -20,6 +20,11 @@ struct PostgresQueryStore: QueryStore {
         try await database.withReadSnapshot { connection in try await body(Reader(database: database, connection: connection)) }
     }
 
+    /// Waits for the rollup aggregator to fold `project`'s pending reports (``RollupFreshness``).
+    func awaitRollups(project: Int64) async throws {
+        try await database.rollupFreshness.awaitFolded(project: project)
+    }
+
     /// Keeps a list's first-page snapshot for its cursors; returns its id.
     func saveListSnapshot(_ snapshot: String) async throws -> Int64 {
         let rows = try await database.client.query(

@@ -13,6 +13,14 @@ struct QueryService<Store: QueryStore>: Sendable {
     /// Adds `symbolicated` frames to the reports and the detail's latest reports.
     var symbolicator: ReportSymbolicator? = nil
 
+    /// `body` over one read snapshot, taken once the rollups hold every report of `project`
+    /// committed before the call (read-your-writes: ``QueryStore/awaitRollups(project:)``). Every
+    /// read of the rollups goes through it; the reports list, which reads reports alone, does not.
+    func read<T: Sendable>(_ project: ProjectRef, _ body: (Store.Reader) async throws -> T) async throws -> T {
+        try await store.awaitRollups(project: project.id)
+        return try await store.read(body)
+    }
+
     /// One page of the crash list.
     ///
     /// The first page's database snapshot is saved for its cursors, and later pages count as
@@ -25,7 +33,7 @@ struct QueryService<Store: QueryStore>: Sendable {
             window = cursorWindow
             if let trend { try window.checkBuckets(trend, parameter: "trend") }
         }
-        let (body, last, snapshot) = try await store.read { reader in
+        let (body, last, snapshot) = try await read(project) { reader in
             // The first page's snapshot: current on the first page; after it, the stored one
             // (nil once pruned: the walk goes on over current data).
             var snapshot: String?
@@ -104,7 +112,7 @@ struct QueryService<Store: QueryStore>: Sendable {
     /// symbolicator is set; 404 for a group the project does not have.
     func group(_ project: ProjectRef, _ request: GroupDetailRequest) async throws -> GroupDetailBody {
         let (group, window, environments) = (request.group, request.window, request.environments)
-        var body = try await store.read { reader -> GroupDetailBody in
+        var body = try await read(project) { reader -> GroupDetailBody in
             let histogram = try await reader.groupHistogram(group: group, window: window, environments: environments)
             let count = histogram.values.reduce(0, +)
             guard
@@ -156,7 +164,7 @@ struct QueryService<Store: QueryStore>: Sendable {
 
     /// The environments the project has reports in (the dashboard's environment selector).
     func environments(_ project: ProjectRef) async throws -> [String] {
-        try await store.read { try await $0.environments(project: project.id) }
+        try await read(project) { try await $0.environments(project: project.id) }
     }
 
     /// Project-wide counts per bucket, within the point budget (``PointBudget``).
@@ -164,7 +172,7 @@ struct QueryService<Store: QueryStore>: Sendable {
         let (window, interval, groupBy) = (request.window, request.interval, request.groupBy)
         let buckets = window.buckets(interval.seconds)
         let fit = PointBudget.series(buckets: buckets.count)
-        let rows = try await store.read { reader in
+        let rows = try await read(project) { reader in
             groupBy == .fatal
                 ? try await reader.fatalStats(project: project.id, window: window, unit: interval, environments: request.environments)
                 : try await reader.stats(

@@ -11,6 +11,10 @@ protocol QueryStore: ReadTokenLookup {
 
     /// Runs `body` over one read snapshot.
     func read<T: Sendable>(_ body: (Reader) async throws -> T) async throws -> T
+    /// Returns once the rollups hold every report of `project` committed before the call
+    /// (read-your-writes; ``RollupFreshness``). Stores whose rollups are written with the
+    /// reports have nothing to wait for.
+    func awaitRollups(project: Int64) async throws
     /// Keeps a list's first-page snapshot for its cursors; returns its id.
     func saveListSnapshot(_ snapshot: String) async throws -> Int64
 }
@@ -60,6 +64,10 @@ protocol QueryReader: Sendable {
         project: Int64, ids: [Int64], window: TimeWindow, unit: StatsInterval, filters: GroupFilters
     ) async throws
         -> [Int64: [Date: Int64]]
+}
+
+extension QueryStore {
+    func awaitRollups(project: Int64) async throws {}
 }
 
 extension QueryReader {

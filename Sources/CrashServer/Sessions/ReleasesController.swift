@@ -213,7 +213,7 @@ struct ReleasesController: Sendable {
         async let top = QueryService(store: PostgresQueryStore(database: database)).groups(
             project, GroupListRequest(window: window, filters: groupFilters, limit: 10)
         ).groups
-        async let introduced = PostgresQueryStore(database: database).read { reader in
+        async let introduced = QueryService(store: PostgresQueryStore(database: database)).read(project) { reader in
             let ids = try await reader.groupsIntroduced(project: project.id, version: version, app: app, window: window)
             guard !ids.isEmpty else { return [GroupBody]() }
             let counts = try await reader.windowCounts(

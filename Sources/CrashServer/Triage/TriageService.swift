@@ -24,7 +24,7 @@ struct TriageService<Store: TriageStore, Queries: QueryStore>: Sendable {
     /// Applies `change` to every group that `list` lists (all pages); returns how many matched.
     /// More than ``maxBulkGroups`` is a 400 naming `q`, and changes nothing.
     func bulkUpdate(_ project: ProjectRef, list: GroupListRequest, _ change: GroupChange, actor: Principal) async throws -> Int {
-        let ids = try await queries.store.read { reader in
+        let ids = try await queries.read(project) { reader in
             try await reader.windowCounts(project: project.id, ids: nil, window: list.window, filters: list.filters, snapshot: nil)
         }.keys
         guard ids.count <= Self.maxBulkGroups else {
@@ -98,7 +98,7 @@ struct TriageService<Store: TriageStore, Queries: QueryStore>: Sendable {
     /// The group as the list shows it over the default window.
     func body(_ project: ProjectRef, group: Int64) async throws -> GroupBody {
         let window = TimeWindow.lastSevenDays()
-        return try await queries.store.read { reader -> GroupBody in
+        return try await queries.read(project) { reader -> GroupBody in
             guard let body = try await reader.groupBody(project: project.id, group: group, window: window) else {
                 throw APIError.noCrashGroup(group, in: project)
             }

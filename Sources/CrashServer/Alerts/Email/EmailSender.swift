@@ -103,6 +103,7 @@ struct EmailSender: Service {
         let subject: EmailMessage.Subject
         if let groupID = email.groupID {
             let window = TimeWindow.lastSevenDays()
+            try await queries.awaitRollups(project: project)
             let group = try await queries.read { reader in
                 try await reader.groupBody(project: project, group: groupID, window: window)
             }

@@ -1,7 +1,7 @@
 import CrashWire
 import Foundation
 
-extension PostgresIngestStore {
+extension RollupFold {
     // Text fields (app, version, os, facet, value, model, kind) are ``BatchText`` ranks, which
     // sort as their strings do.
 
@@ -16,10 +16,9 @@ extension PostgresIngestStore {
     /// A `project_hourly` row: a project's reports of one hour of one kind, version and environment.
     struct ProjectKey: Hashable { var project: Int64, hour: Date, kind: Int32, version: Int32, environment: Int32 }
 
-    /// The rows that newly stored reports add to the rollups the query API reads (see
-    /// schema.sql): `group_daily`, `group_facets` (app, version, os, environment), `group_model_hourly` and
-    /// `project_hourly`, each sorted by its key so concurrent batches lock rows in the same
-    /// order. Written by ``writeReportsAndRollups(_:_:regressed:_:)``.
+    /// The rows that reports add to the rollups the query API reads (see schema.sql):
+    /// `group_daily`, `group_facets` (app, version, os, environment), `group_model_hourly` and
+    /// `project_hourly`, each sorted by its key. Written by ``fold(_:_:)``.
     struct QueryRollupRows {
         var days: [(key: DayKey, value: Int64)]
         var facets: [(key: FacetKey, value: (n: Int64, first: Date, last: Date))]
@@ -29,30 +28,30 @@ extension PostgresIngestStore {
         static let empty = QueryRollupRows(days: [], facets: [], models: [], projects: [])
     }
 
-    func queryRollupRows(_ stored: [IngestItem], _ groupIDs: [Int64], _ text: BatchText) -> QueryRollupRows {
+    static func queryRollupRows(_ facts: [RollupFact], _ text: BatchText) -> QueryRollupRows {
         var days: [DayKey: Int64] = [:]
         var facets: [FacetKey: (n: Int64, first: Date, last: Date)] = [:]
         var models: [ModelKey: Int64] = [:]
         var projects: [ProjectKey: Int64] = [:]
         let (appFacet, versionFacet, osFacet, environmentFacet) = (text.appFacet, text.versionFacet, text.osFacet, text.environmentFacet)
-        for ((item, group), ranks) in zip(zip(stored, groupIDs), text.reports) {
-            let time = item.report.timestamp
+        for (fact, ranks) in zip(facts, text.reports) {
+            let (group, time) = (fact.group, fact.time)
             let hour = TimeWindow.floor(time, TimeWindow.hour)
             let day = TimeWindow.floor(time, TimeWindow.day)
             let dayKey = DayKey(
-                project: item.projectID, group: group, day: day, app: ranks.app, version: ranks.version, os: ranks.os,
+                project: fact.project, group: group, day: day, app: ranks.app, version: ranks.version, os: ranks.os,
                 environment: ranks.environment)
             days[dayKey, default: 0] += 1
             for (facet, value) in [
                 (appFacet, ranks.app), (versionFacet, ranks.version), (osFacet, ranks.os), (environmentFacet, ranks.environment),
             ] {
                 // One hash per facet: the entry is made (or found) and changed in place.
-                let facetKey = FacetKey(project: item.projectID, group: group, facet: facet, value: value)
+                let facetKey = FacetKey(project: fact.project, group: group, facet: facet, value: value)
                 Self.count(&facets[facetKey, default: (0, time, time)], at: time)
             }
             models[ModelKey(group: group, hour: hour, model: ranks.model), default: 0] += 1
             let projectKey = ProjectKey(
-                project: item.projectID, hour: hour, kind: ranks.kind, version: ranks.version, environment: ranks.environment)
+                project: fact.project, hour: hour, kind: ranks.kind, version: ranks.version, environment: ranks.environment)
             projects[projectKey, default: 0] += 1
         }
         let dayRows = days.sorted {

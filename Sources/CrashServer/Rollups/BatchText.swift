@@ -1,13 +1,12 @@
 import CrashWire
 
-/// The text values a commit's rollup rows are keyed by (app ids, versions, OS names, models,
-/// kinds, facet names), each once, as ranks: small integers in the strings' order.
+/// The text values an aggregator cycle's rollup rows are keyed by (app ids, versions, OS names,
+/// models, kinds, facet names), each once, as ranks: small integers in the strings' order.
 ///
-/// The rollup rows are added up in dictionaries and sorted by key, so that concurrent batches
-/// lock rows in one order. With the strings in the keys, a stored report's strings were hashed
-/// some 30 times and compared again by every sort: about a tenth of the server's ingest CPU
-/// (docs/performance.md). Here each value is hashed once per report; the keys hold
-/// ranks, which hash and compare as integers and sort exactly as the strings do.
+/// The rollup rows are added up in dictionaries and written sorted by key. With the strings in
+/// the keys, a report's strings were hashed some 30 times and compared again by every sort
+/// (docs/performance.md). Here each value is hashed once per report; the keys hold ranks, which
+/// hash and compare as integers and sort exactly as the strings do.
 struct BatchText {
     /// The ranks of one report's values.
     struct Ranks {
@@ -21,7 +20,7 @@ struct BatchText {
 
     /// The distinct values in order: `strings[rank]`.
     private(set) var strings: [String]
-    /// The ranks of each stored report's values, in the order of the reports.
+    /// The ranks of each report's values, in the order of the reports.
     private(set) var reports: [Ranks]
     /// Every value's rank.
     private var ranks: [String: Int32]
@@ -30,7 +29,12 @@ struct BatchText {
     /// and the facet names.
     static let fixed = ["", "app", "version", "os", "environment"]
 
+    /// The texts of the reports `stored`, of any group.
     init(_ stored: [IngestItem]) {
+        self.init(facts: stored.map { RollupFact($0, group: 0) })
+    }
+
+    init(facts: [RollupFact]) {
         // First come, first numbered; then renumbered in the strings' order.
         var ids: [String: Int32] = [:]
         var distinct: [String] = []
@@ -43,14 +47,12 @@ struct BatchText {
         }
         for value in Self.fixed { _ = id(value) }
         var reports: [Ranks] = []
-        reports.reserveCapacity(stored.count)
-        for item in stored {
-            let r = item.report
+        reports.reserveCapacity(facts.count)
+        for r in facts {
             reports.append(
                 Ranks(
-                    app: id(r.app.id), version: id(r.app.version), os: id(r.device?.os ?? ""),
-                    model: id(r.device?.model ?? ""), kind: id(r.kind.rawValue),
-                    environment: id(r.environment ?? ReportLimits.defaultEnvironment)))
+                    app: id(r.app), version: id(r.version), os: id(r.os), model: id(r.model), kind: id(r.kind),
+                    environment: id(r.environment)))
         }
         let order = distinct.indices.sorted { distinct[$0] < distinct[$1] }
         var rankOfID = [Int32](repeating: 0, count: distinct.count)

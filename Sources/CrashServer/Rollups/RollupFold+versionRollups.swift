@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import PostgresNIO
 
-extension PostgresIngestStore {
+extension RollupFold {
     /// One row of `group_version_hourly` / `group_version_daily`: a group, a version (`""`
     /// for all versions; a ``BatchText`` rank), and the start of an hour or a UTC day.
     struct VersionRollupKey: Hashable, Comparable {
@@ -17,7 +17,7 @@ extension PostgresIngestStore {
         }
     }
 
-    /// One row that newly stored reports add to `group_version_hourly` or `group_version_daily`:
+    /// One row that reports add to `group_version_hourly` or `group_version_daily`:
     /// a count, and the merged sketch (empty when no register grew: the stored one is kept).
     struct VersionRollupRow {
         var key: VersionRollupKey
@@ -25,26 +25,25 @@ extension PostgresIngestStore {
         var sketch: ByteBuffer
     }
 
-    /// The rows that newly stored reports add to `group_version_hourly` and
-    /// `group_version_daily`, for all versions and per version: report counts, and device ids
-    /// into the sketches. Written by ``writeReportsAndRollups(_:_:regressed:_:)``.
+    /// The rows that reports add to `group_version_hourly` and `group_version_daily`, for all
+    /// versions and per version: report counts, and device ids into the sketches. Written by
+    /// ``fold(_:_:)``.
     ///
-    /// Runs in the ingest transaction after ``IngestSQL/ClaimAndCount`` has locked every group of the
-    /// batch (`FOR UPDATE`), so no other writer changes these rows until commit: sketches
-    /// are read here (a statement of its own, after the lock, so it sees the last committed
-    /// ones), merged, and sent back only when a register grew (an empty sketch in the
-    /// statement keeps the stored one).
+    /// Runs in a transaction that holds the aggregator's lock (``PostgresRollupStore/lockID``),
+    /// which every writer of these rows takes, so no other writer changes them until commit:
+    /// sketches are read here, merged, and sent back only when a register grew (an empty sketch
+    /// in the statement keeps the stored one).
     func versionRollupRows(
-        _ stored: [IngestItem], _ groupIDs: [Int64], _ text: BatchText, _ connection: PostgresConnection
+        _ facts: [RollupFact], _ text: BatchText, _ connection: PostgresConnection
     ) async throws -> (hourly: [VersionRollupRow], daily: [VersionRollupRow]) {
         // One entry per key, made (or found) and changed in place: one hash per key and report.
         var entries: [VersionRollupKey: (n: Int64, registers: [(index: Int, rank: UInt8)])] = [:]
-        entries.reserveCapacity(stored.count)
+        entries.reserveCapacity(facts.count)
         let all = text.all
-        for ((item, group), ranks) in zip(zip(stored, groupIDs), text.reports) {
-            let register = item.report.device?.id.flatMap { $0.isEmpty ? nil : DeviceSketch.register(for: $0) }
-            let hour = TimeWindow.floor(item.report.timestamp, TimeWindow.hour)
-            let day = TimeWindow.floor(item.report.timestamp, TimeWindow.day)
+        for (fact, ranks) in zip(facts, text.reports) {
+            let (group, register) = (fact.group, fact.register)
+            let hour = TimeWindow.floor(fact.time, TimeWindow.hour)
+            let day = TimeWindow.floor(fact.time, TimeWindow.day)
             for version in [all, ranks.version] {
                 for key in [
                     VersionRollupKey(group: group, version: version, daily: false, bucket: hour),
@@ -95,7 +94,7 @@ extension IngestSQL {
     /// time.
     enum ReadSketches: FixedStatement {
         static func query(
-            _ keys: (hourly: [PostgresIngestStore.VersionRollupKey], daily: [PostgresIngestStore.VersionRollupKey], text: BatchText)
+            _ keys: (hourly: [RollupFold.VersionRollupKey], daily: [RollupFold.VersionRollupKey], text: BatchText)
         ) -> PostgresQuery {
             let text = keys.text
             return """

@@ -1,0 +1,115 @@
+import Logging
+import ServiceLifecycle
+
+/// Folds the rollup facts that ingest appends to `rollup_pending` into the rollups
+/// (``RollupStore/aggregate()``): at least every `interval`, and again at once while a cycle
+/// was full, so under load the tail stays within a cycle or two of reports. Only the server
+/// that holds the aggregator's advisory lock folds; the others find it held and stand by,
+/// trying again at their next interval (docs/server.md, "The rollup aggregator").
+struct RollupAggregator: Service {
+    let store: any RollupStore
+    /// This process's one-cycle-at-a-time gate, shared with the readers (``RollupFreshness``).
+    let cycles: RollupCycles
+    let schemaApplied: ReadyFlag
+    /// `CRASHGUARD_ROLLUP_INTERVAL`.
+    let interval: Duration
+    let clock: any Clock<Duration>
+    let metrics: ServerMetrics?
+    let logger: Logger
+
+    init(
+        store: any RollupStore, cycles: RollupCycles, schemaApplied: ReadyFlag, interval: Duration,
+        clock: any Clock<Duration> = ContinuousClock(), metrics: ServerMetrics? = nil, logger: Logger
+    ) {
+        (self.store, self.cycles, self.schemaApplied, self.interval) = (store, cycles, schemaApplied, interval)
+        (self.clock, self.metrics, self.logger) = (clock, metrics, logger)
+    }
+
+    /// Waits an interval, catches up, and again: the first cycle comes an interval after the
+    /// start (what was pending before is folded then, or by the first query that needs it).
+    func run() async throws {
+        await PollingService.waitForSchema(schemaApplied)
+        while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            try? await cancelWhenGracefulShutdown { try await clock.sleep(for: interval, tolerance: nil) }
+            guard !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
+            do {
+                try await catchUp()
+            } catch {
+                logger.warning("rollups not aggregated; retrying", metadata: ["error.message": "\(String(reflecting: error))"])
+            }
+        }
+    }
+
+    /// Runs cycles until one is not full (nothing is left for another at once), another server
+    /// holds the lock, or shutdown begins; returns the last one.
+    @discardableResult
+    func catchUp() async throws -> RollupCycle {
+        while true {
+            let cycle = try await runCycle()
+            guard case .folded(_, _, let full) = cycle, full, !Task.isShuttingDownGracefully else { return cycle }
+        }
+    }
+
+    /// One cycle, then the metrics.
+    func runCycle() async throws -> RollupCycle {
+        let cycle = try await cycles.exclusively { try await store.aggregate() }
+        if let metrics { metrics.recordRollups(cycle, tail: try await store.tail()) }
+        return cycle
+    }
+}
+
+/// Read-your-writes over the rollups: a reader that calls ``awaitFolded(project:)`` before it
+/// reads them sees every report committed before the call (a 202 is sent after the commit).
+///
+/// When rows of the project are pending, it runs a cycle itself (through this process's gate,
+/// so it waits for a cycle in progress and starts none that another reader's already did) until
+/// those rows are folded; while another server holds the aggregator's lock it polls until that
+/// server has folded them. It is bounded by the caller's deadline (a cancelled read stops
+/// waiting). A project with nothing pending costs one indexed probe.
+struct RollupFreshness: Sendable {
+    let store: any RollupStore
+    let cycles: RollupCycles
+
+    /// Time between two probes while another server folds.
+    static let standbyPoll: Duration = .milliseconds(10)
+
+    /// Returns once every rollup fact of `project` (nil: of every project) that was pending at
+    /// the call is folded.
+    func awaitFolded(project: Int64?) async throws {
+        guard let last = try await store.lastPending(project: project) else { return }
+        while true {
+            let cycle = try await cycles.exclusively { () async throws -> RollupCycle? in
+                try await store.isPending(project: project, upTo: last) ? try await store.aggregate() : nil
+            }
+            guard let cycle else { return }
+            if cycle == .standby { try await Task.sleep(for: Self.standbyPoll) }
+        }
+    }
+}
+
+/// One aggregator cycle at a time in this process: the service's and those readers run
+/// (``RollupFreshness``), in the order they asked. Across servers the advisory lock decides.
+actor RollupCycles {
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init() {}
+
+    /// Runs `body` once no other body of this gate is running.
+    func exclusively<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        while busy { await withCheckedContinuation { waiting.append($0) } }
+        busy = true
+        defer {
+            busy = false
+            if !waiting.isEmpty { waiting.removeFirst().resume() }
+        }
+        return try await body()
+    }
+}
+
+extension CrashDatabase {
+    /// Read-your-writes over this database's rollups (``RollupFreshness``).
+    var rollupFreshness: RollupFreshness {
+        RollupFreshness(store: PostgresRollupStore(database: self), cycles: rollupCycles)
+    }
+}

@@ -1,0 +1,23 @@
+import CoreMetrics
+import Metrics
+
+extension ServerMetrics {
+    /// Records one aggregator cycle and what is left pending after it:
+    /// `crashguard_rollup_reports_total` (reports folded here), `crashguard_rollup_pending_rows`,
+    /// `crashguard_rollup_pending_reports`, `crashguard_rollup_pending_age_seconds` (the oldest
+    /// pending row's) and `crashguard_rollup_aggregating` (1 while this server holds the
+    /// aggregator's lock, 0 while another does).
+    func recordRollups(_ cycle: RollupCycle, tail: RollupTail) {
+        let aggregating = Metrics.Gauge(label: "crashguard_rollup_aggregating", factory: factory)
+        switch cycle {
+        case .standby:
+            aggregating.record(0)
+        case .folded(_, let reports, _):
+            aggregating.record(1)
+            Metrics.Counter(label: "crashguard_rollup_reports_total", factory: factory).increment(by: reports)
+        }
+        Metrics.Gauge(label: "crashguard_rollup_pending_rows", factory: factory).record(tail.rows)
+        Metrics.Gauge(label: "crashguard_rollup_pending_reports", factory: factory).record(tail.reports)
+        Metrics.Gauge(label: "crashguard_rollup_pending_age_seconds", factory: factory).record(tail.ageSeconds)
+    }
+}
