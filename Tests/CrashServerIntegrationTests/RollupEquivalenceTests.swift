@@ -96,8 +96,8 @@ import Testing
         "project_quota_days",
         // Each project's scrubbing, retention and quota settings (ProjectSettingsTests checks them).
         "project_settings",
-        // The rollup facts of stored reports not folded yet: the aggregator's queue (the
-        // aggregator tests below count each report there or in the rollups, never both).
+        // The rollup facts of stored reports not folded yet: the aggregator's queue (the tests
+        // of RollupEquivalenceTests+aggregator.swift count each report there or in the rollups).
         "rollup_pending",
     ]
 
