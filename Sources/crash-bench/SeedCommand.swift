@@ -8,8 +8,8 @@ import Synchronization
 /// benchmarks (10 M in minutes, 100 M in well under an hour on two cores).
 ///
 /// Groups get a Zipf-like share of reports (rank k about 1/k), so do app versions and
-/// device models; environments are 90 % production, 7 % staging, 3 % development; 200,000
-/// devices; timestamps are uniform over the last `days` days. The work goes in chunks of one
+/// device models; environments are 90 % production, 7 % staging, 3 % development; one
+/// device per five reports (2,000 to 200,000); timestamps are uniform over the last `days` days. The work goes in chunks of one
 /// UTC day, each one transaction on one of `jobs` connections: the day's reports are
 /// generated from `generate_series` into a temporary table, inserted into `reports` (their
 /// daily partition) and the `report_ids` ledger, and every rollup gets the day's rows from
@@ -58,7 +58,8 @@ struct SeedCommand: AsyncParsableCommand {
         "unrecognizedSelector", "container", "kvo", "null", "signal", "exception", "string", "cast", "timer",
         "mainThread", "kvc", "notification", "wildPointer", "arithmetic", "custom",
     ]
-    static let devices = 200_000
+    /// Devices: one per five reports, at least 2,000 and at most 200,000.
+    static func devices(reports: Int) -> Int { min(200_000, max(2_000, reports / 5)) }
 
     /// The tables a chunk fills, each from the chunk's generated rows `b` (`$1` is the project
     /// id). The hourly and daily tables get rows of the chunk's UTC day only; the groups and
@@ -251,6 +252,7 @@ struct SeedCommand: AsyncParsableCommand {
             return
         }
 
+        let devices = Int(try await Bench.values(connection, "SELECT count(*) FROM seed_devices", as: Int64.self).first ?? 0)
         let done = Set(
             try await Bench.values(connection, "SELECT chunk FROM seed_chunks WHERE project_id = \(projectID)", as: Int32.self).map(Int.init))
         let todo = (0..<plan.days).filter { !done.contains($0) }
@@ -266,7 +268,7 @@ struct SeedCommand: AsyncParsableCommand {
                     try await Self.session(c)
                     while let k = queue.value.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
                         let t0 = ContinuousClock.now
-                        let n = try await Self.seedChunk(c, projectID: projectID, plan: plan, chunk: k, times: times)
+                        let n = try await Self.seedChunk(c, projectID: projectID, plan: plan, chunk: k, devices: devices, times: times)
                         let total = inserted.value.withLock { s in
                             s += n
                             return s
@@ -369,16 +371,19 @@ struct SeedCommand: AsyncParsableCommand {
         guard existing == 0 else { return nil }
 
         let t0 = ContinuousClock.now
-        // The devices and their sketch registers, shared by every project seeded in this database.
-        if try await Bench.values(connection, "SELECT to_regclass('seed_devices') IS NULL", as: Bool.self).first ?? true {
-            try await connection.query(
-                """
-                CREATE TABLE seed_devices AS
-                SELECT d, 'install-' || d AS device_id, r.register, r.rank
-                FROM generate_series(0, \(unescaped: String(Self.devices))) AS d, LATERAL crashguard_device_register('install-' || d) r
-                """, logger: logger)
-            try await connection.query("ALTER TABLE seed_devices ADD PRIMARY KEY (d)", logger: logger)
-        }
+        // The devices and their sketch registers (0 to n - 1), shared by every project seeded in
+        // this database: made once, extended when a larger seed wants more.
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS seed_devices (d int PRIMARY KEY, device_id text NOT NULL, register int NOT NULL, rank int NOT NULL)
+            """, logger: logger)
+        try await connection.query(
+            """
+            INSERT INTO seed_devices (d, device_id, register, rank)
+            SELECT d, 'install-' || d, r.register, r.rank
+            FROM generate_series((SELECT coalesce(max(d) + 1, 0) FROM seed_devices), \(Self.devices(reports: reports) - 1)) AS d,
+                 LATERAL crashguard_device_register('install-' || d) r
+            """, logger: logger)
         let plan = Plan(reports: reports, groups: groups, days: days, anchor: Date().timeIntervalSince1970)
         try await connection.query("BEGIN", logger: logger)
         try await connection.query(
@@ -413,14 +418,14 @@ struct SeedCommand: AsyncParsableCommand {
             VALUES (\(projectID), \(Int64(reports)), \(Int32(groups)), \(Int32(days)), \(plan.anchor))
             """, logger: logger)
         try await connection.query("COMMIT", logger: logger)
-        print(String(format: "seed: %d groups, %d devices in %.1f s", groups, Self.devices, Bench.seconds(ContinuousClock.now - t0)))
+        print(String(format: "seed: %d groups in %.1f s", groups, Bench.seconds(ContinuousClock.now - t0)))
         return plan
     }
 
     /// One UTC day: its reports, ledger rows and rollups, and its `seed_chunks` row, in one
     /// transaction. Returns the reports stored (0 when another run did the chunk).
     private static func seedChunk(
-        _ c: PostgresConnection, projectID: Int64, plan: Plan, chunk k: Int, times: Shared<[String: Double]>
+        _ c: PostgresConnection, projectID: Int64, plan: Plan, chunk k: Int, devices: Int, times: Shared<[String: Double]>
     ) async throws -> Int {
         let logger = Bench.quietLogger
         var t0 = ContinuousClock.now
@@ -442,7 +447,7 @@ struct SeedCommand: AsyncParsableCommand {
             try await c.query("ROLLBACK", logger: logger)
             return 0
         }
-        // The day's reports, in time order: rank, version and model Zipf-like; a device of 200,000;
+        // The day's reports, in time order: rank, version and model Zipf-like; any device;
         // 90 % production, 7 % staging, 3 % development.
         try await c.query(
             """
@@ -457,7 +462,7 @@ struct SeedCommand: AsyncParsableCommand {
                        least(floor(exp(random() * ln(\(unescaped: String(plan.groups + 1)))))::int, \(unescaped: String(plan.groups))) AS rank,
                        least(floor(exp(random() * ln(\(unescaped: String(Self.versions.count + 1)))))::int, \(unescaped: String(Self.versions.count))) AS v,
                        least(floor(exp(random() * ln(\(unescaped: String(Self.models.count + 1)))))::int, \(unescaped: String(Self.models.count))) AS m,
-                       (random() * \(unescaped: String(Self.devices)))::int AS dv, random() AS e
+                       floor(random() * \(unescaped: String(devices)))::int AS dv, random() AS e
                 FROM generate_series(1, \(unescaped: String(count))) AS i
             ) s
             JOIN seed_groups g ON g.project_id = \(unescaped: p) AND g.rank = s.rank
