@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -14,7 +15,9 @@ import NIOSSL
 /// reply line longer than ``maxLineBytes`` or a reply of more than ``maxReplyLines`` lines ends
 /// the attempt at once. Certificates are verified (the system's trust store, plus the
 /// configured CA file); a failed handshake is a failed attempt, never a fall-back to plain
-/// text; credentials go only over TLS, or to a loopback host.
+/// text; credentials go only over TLS, or to a loopback host. Bytes a server sends after its
+/// `STARTTLS` reply and before the handshake end the attempt: read as replies inside TLS, they
+/// would let a machine in the middle answer for the server (RFC 3207, section 6).
 struct SMTPClient: Sendable {
     let server: SMTPServer
     let timeout: Duration
@@ -47,13 +50,14 @@ struct SMTPClient: Sendable {
     func send(from: String, to: String, message: [UInt8]) async throws(SMTPError) {
         let deadline = NIODeadline.now() + TimeAmount(timeout)
         do {
-            let channel = try await connect()
+            let received = SMTPLineDecoder.Received()
+            let channel = try await connect(received)
             // The attempt's one deadline: closing the channel ends every read and write.
             let closer = channel.channel.eventLoop.scheduleTask(deadline: deadline) { channel.channel.close(promise: nil) }
             defer { closer.cancel() }
             try await channel.executeThenClose { inbound, outbound in
                 var session = Session(replies: inbound.makeAsyncIterator(), outbound: outbound)
-                try await converse(&session, channel: channel.channel, from: from, to: to, message: message)
+                try await converse(&session, channel: channel.channel, received: received, from: from, to: to, message: message)
             }
         } catch {
             if NIODeadline.now() >= deadline { throw SMTPError(.timeout) }
@@ -61,7 +65,7 @@ struct SMTPClient: Sendable {
         }
     }
 
-    private func connect() async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+    private func connect(_ received: SMTPLineDecoder.Received) async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
         let implicitTLS = server.security == .implicitTLS
         let tls = tls
         let hostname = server.hostIsAddress ? nil : server.host
@@ -73,7 +77,7 @@ struct SMTPClient: Sendable {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: hostname))
                     }
                     try channel.pipeline.syncOperations.addHandler(
-                        ByteToMessageHandler(SMTPLineDecoder(maxLineBytes: Self.maxLineBytes)))
+                        ByteToMessageHandler(SMTPLineDecoder(maxLineBytes: Self.maxLineBytes, received: received)))
                     return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
@@ -81,7 +85,8 @@ struct SMTPClient: Sendable {
 
     /// The dialogue, greeting to the accepted message.
     private func converse(
-        _ session: inout Session, channel: any Channel, from: String, to: String, message: [UInt8]
+        _ session: inout Session, channel: any Channel, received: SMTPLineDecoder.Received, from: String, to: String,
+        message: [UInt8]
     ) async throws {
         try await session.expect(.greeting, 220)
         var extensions = try await session.command("EHLO \(heloName)", .hello, 250)
@@ -90,7 +95,11 @@ struct SMTPClient: Sendable {
             try await session.command("STARTTLS", .startTLS, 220)
             let tls = tls
             let hostname = server.hostIsAddress ? nil : server.host
+            let read = session.linesRead
             try await channel.eventLoop.submit {
+                // Whatever came after the 220 came in plain text (on the event loop, so nothing
+                // arrives between this check and the TLS handler).
+                guard received.isDrained(linesRead: read) else { throw SMTPError(.plainTextAfterSTARTTLS) }
                 try channel.pipeline.syncOperations.addHandler(
                     NIOSSLClientHandler(context: tls, serverHostname: hostname), position: .first)
             }.get()
@@ -157,6 +166,8 @@ struct SMTPClient: Sendable {
     private struct Session {
         var replies: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
         let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+        /// Lines taken from `replies` so far.
+        var linesRead = 0
 
         /// Sends one command line and reads its reply, which must have one of `codes`.
         @discardableResult
@@ -181,6 +192,7 @@ struct SMTPClient: Sendable {
             var lines: [String] = []
             while true {
                 guard let line = try await replies.next() else { throw SMTPError(.closed) }
+                linesRead += 1
                 let bytes = line.readableBytesView
                 guard bytes.count >= 3, bytes.prefix(3).allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                     bytes.count == 3 || bytes[bytes.startIndex + 3] == UInt8(ascii: " ")
@@ -223,10 +235,27 @@ struct SMTPReply: Sendable {
 struct SMTPLineDecoder: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
     let maxLineBytes: Int
+    let received: Received
+
+    /// What the decoder has taken from the connection: lines passed on, and bytes of a line not
+    /// ended yet. Written and read on the channel's event loop.
+    final class Received: Sendable {
+        private let state = NIOLockedValueBox((lines: 0, pending: 0))
+
+        fileprivate func passed(pending: Int, lines: Int = 0) {
+            state.withLockedValue { $0 = ($0.lines + lines, pending) }
+        }
+
+        /// Whether every line passed on was read (`linesRead`) and no part of another waits.
+        func isDrained(linesRead: Int) -> Bool {
+            state.withLockedValue { $0.lines == linesRead && $0.pending == 0 }
+        }
+    }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
             guard buffer.readableBytes <= maxLineBytes else { throw SMTPError(.replyTooLong) }
+            received.passed(pending: buffer.readableBytes)
             return .needMoreData
         }
         let length = newline - buffer.readerIndex
@@ -234,6 +263,7 @@ struct SMTPLineDecoder: ByteToMessageDecoder {
         var line = buffer.readSlice(length: length + 1)!
         line.moveWriterIndex(to: line.writerIndex - 1)
         if line.readableBytesView.last == UInt8(ascii: "\r") { line.moveWriterIndex(to: line.writerIndex - 1) }
+        received.passed(pending: buffer.readableBytes, lines: 1)
         context.fireChannelRead(wrapInboundOut(line))
         return .continue
     }
@@ -255,7 +285,8 @@ struct SMTPError: Error, CustomStringConvertible, Equatable {
     }
 
     fileprivate enum Code: Equatable {
-        case timeout, connection, tls, closed, badReply, replyTooLong, credentialsWithoutTLS, noAuthMechanism
+        case timeout, connection, tls, plainTextAfterSTARTTLS, closed, badReply, replyTooLong, credentialsWithoutTLS
+        case noAuthMechanism
         case refused(Stage, Int, String)
     }
 
@@ -279,6 +310,7 @@ struct SMTPError: Error, CustomStringConvertible, Equatable {
         case .timeout: "timeout"
         case .connection: "connection failed"
         case .tls: "TLS handshake or certificate failed"
+        case .plainTextAfterSTARTTLS: "server sent data after its STARTTLS reply, before TLS"
         case .closed: "server closed the connection"
         case .badReply: "not an SMTP reply"
         case .replyTooLong: "reply too long"

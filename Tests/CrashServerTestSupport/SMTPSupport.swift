@@ -1,0 +1,181 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An SMTP server on 127.0.0.1 (an ephemeral port) that plays a script on its one
+/// connection, for what a real server never does: a reply line that never ends, silence, a
+/// `STARTTLS` that is followed by no TLS, refusals at a chosen step. A blocking thread of its
+/// own serves it, so no step holds a cooperative thread. It records the lines the client
+/// sent (anything up to a line feed, TLS records included) and whether the client closed.
+final class ScriptedSMTPServer: Sendable {
+    enum Step: Sendable {
+        /// Sends these bytes.
+        case send(String)
+        /// Reads one line from the client.
+        case read
+        /// Reads lines up to and including one that is `.` alone (a `DATA` block).
+        case readData
+        /// Reads whatever bytes come next (a TLS handshake's first record, which need not hold a
+        /// line feed), recording them as one line.
+        case readBytes
+        /// Sends `250-` and then bytes without a line end for as long as the client takes them.
+        case endlessLine
+        /// Reads lines until the client closes.
+        case drain
+    }
+
+    /// What the connection saw, once the script has ended.
+    struct Record: Sendable {
+        /// The client's lines, without their line ends.
+        var lines: [String] = []
+        /// Whether the client closed (or reset) the connection before the script ended.
+        var closedByClient = false
+    }
+
+    private struct State {
+        var lines: [String] = []
+        var record: Record?
+        var waiters: [CheckedContinuation<Record, Never>] = []
+    }
+
+    let port: Int
+    private let listener: Int32
+    private let state = Mutex(State())
+    private let connection = Mutex<Int32>(-1)
+
+    /// Listens, and serves `steps` to the first connection.
+    init(_ steps: [Step]) throws {
+        (listener, port) = try Self.openListener()
+        let listener = listener
+        Thread.detachNewThread { [self] in serve(steps, listener) }
+    }
+
+    /// The `smtp://` URL of the server, with `credentials` (`user:password`) when given.
+    func url(credentials: String? = nil) -> String {
+        "smtp://\(credentials.map { $0 + "@" } ?? "")127.0.0.1:\(port)"
+    }
+
+    /// Waits for the script to end (the client closed, or every step was played).
+    func finished() async -> Record {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { s -> Record? in
+                if let record = s.record { return record }
+                s.waiters.append(continuation)
+                return nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+
+    /// Ends the script: the listening socket and the connection are shut down.
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        let fd = connection.withLock { $0 }
+        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    private func serve(_ steps: [Step], _ listener: Int32) {
+        let fd = accept(listener, nil, nil)
+        close(listener)
+        var closed = fd < 0
+        if fd >= 0 {
+            connection.withLock { $0 = fd }
+            var pending: [UInt8] = []
+            for step in steps where !closed {
+                switch step {
+                case .send(let text): closed = !sendAll(fd, Array(text.utf8))
+                case .read: closed = readLine(fd, &pending) == nil
+                case .readData:
+                    while !closed {
+                        guard let line = readLine(fd, &pending) else {
+                            closed = true
+                            break
+                        }
+                        if line == "." { break }
+                    }
+                case .readBytes:
+                    var buffer = [UInt8](repeating: 0, count: 16384)
+                    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                    if n > 0 {
+                        let bytes = pending + buffer[0..<n]
+                        pending = []
+                        state.withLock { $0.lines.append(String(decoding: bytes, as: UTF8.self)) }
+                    } else {
+                        closed = true
+                    }
+                case .endlessLine:
+                    let filler = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
+                    closed = !sendAll(fd, Array("250-".utf8))
+                    while !closed { closed = !sendAll(fd, filler) }
+                case .drain:
+                    while !closed { closed = readLine(fd, &pending) == nil }
+                }
+            }
+            connection.withLock { $0 = -1 }
+            close(fd)
+        }
+        let (record, waiters) = state.withLock { s in
+            let record = Record(lines: s.lines, closedByClient: closed)
+            s.record = record
+            defer { s.waiters = [] }
+            return (record, s.waiters)
+        }
+        for waiter in waiters { waiter.resume(returning: record) }
+    }
+
+    /// Reads one line (recorded); nil once the client has closed.
+    private func readLine(_ fd: Int32, _ pending: inout [UInt8]) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                var bytes = pending[..<end]
+                if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
+                let line = String(decoding: bytes, as: UTF8.self)
+                pending.removeSubrange(...end)
+                state.withLock { $0.lines.append(line) }
+                return line
+            }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 {
+                if !pending.isEmpty {
+                    let rest = String(decoding: pending, as: UTF8.self)
+                    pending = []
+                    state.withLock { $0.lines.append(rest) }
+                }
+                return nil
+            }
+            pending += buffer[0..<n]
+        }
+    }
+
+    /// A listening TCP socket on 127.0.0.1 with a port the kernel chose.
+    private static func openListener() throws -> (fd: Int32, port: Int) {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw ProcessFailure(description: "socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound else {
+            let failure = errno
+            close(fd)
+            throw ProcessFailure(description: "bind/listen on 127.0.0.1: errno \(failure)")
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+}
