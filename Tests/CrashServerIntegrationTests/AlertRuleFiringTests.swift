@@ -219,4 +219,36 @@ struct AlertRuleFiringTests {
         }
         await receiver.stop()
     }
+
+    @Test("a report of a merged group counts towards its target: frequency and regressed fire for the target, group.new never")
+    func mergedGroupsFireForTheirTarget() async throws {
+        try await withFixture { client, f in
+            let new = try await f.rule(client, #""when": {"type": "group.new"}"#)
+            let frequency = try await f.rule(client, #""when": {"type": "frequency", "count": 3, "windowMinutes": 60}"#)
+            let regressed = try await f.rule(client, #""when": {"type": "group.regressed"}"#)
+            try await f.send(client, [Self.report("alert target"), Self.report("alert member")])
+            let crashes = "/v1/projects/\(f.p.project)/crashes"
+            let groups = try await client.query(crashes, token: f.p.readToken).json.groups
+            let target = try #require(groups.titled("alert target")?["id"] as? String)
+            let member = try #require(groups.titled("alert member")?["id"] as? String)
+            let merged = try await client.query(
+                "\(crashes)/\(member)/merge", token: f.p.readToken, method: .post, body: #"{"into": "\#(target)"}"#)
+            #expect(merged.status == .ok)
+            // The member's second report is the target's third: the target reaches the count.
+            try await f.send(client, [Self.report("alert member")])
+            #expect(
+                try await f.fired().filter { $0.rule != new } == [
+                    Firing(rule: frequency, name: "r", event: "group.frequency", title: "alert target")
+                ])
+            // The member's next report regresses the resolved target, and the rule says so there.
+            #expect(
+                try await client.query("\(crashes)/\(target)", token: f.p.readToken, method: .patch, body: #"{"status": "resolved"}"#)
+                    .status == .ok)
+            try await f.send(client, [Self.report("alert member")])
+            let fired = try await f.fired()
+            #expect(fired.filter { $0.rule == regressed } == [Firing(rule: regressed, name: "r", event: "group.regressed", title: "alert target")])
+            #expect(fired.filter { $0.rule == frequency }.count == 1)  // inside the target's throttle
+            #expect(fired.filter { $0.rule == new }.map(\.title).sorted() == ["alert member", "alert target"])
+        }
+    }
 }

@@ -25,12 +25,18 @@ extension AlertRuleFiring {
         return rules
     }
 
-    /// Fires the `spike` rules of the spiking `groups` at `now`: a rule's `kind` filter matches
-    /// the group's kind, its `fatal` filter whether the group has any fatal report.
+    /// Fires the `spike` rules of the spiking `groups` at `now`, each for the group it is
+    /// merged into when it is merged: a rule's `kind` filter matches that group's kind, its
+    /// `fatal` filter whether it or a group merged into it has any fatal report.
     static func fireSpikes(_ groups: [Int64], at now: Date, _ connection: PostgresConnection, logger: Logger) async throws {
         guard !groups.isEmpty else { return }
         let rows = try await connection.query(
-            "SELECT id, project_id, kind, fatal FROM crash_groups WHERE id = ANY(\(groups.sorted()))", logger: logger)
+            """
+            SELECT DISTINCT t.id, t.project_id, t.kind,
+                   t.fatal OR EXISTS (SELECT 1 FROM crash_groups m WHERE m.merged_into = t.id AND m.fatal)
+            FROM crash_groups g JOIN crash_groups t ON t.id = COALESCE(g.merged_into, g.id)
+            WHERE g.id = ANY(\(groups.sorted()))
+            """, logger: logger)
         var spiking: [(id: Int64, project: Int64, kind: String, fatal: Bool)] = []
         for try await row in rows.decode((Int64, Int64, String, Bool).self) { spiking.append(row) }
         let rules = try await enabledRules(
@@ -68,14 +74,19 @@ extension AlertRuleFiring {
         try await fire(candidates, connection, logger: logger)
     }
 
-    /// Those of `groups` whose latest stored report passes `filters`.
+    /// Those of `groups` whose latest stored report (of the group or a group merged into it)
+    /// passes `filters`.
     private static func latestReportMatches(
         _ groups: [Int64], _ filters: AlertRule.Filters, _ connection: PostgresConnection, logger: Logger
     ) async throws -> [Int64] {
         let rows = try await connection.query(
             """
             SELECT g.id FROM unnest(\(groups)::bigint[]) AS g(id)
-            CROSS JOIN LATERAL (SELECT * FROM reports r WHERE r.group_id = g.id ORDER BY r.ts DESC LIMIT 1) AS latest
+            CROSS JOIN LATERAL (
+                SELECT * FROM reports r
+                WHERE r.group_id IN (SELECT g.id UNION ALL SELECT m.id FROM crash_groups m WHERE m.merged_into = g.id)
+                ORDER BY r.ts DESC LIMIT 1
+            ) AS latest
             WHERE \(alertFilter: filters)
             """, logger: logger)
         var out: [Int64] = []

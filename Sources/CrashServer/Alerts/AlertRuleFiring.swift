@@ -8,11 +8,16 @@ import PostgresNIO
 /// commits with the reports that caused it or not at all, and a duplicate, which stores
 /// nothing, fires nothing.
 ///
+/// A report of a group merged into another counts towards that group (triage.md, "Merge and
+/// unmerge"), so rules judge the merge target: its status, its throttle, its count with every
+/// member's reports; such a report never fires `group.new`.
+///
 /// Cost: one statement per batch that stored reports, an index probe on `alert_rules` for the
 /// batch's projects, which answers no rows for a project without enabled ingest rules; then
-/// nothing else. With rules: the filters are matched in memory, one count statement per
-/// `frequency` or `devices` rule that a report of the batch matches (over `reports`, by group
-/// and time), and one statement that takes the throttle and queues the actions.
+/// nothing else. With rules: one probe for the batch's merged groups, the filters matched in
+/// memory, one count statement per `frequency` or `devices` rule that a report of the batch
+/// matches (over `reports`, by group and time), and one statement that takes the throttle and
+/// queues the actions.
 enum AlertRuleFiring {
     /// A rule that may fire at ingest.
     struct IngestRule {
@@ -33,6 +38,8 @@ enum AlertRuleFiring {
     }
 
     /// Evaluates the enabled ingest rules of the batch's projects against the batch.
+    /// `groupIDs` are the groups the reports' signatures made; `regressed` and `reappeared`
+    /// name merge targets already.
     static func fireAtIngest(
         _ stored: [IngestItem], _ groupIDs: [Int64], regressed: Set<Int64>, reappeared: Set<Int64>,
         _ connection: PostgresConnection, logger: Logger
@@ -48,6 +55,7 @@ enum AlertRuleFiring {
             rules.append(IngestRule(id: id, project: project, rule: try PostgresAlertRuleStore.rule(spec: spec)))
         }
         guard !rules.isEmpty else { return }
+        let targets = try await mergeTargets(of: groupIDs, connection, logger: logger)
         var batchCounts: [Int64: Int64] = [:]
         for group in groupIDs { batchCounts[group, default: 0] += 1 }
         let now = Date()
@@ -60,7 +68,12 @@ enum AlertRuleFiring {
             var matched = Set<Int64>()
             for (item, group) in zip(stored, groupIDs)
             where item.projectID == entry.project && item.report.timestamp >= since && entry.rule.filters.matches(item.report) {
-                matched.insert(group)
+                // A merged group's report is its target's, and never makes a new group.
+                if let target = targets[group] {
+                    if when != .groupNew { matched.insert(target) }
+                } else {
+                    matched.insert(group)
+                }
             }
             guard !matched.isEmpty else { continue }
             switch when {
@@ -82,19 +95,34 @@ enum AlertRuleFiring {
         try await fire(candidates, connection, logger: logger)
     }
 
+    /// The groups of the batch merged into another, mapped to that group.
+    static func mergeTargets(of groups: [Int64], _ connection: PostgresConnection, logger: Logger) async throws -> [Int64: Int64] {
+        let rows = try await connection.query(
+            """
+            SELECT id, merged_into FROM crash_groups WHERE id = ANY(\(Array(Set(groups)).sorted())) AND merged_into IS NOT NULL
+            """, logger: logger)
+        var targets: [Int64: Int64] = [:]
+        for try await (id, target) in rows.decode((Int64, Int64).self) { targets[id] = target }
+        return targets
+    }
+
     /// The groups among `groups` with at least `count` reports (or distinct devices) matching
-    /// the rule's filters whose timestamp is within the last `windowMinutes`.
+    /// the rule's filters whose timestamp is within the last `windowMinutes`, each counted with
+    /// the groups merged into it.
     static func countReached(
         _ entry: IngestRule, groups: Set<Int64>, count: Int, windowMinutes: Int, devices: Bool,
         _ connection: PostgresConnection, logger: Logger
     ) async throws -> Set<Int64> {
         let f = entry.rule.filters
+        let ids = groups.sorted()
         let rows = try await connection.query(
             """
-            SELECT group_id, count(*), count(DISTINCT NULLIF(device_id, '')) FROM reports
-            WHERE project_id = \(entry.project) AND group_id = ANY(\(groups.sorted()))
-              AND ts >= now() - make_interval(mins => \(Int32(windowMinutes))) AND \(alertFilter: f)
-            GROUP BY group_id
+            SELECT o.owner, count(*), count(DISTINCT NULLIF(r.device_id, '')) FROM \(owners: ids) o JOIN (
+                SELECT group_id, device_id FROM reports
+                WHERE project_id = \(entry.project) AND group_id IN (SELECT member FROM \(owners: ids) m)
+                  AND ts >= now() - make_interval(mins => \(Int32(windowMinutes))) AND \(alertFilter: f)
+            ) r ON r.group_id = o.member
+            GROUP BY o.owner
             """, logger: logger)
         var reached = Set<Int64>()
         for try await (group, reports, distinctDevices) in rows.decode((Int64, Int64, Int64).self) {
