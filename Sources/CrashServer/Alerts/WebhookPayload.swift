@@ -10,22 +10,27 @@ enum WebhookPayload {
         format: WebhookFormat, event: String, project: String, group: GroupBody, publicURL: String, deliveredAt: Date,
         rule: AlertRuleRef? = nil
     ) throws -> [UInt8] {
+        try encode(
+            format, JSONBody(event: event, project: project, group: group, deliveredAt: deliveredAt, rule: rule),
+            slack: slackText(event: event, project: project, group: group, publicURL: publicURL))
+    }
+
+    /// Every body, `json` or `slack`, through one encoder.
+    private static func encode(_ format: WebhookFormat, _ json: JSONBody, slack: @autoclosure () -> String) throws -> [UInt8] {
         let encoder = JSONEncoder.crashWire()
         encoder.outputFormatting = [.withoutEscapingSlashes]
         switch format {
-        case .json:
-            return Array(
-                try encoder.encode(JSONBody(event: event, project: project, group: group, deliveredAt: deliveredAt, rule: rule)))
-        case .slack:
-            let text = slackText(event: event, project: project, group: group, publicURL: publicURL)
-            return Array(try encoder.encode(["text": text]))
+        case .json: return Array(try encoder.encode(json))
+        case .slack: return Array(try encoder.encode(["text": slack()]))
         }
     }
 
+    /// The `json` body: a group's event names the group, a release's the release.
     private struct JSONBody: Encodable {
         var event: String
         var project: String
-        var group: GroupBody
+        var group: GroupBody?
+        var release: ReleaseBody?
         var deliveredAt: Date
         /// The alert rule that fired (absent for an `events` subscription).
         var rule: AlertRuleRef?
@@ -39,20 +44,11 @@ enum WebhookPayload {
         format: WebhookFormat, event: String, project: String, release: ReleaseBody, below: Double?, deliveredAt: Date,
         rule: AlertRuleRef?
     ) throws -> [UInt8] {
-        let encoder = JSONEncoder.crashWire()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        switch format {
-        case .json:
-            return Array(
-                try encoder.encode(
-                    ReleaseJSONBody(event: event, project: project, release: release, deliveredAt: deliveredAt, rule: rule)))
-        case .slack:
-            let threshold = below.map { " below \(percent($0))" } ?? ""
-            let text =
-                "Crash-free sessions\(threshold) in \(project): version \(release.version) at \(percent(release.crashFreeSessions)), "
-                + "\(release.crashedSessions) of \(release.sessions) sessions crashed in \(release.windowMinutes) minutes, \(release.url)"
-            return Array(try encoder.encode(["text": text]))
-        }
+        let threshold = below.map { " below \(percent($0))" } ?? ""
+        return try encode(
+            format, JSONBody(event: event, project: project, release: release, deliveredAt: deliveredAt, rule: rule),
+            slack: "Crash-free sessions\(threshold) in \(project): version \(release.version) at \(percent(release.crashFreeSessions)), "
+                + "\(release.crashedSessions) of \(release.sessions) sessions crashed in \(release.windowMinutes) minutes, \(release.url)")
     }
 
     /// A version's crash-free sessions in a rule's window, as a release firing's body names it.
@@ -64,14 +60,6 @@ enum WebhookPayload {
         var windowMinutes: Int
         /// The dashboard's page of the release.
         var url: String
-    }
-
-    private struct ReleaseJSONBody: Encodable {
-        var event: String
-        var project: String
-        var release: ReleaseBody
-        var deliveredAt: Date
-        var rule: AlertRuleRef?
     }
 
     /// `0.9512` as `95.12 %`.
