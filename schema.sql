@@ -420,7 +420,8 @@ $$;
 -- with `INSERT INTO t SELECT * FROM crashguard_rollup_t(project)`; RollupEquivalenceTests
 -- ingests through the real route and compares every table with its function. Buckets are
 -- UTC hours and days (`date_trunc(unit, ts, 'UTC')`, whatever the session's TimeZone),
--- like TimeWindow.floor in Swift. The per-version tables use crashguard_version_rollups.
+-- like TimeWindow.floor in Swift. The per-version tables use crashguard_version_rollups;
+-- group_facets' function follows the environment column it reads ("Environments" below).
 CREATE OR REPLACE FUNCTION crashguard_rollup_group_hourly(p_project bigint)
 RETURNS TABLE (project_id bigint, group_id bigint, hour timestamptz, app_id text, app_version text, os text,
                count bigint, fatal_count bigint)
@@ -436,15 +437,6 @@ LANGUAGE sql STABLE AS $$
     SELECT r.project_id, r.group_id, date_trunc('day', r.ts, 'UTC'), r.app_id, r.app_version, coalesce(r.os, ''),
            count(*)
     FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6
-$$;
-CREATE OR REPLACE FUNCTION crashguard_rollup_group_facets(p_project bigint)
-RETURNS TABLE (project_id bigint, group_id bigint, facet text, value text, count bigint,
-               first_seen timestamptz, last_seen timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT r.project_id, r.group_id, f.facet, f.value, count(*), min(r.ts), max(r.ts)
-    FROM reports r,
-         LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, ''))) AS f(facet, value)
-    WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4
 $$;
 CREATE OR REPLACE FUNCTION crashguard_rollup_group_model_hourly(p_project bigint)
 RETURNS TABLE (group_id bigint, hour timestamptz, model text, count bigint)
