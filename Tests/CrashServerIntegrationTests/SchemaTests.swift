@@ -21,6 +21,18 @@ import Testing
         #expect(statements[2].hasSuffix("'it''s; fine'"))
     }
 
+    /// Each function is created by one statement of schema.sql: a block that changes a function
+    /// replaces its one definition (after what it reads exists) rather than defining it again.
+    @Test func everyFunctionIsDefinedOnce() throws {
+        let definition = try Regex(#"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([A-Za-z_0-9.]+)\s*\("#).ignoresCase()
+        var count: [String: Int] = [:]
+        for match in Schema.sql.matches(of: definition) {
+            if let name = match.output[1].substring { count[name.lowercased(), default: 0] += 1 }
+        }
+        #expect(count.count >= 10)
+        #expect(count.filter { $0.value > 1 }.isEmpty, "\(count.filter { $0.value > 1 })")
+    }
+
     @Test func migrationIsIdempotent() async throws {
         try await withTestDatabase { (db: CrashDatabase) async throws in
             try await PostgresSchemaMaintenance(database: db).migrate()
