@@ -103,8 +103,10 @@ import Testing
     }
 
     /// 1,500 reports over 600 devices in one group (above the exact limit: estimated), a
-    /// version filter (900 reports, 300 devices: still estimated), and a small group of 40
-    /// reports on 12 devices (exact).
+    /// version filter (900 reports, 300 devices: still estimated), a rare version of the same
+    /// group (30 reports on 10 devices: few, but an exact count would read all 1,530 reports of
+    /// the group, so its version's sketch answers, near exact at that size), and a small group
+    /// of 40 reports on 12 devices (exact).
     @Test func largeGroupsGetEstimatesSmallOnesExactCounts() async throws {
         let p = try await makeProject()
         let base = utcMidnight(daysAgo: 2).addingTimeInterval(-5 * TimeWindow.hour)
@@ -117,6 +119,10 @@ import Testing
             let device = version == "2.0.0" ? "d\(k % 300)" : "d\(300 + k % 300)"
             reports.append(queryReport("big", at: base.addingTimeInterval(Double(i) * 97), version: version, device: device))
         }
+        for i in 0..<30 {
+            let at = base.addingTimeInterval(Double(i) * 97 + 13)
+            reports.append(queryReport("big", at: at, version: "3.0.0", os: "Android", device: "rare\(i % 10)"))
+        }
         for i in 0..<40 {
             reports.append(queryReport("small", at: base.addingTimeInterval(Double(i) * 600), device: "s\(i % 12)"))
         }
@@ -126,14 +132,18 @@ import Testing
             let path = "/v1/projects/\(p.project)/crashes"
             let all = try await client.query(path, token: p.readToken)
             let big = try #require(all.json.groups.titled("big"))
-            #expect(big["count"] as? Int == 1_500)
+            #expect(big["count"] as? Int == 1_530)
             let devices = try #require(big["devices"] as? Int)
-            #expect(abs(devices - 600) <= 42, "estimate \(devices) for 600 devices")
+            #expect(abs(devices - 610) <= 42, "estimate \(devices) for 610 devices")
             #expect(all.json.groups.titled("small")?["devices"] as? Int == 12)
             let v2 = try await client.query(path + "?version=2.0.0", token: p.readToken)
             #expect(v2.json.groups.titled("big")?["count"] as? Int == 900)
             let v2devices = try #require(v2.json.groups.titled("big")?["devices"] as? Int)
             #expect(abs(v2devices - 300) <= 24, "estimate \(v2devices) for 300 devices")
+            let rare = try await client.query(path + "?version=3.0.0", token: p.readToken)
+            #expect(rare.json.groups.titled("big")?["count"] as? Int == 30)
+            let rareDevices = try #require(rare.json.groups.titled("big")?["devices"] as? Int)
+            #expect(abs(rareDevices - 10) <= 1, "estimate \(rareDevices) for 10 devices")
             // An os filter has no sketch: exact.
             let ios = try await client.query(path + "?os=iOS", token: p.readToken)
             #expect(ios.json.groups.titled("big")?["devices"] as? Int == 600)

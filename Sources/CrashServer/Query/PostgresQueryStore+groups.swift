@@ -80,6 +80,15 @@ extension PostgresQueryStore.Reader {
             let sketch = sketchable && (whole.isEmpty && f.environments.isEmpty || whole.contains(id))
             if sketch && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
         }
+        if sketchable, f.environments.isEmpty, !f.reports.versions.isEmpty, !exact.isEmpty {
+            // Few reports of the version asked for, but an exact count reads every report of the
+            // group in the window, of every version (`reports_group_ts` has none): a group with
+            // more than the limit in all takes its version's sketch instead (one version's
+            // devices of the top groups of 30 days at 200,000 reports: 50 to 85 ms read exactly).
+            let large = try await groupsOver(Self.exactDeviceLimit, ids: exact)
+            exact.removeAll { large.contains($0) }
+            estimated += large
+        }
         var out: [Int64: Int64] = [:]
         if !exact.isEmpty {
             let rows = try await connection.query(
@@ -114,6 +123,18 @@ extension PostgresQueryStore.Reader {
                 out[id] = DeviceSketch(encoded: bytes.readableBytesView).estimate
             }
         }
+        return out
+    }
+
+    /// The groups of `ids` with more than `limit` reports in all, a merge target's members included.
+    func groupsOver(_ limit: Int64, ids: [Int64]) async throws -> [Int64] {
+        let rows = try await connection.query(
+            """
+            SELECT o.owner FROM \(owners: ids) o JOIN crash_groups g ON g.id = o.member
+            GROUP BY o.owner HAVING sum(g.report_count) > \(limit)
+            """, logger: logger)
+        var out: [Int64] = []
+        for try await id in rows.decode(Int64.self) { out.append(id) }
         return out
     }
 
