@@ -321,14 +321,18 @@ extension PostgresQueryStore.Reader {
         return out
     }
 
-    /// Groups whose first report ever is of `version` (and `app`), ignored ones left out.
+    /// Groups whose first report ever is of `version` (and `app`), ignored ones left out. A merge
+    /// target's first report is the earliest of it and its members, which are never listed.
     func groupsIntroduced(project: Int64, version: String, app: String?, window: TimeWindow) async throws -> [Int64] {
         let rows = try await connection.query(
             """
-            SELECT g.id FROM crash_groups g
+            SELECT DISTINCT o.id FROM crash_groups g
             JOIN group_facets fv ON fv.group_id = g.id AND fv.facet = 'version' AND fv.value = \(version)
-            WHERE g.project_id = \(project) AND g.status <> 'ignored' AND fv.first_seen = g.first_seen
-              AND fv.last_seen >= \(window.from) AND fv.first_seen < \(window.to)
+            JOIN crash_groups o ON o.id = COALESCE(g.merged_into, g.id)
+            WHERE g.project_id = \(project) AND o.status <> 'ignored' AND fv.first_seen = g.first_seen
+              AND NOT EXISTS (SELECT 1 FROM crash_groups x WHERE (x.id = o.id OR x.merged_into = o.id) AND x.first_seen < g.first_seen)
+              AND fv.first_seen < \(window.to)
+              AND (fv.last_seen >= \(window.from) OR g.merged_into IS NOT NULL OR EXISTS (SELECT 1 FROM crash_groups x WHERE x.merged_into = g.id))
               AND (\(app)::text IS NULL OR EXISTS (
                   SELECT 1 FROM group_facets fa
                   WHERE fa.group_id = g.id AND fa.facet = 'app' AND fa.value = \(app) AND fa.first_seen = g.first_seen))

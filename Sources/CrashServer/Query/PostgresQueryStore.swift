@@ -285,24 +285,39 @@ struct PostgresQueryStore: QueryStore {
 
         /// `lastSeen`/`firstSeen` (microseconds) as of `snapshot`, for the project's groups whose
         /// value was moved by reports committed after it (the others keep their current value);
-        /// nil for a group that had no report then.
+        /// nil for a group that had no report then. A report of a merged group moves the group it
+        /// is merged into (the one listed), whose key is that of all its members.
         func timeKeysAsOf(project: Int64, sort: GroupSort, snapshot: String) async throws -> [Int64: Int64?] {
             let last = sort == .lastSeen
             let rows = try await connection.query(
                 """
                 WITH delta AS (
-                    SELECT group_id, max(ts) AS hi, min(ts) AS lo FROM reports
-                    WHERE project_id = \(project)
-                      AND xact >= pg_snapshot_xmin(\(snapshot)::pg_snapshot) AND NOT pg_visible_in_snapshot(xact, \(snapshot)::pg_snapshot)
-                    GROUP BY group_id
+                    SELECT COALESCE(m.merged_into, m.id) AS owner, max(r.ts) AS hi, min(r.ts) AS lo
+                    FROM reports r JOIN crash_groups m ON m.id = r.group_id
+                    WHERE r.project_id = \(project)
+                      AND r.xact >= pg_snapshot_xmin(\(snapshot)::pg_snapshot)
+                      AND NOT pg_visible_in_snapshot(r.xact, \(snapshot)::pg_snapshot)
+                    GROUP BY 1
+                ), owned AS (
+                    SELECT d.owner, d.hi, d.lo, array_agg(g.id) AS members, max(g.last_seen) AS last_seen,
+                           min(g.first_seen) AS first_seen
+                    FROM delta d
+                    CROSS JOIN LATERAL (SELECT d.owner AS id UNION ALL SELECT id FROM crash_groups WHERE merged_into = d.owner) mm
+                    JOIN crash_groups g ON g.id = mm.id
+                    GROUP BY d.owner, d.hi, d.lo
                 )
-                SELECT g.id, (extract(epoch FROM CASE WHEN \(last) THEN
-                        (SELECT max(r.ts) FROM reports r WHERE r.group_id = g.id AND pg_visible_in_snapshot(r.xact, \(snapshot)::pg_snapshot))
-                    ELSE
-                        (SELECT min(r.ts) FROM reports r WHERE r.group_id = g.id AND pg_visible_in_snapshot(r.xact, \(snapshot)::pg_snapshot))
-                    END) * 1000000)::bigint
-                FROM crash_groups g JOIN delta d ON d.group_id = g.id
-                WHERE CASE WHEN \(last) THEN d.hi >= g.last_seen ELSE d.lo <= g.first_seen END
+                SELECT o.owner, (extract(epoch FROM (
+                    SELECT CASE WHEN \(last) THEN max(k.t) ELSE min(k.t) END FROM unnest(o.members) AS m(id)
+                    CROSS JOIN LATERAL (
+                        SELECT CASE WHEN \(last) THEN
+                            (SELECT max(r.ts) FROM reports r WHERE r.group_id = m.id AND pg_visible_in_snapshot(r.xact, \(snapshot)::pg_snapshot))
+                        ELSE
+                            (SELECT min(r.ts) FROM reports r WHERE r.group_id = m.id AND pg_visible_in_snapshot(r.xact, \(snapshot)::pg_snapshot))
+                        END AS t
+                    ) k
+                )) * 1000000)::bigint
+                FROM owned o
+                WHERE CASE WHEN \(last) THEN o.hi >= o.last_seen ELSE o.lo <= o.first_seen END
                 """, logger: logger)
             var out: [Int64: Int64?] = [:]
             for try await (id, key) in rows.decode((Int64, Int64?).self) { out[id] = key }
