@@ -186,4 +186,89 @@ import Testing
             #expect(try await post(client, p, "999999999/unmerge", #"{"group": "\#(a)"}"#).status == .notFound)
         }
     }
+
+    /// A time-sorted walk lists every group once (contract, "Cursors") when a merged member
+    /// gets a report between pages: the report moves its target's key, and the walk keeps the
+    /// target at its key as of the first page (an earlier `firstSeen` showed it twice, a later
+    /// `lastSeen` never).
+    @Test func aWalkListsATargetOnceWhenItsMemberGetsAReportBetweenPages() async throws {
+        let p = try await makeProject()
+        try await withApp { client in
+            let now = Date()
+            func ago(_ seconds: Double) -> Date { now.addingTimeInterval(-seconds) }
+            try await client.send(
+                [
+                    queryReport("walk-x", at: ago(60)), queryReport("walk-y", at: ago(2 * 3600)),
+                    queryReport("walk-t", at: ago(3 * 3600)), queryReport("walk-m", at: ago(3.5 * 3600)),
+                    queryReport("walk-z", at: ago(5 * 3600)),
+                ], key: p.ingestKey)
+            let groups = try await list(client, p)
+            let t = try #require(groups.titled("walk-t")?["id"] as? String)
+            let m = try #require(groups.titled("walk-m")?["id"] as? String)
+            #expect(try await merge(client, p, m, into: t).status == .ok)
+
+            // firstSeen: x, y, t (3.5 h), z; after t is shown, m gets a report older than z's.
+            // lastSeen: x, y, t (3 h), z; after x is shown, m gets the newest report.
+            for (sort, after, report) in [
+                ("firstSeen", "walk-t", queryReport("walk-m", at: ago(6 * 3600))), ("lastSeen", "walk-x", queryReport("walk-m", at: ago(10))),
+            ] {
+                var seen: [String] = []
+                var cursor: String?
+                var sent = false
+                repeat {
+                    let page = try await client.query(
+                        "/v1/projects/\(p.project)/crashes?limit=1&sort=\(sort)" + (cursor.map { "&cursor=\($0)" } ?? ""), token: p.readToken)
+                    try #require(page.status == .ok, "\(sort): \(page.json)")
+                    seen += page.json.groups.titles
+                    if !sent, seen.last == after {
+                        try await client.send([report], key: p.ingestKey)
+                        sent = true
+                    }
+                    cursor = page.json["nextCursor"] as? String
+                } while cursor != nil && seen.count < 10
+                #expect(sent, "\(sort)")
+                #expect(seen == ["walk-x", "walk-y", "walk-t", "walk-z"], "\(sort): \(seen)")
+            }
+        }
+    }
+
+    /// A release's `topGroups` and `newGroups` show a merge as the crashes list does: the target
+    /// counts its members' reports of the version, a member is never listed, and the target is
+    /// new in the version of the earliest report of it and its members.
+    @Test func aReleaseCountsMergedGroupsInTheirTarget() async throws {
+        let p = try await makeProject()
+        try await withApp { client in
+            let now = Date()
+            func ago(_ seconds: Double) -> Date { now.addingTimeInterval(-seconds) }
+            try await client.send(
+                [
+                    queryReport("rel-member", at: ago(3 * 3600), version: "1.0.0"),
+                    queryReport("rel-member", at: ago(1200), version: "2.0.0"), queryReport("rel-member", at: ago(1100), version: "2.0.0"),
+                    queryReport("rel-target", at: ago(3600), version: "2.0.0"),
+                    queryReport("rel-other", at: ago(2400), version: "2.0.0"), queryReport("rel-other", at: ago(2300), version: "2.0.0"),
+                ], key: p.ingestKey)
+            let groups = try await list(client, p)
+            let target = try #require(groups.titled("rel-target")?["id"] as? String)
+            let member = try #require(groups.titled("rel-member")?["id"] as? String)
+            #expect(try await merge(client, p, member, into: target).status == .ok)
+
+            func release(_ version: String) async throws -> (top: [String], new: [String]) {
+                let answer = try await client.query("/v1/projects/\(p.project)/releases/\(version)", token: p.readToken)
+                try #require(answer.status == .ok, "\(answer.json)")
+                func rows(_ key: String) -> [String] {
+                    ((answer.json[key] as? [[String: Any]]) ?? []).map { "\($0["title"] as? String ?? "?") \($0["count"] as? Int ?? -1)" }
+                }
+                return (rows("topGroups"), rows("newGroups"))
+            }
+            // 2.0.0: the target with its member's two reports; the target is not new there, since
+            // its member's first report was of 1.0.0.
+            let two = try await release("2.0.0")
+            #expect(two.top == ["rel-target 3", "rel-other 2"])
+            #expect(two.new == ["rel-other 2"])
+            // 1.0.0 introduced the merged group (through its member).
+            let one = try await release("1.0.0")
+            #expect(one.top == ["rel-target 1"])
+            #expect(one.new == ["rel-target 1"])
+        }
+    }
 }
