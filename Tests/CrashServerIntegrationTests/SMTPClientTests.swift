@@ -172,4 +172,31 @@ struct SMTPClientTests {
             }
         }
     }
+
+    @Test("4xx to RCPT or to the message is retried, 5xx to either fails the delivery for good, 250 delivers")
+    func refusalsInTheOutbox() async throws {
+        let envelope: [ScriptedSMTPServer.Step] = Self.hello() + [.read, .send("250 2.1.0 ok\r\n"), .read]
+        let message: [ScriptedSMTPServer.Step] = envelope + [.send("250 2.1.5 ok\r\n"), .read, .send("354 go ahead\r\n"), .readData]
+        let cases: [(name: String, script: [ScriptedSMTPServer.Step], state: String, status: Int32?, error: String?)] = [
+            ("RCPT 451", envelope + [.send("451 4.3.0 try later\r\n"), .drain], "pending", 451, "RCPT TO: 451 4.3.0 try later"),
+            ("RCPT 550", envelope + [.send("550 5.1.1 no such user\r\n"), .drain], "failed", 550, "RCPT TO: 550 5.1.1 no such user"),
+            ("DATA 452", message + [.send("452 4.3.1 out of storage\r\n"), .drain], "pending", 452, "DATA: 452 4.3.1 out of storage"),
+            ("DATA 554", message + [.send("554 5.6.0 refused\r\n"), .drain], "failed", 554, "DATA: 554 5.6.0 refused"),
+            ("DATA 250", message + [.send("250 2.0.0 queued\r\n"), .read, .send("221 bye\r\n")], "delivered", nil, nil),
+        ]
+        try await withGroup { database, p in
+            for test in cases {
+                let outbox = try await Outbox.make(database, project: p)
+                let server = try ScriptedSMTPServer(test.script)
+                defer { server.stop() }
+                let row = try await outbox.attempt(try Self.client(server.url()))
+                #expect(row.state == test.state, "\(test.name)")
+                #expect(row.status == test.status && row.error == test.error, "\(test.name): \(row)")
+                #expect(row.attempts == 1 && row.due == (test.state == "pending"), "\(test.name): \(row)")
+                let record = await server.finished()
+                #expect(record.lines.first == "EHLO crash.example.com", "\(test.name)")
+                #expect(record.lines.contains("RCPT TO:<ana@example.com>"), "\(test.name)")
+            }
+        }
+    }
 }

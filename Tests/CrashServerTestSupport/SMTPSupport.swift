@@ -44,14 +44,17 @@ final class ScriptedSMTPServer: Sendable {
     }
 
     let port: Int
-    private let listener: Int32
     private let state = Mutex(State())
-    private let connection = Mutex<Int32>(-1)
+    /// The listening socket until the connection is accepted, then the connection; -1 once
+    /// closed. Closed and shut down only under this lock, so ``stop()`` never shuts down a
+    /// descriptor number that another test's socket has been given since.
+    private let sockets: Mutex<(listener: Int32, connection: Int32)>
 
     /// Listens, and serves `steps` to the first connection.
     init(_ steps: [Step]) throws {
-        (listener, port) = try Self.openListener()
-        let listener = listener
+        let (listener, port) = try Self.openListener()
+        self.port = port
+        sockets = Mutex((listener, -1))
         Thread.detachNewThread { [self] in serve(steps, listener) }
     }
 
@@ -74,17 +77,20 @@ final class ScriptedSMTPServer: Sendable {
 
     /// Ends the script: the listening socket and the connection are shut down.
     func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        let fd = connection.withLock { $0 }
-        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+        sockets.withLock { open in
+            if open.listener >= 0 { shutdown(open.listener, Int32(SHUT_RDWR)) }
+            if open.connection >= 0 { shutdown(open.connection, Int32(SHUT_RDWR)) }
+        }
     }
 
     private func serve(_ steps: [Step], _ listener: Int32) {
         let fd = accept(listener, nil, nil)
-        close(listener)
+        sockets.withLock { open in
+            close(listener)
+            open = (-1, fd)
+        }
         var closed = fd < 0
         if fd >= 0 {
-            connection.withLock { $0 = fd }
             var pending: [UInt8] = []
             for step in steps where !closed {
                 switch step {
@@ -116,8 +122,10 @@ final class ScriptedSMTPServer: Sendable {
                     while !closed { closed = readLine(fd, &pending) == nil }
                 }
             }
-            connection.withLock { $0 = -1 }
-            close(fd)
+            sockets.withLock { open in
+                close(fd)
+                open.connection = -1
+            }
         }
         let (record, waiters) = state.withLock { s in
             let record = Record(lines: s.lines, closedByClient: closed)
