@@ -325,8 +325,10 @@ import Testing
 
     /// Compares every rollup table of project `slug` with its definition, once the aggregator
     /// has folded every pending fact.
-    static func expectRollupsMatch(slug project: String) async throws {
-        let results = try await withTestDatabase { db in
+    static func expectRollupsMatch(
+        slug project: String, _ config: ServerConfiguration = TestEnvironment.configuration()
+    ) async throws {
+        let results = try await withTestDatabase(config) { db in
             try await db.aggregateRollups()
             return try await db.client.withConnection { connection in
                 // Another session time zone must not move the buckets.
