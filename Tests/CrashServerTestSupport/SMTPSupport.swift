@@ -52,7 +52,7 @@ final class ScriptedSMTPServer: Sendable {
 
     /// Listens, and serves `steps` to the first connection.
     init(_ steps: [Step]) throws {
-        let (listener, port) = try Self.openListener()
+        let (listener, port) = try loopbackListener(backlog: 8)
         self.port = port
         sockets = Mutex((listener, -1))
         Thread.detachNewThread { [self] in serve(steps, listener) }
@@ -160,30 +160,30 @@ final class ScriptedSMTPServer: Sendable {
             pending += buffer[0..<n]
         }
     }
+}
 
-    /// A listening TCP socket on 127.0.0.1 with a port the kernel chose.
-    private static func openListener() throws -> (fd: Int32, port: Int) {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw ProcessFailure(description: "socket: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(fd, raw, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, raw, &length) == 0
-            }
+/// A listening TCP socket on 127.0.0.1 with a port the kernel chose.
+func loopbackListener(backlog: Int32) throws -> (fd: Int32, port: Int) {
+    #if canImport(Glibc)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+    let fd = socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    guard fd >= 0 else { throw ProcessFailure(description: "socket: errno \(errno)") }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+            bind(fd, raw, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, raw, &length) == 0
         }
-        guard bound else {
-            let failure = errno
-            close(fd)
-            throw ProcessFailure(description: "bind/listen on 127.0.0.1: errno \(failure)")
-        }
-        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
+    guard bound else {
+        let failure = errno
+        close(fd)
+        throw ProcessFailure(description: "bind/listen on 127.0.0.1: errno \(failure)")
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }

@@ -154,28 +154,7 @@ final class HostileReceiver: Sendable {
 
     init(_ behavior: Behavior) throws {
         self.behavior = behavior
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw ProcessFailure(description: "socket: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(fd, raw, length) == 0 && listen(fd, 64) == 0 && getsockname(fd, raw, &length) == 0
-            }
-        }
-        guard bound else {
-            close(fd)
-            throw ProcessFailure(description: "bind/listen: errno \(errno)")
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try loopbackListener(backlog: 64)
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
