@@ -151,8 +151,8 @@ public struct ReportScrubber: Sendable {
         if settings.scrubIPs { scan.apply(Self.ipAddresses) }
         if settings.scrubEmails { scan.apply(Self.emailAddresses) }
         // An address replaced by its marker can split a digit run that was too long to be a
-        // card into one that is: the card rule looks again (fail closed).
-        if settings.scrubDefaults && (settings.scrubIPs || settings.scrubEmails) { scan.apply(Self.paymentCards) }
+        // card into one that is: the next pass (``scrubbed(_:)``) finds it, as it finds every
+        // other rule's match that a marker makes.
         return scan.changed ? scan.bytes : nil
     }
 

@@ -8,7 +8,7 @@ struct CrashBench: AsyncParsableCommand {
         abstract: "Benchmarks for the CrashGuard server and grouping engine.",
         subcommands: [
             LoadCommand.self, SeedCommand.self, QueryCommand.self, BombCommand.self, SlowCommand.self, NormalizeCommand.self,
-            GroupingCommand.self, PipelineCommand.self, SessionsCommand.self,
+            GroupingCommand.self, PipelineCommand.self, SessionsCommand.self, ScrubCommand.self,
         ]
     )
 }

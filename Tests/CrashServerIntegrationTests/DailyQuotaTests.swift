@@ -130,6 +130,73 @@ struct DailyQuotaTests {
         }
     }
 
+    @Test("the Apple door: all or nothing under the quota, duplicates fit; its 429 and /v1/reports' match the OpenAPI document")
+    func appleDoorAndDocument() async throws {
+        let p = try await makeProject()
+        try await Self.set(p, #"{"dailyQuota": 2}"#)
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(OpenAPIDocument.json.utf8)) as? [String: Any])
+        let validator = SchemaValidator(document: doc)
+        // The document declares the quota's answer: quotaRemaining and Retry-After on both doors.
+        let schemas = (doc["components"] as? [String: Any])?["schemas"] as? [String: Any]
+        let refusal = try #require(schemas?["TooManyRequests"] as? [String: Any])
+        #expect((refusal["properties"] as? [String: Any])?["quotaRemaining"] != nil)
+        for path in ["/v1/reports", "/v1/apple/reports"] {
+            let declared = ((doc["paths"] as? [String: Any])?[path] as? [String: Any])?["post"] as? [String: Any]
+            let answer = (declared?["responses"] as? [String: Any])?["429"] as? [String: Any]
+            #expect((answer?["description"] as? String)?.contains("quota") == true, "\(path)")
+            #expect((answer?["headers"] as? [String: Any])?["Retry-After"] != nil, "\(path)")
+        }
+        let (header, body) = try AppleIngestTests.ipsParts("crash-segv.ips")
+        func ips(_ id: UUID) -> [UInt8] {
+            var (h, b) = (header, body)
+            h["incident_id"] = id.uuidString
+            b["incident"] = id.uuidString
+            return AppleIngestTests.ips(h, b)
+        }
+        let (first, second, third) = (ips(UUID()), ips(UUID()), ips(UUID()))
+        try await withApp { client in
+            #expect(try await AppleIngestTests.post(client, key: p.ingestKey, body: first).status == .accepted)
+            #expect(try await AppleIngestTests.post(client, key: p.ingestKey, body: second).status == .accepted)
+            let over = try await AppleIngestTests.post(client, key: p.ingestKey, body: third)
+            try validator.check(over, path: "/v1/apple/reports", method: "post", status: "429")
+            #expect(try over.json()["quotaRemaining"] as? Int == 0)
+            #expect(try (over.json()["error"] as? String)?.contains("quota") == true)
+            _ = Self.expectRetryAfter(over)
+            // A resend of a stored report is a duplicate, which always fits.
+            let again = try await AppleIngestTests.post(client, key: p.ingestKey, body: first)
+            #expect(again.status == .accepted)
+            #expect(try AppleIngestTests.counts(again) == IngestResponse(accepted: 0, duplicates: 1, rejected: []))
+            let reports = try await client.ingest(key: p.ingestKey, body: Self.reports(1))
+            try validator.check(reports, path: "/v1/reports", method: "post", status: "429")
+            let settings = try await client.query("/v1/projects/\(p.project)/settings", token: p.readToken)
+            #expect(settings.json["quotaUsedToday"] as? Int == 2)
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"crashguard_quota_refusals_total{door="apple"}"#))
+        }
+        #expect(try await withTestDatabase { try await $0.storedReportIDs(slug: p.project).count } == 2)
+    }
+
+    @Test("quotaUsedToday is the day's counter in project_quota_days: reports erased today still count")
+    func usedTodayCountsErasedReports() async throws {
+        let p = try await makeProject()
+        try await Self.set(p, #"{"dailyQuota": 100}"#)
+        let uri = "/v1/projects/\(p.project)/settings"
+        try await withApp { client in
+            #expect(try await client.ingest(key: p.ingestKey, body: Self.reports(3)).status == .accepted)
+            #expect(try await client.query(uri, token: p.readToken).json["quotaUsedToday"] as? Int == 3)
+            let erase = try await client.query("/v1/projects/\(p.project)/devices/device-1", token: p.readToken, method: .delete)
+            #expect(erase.status == .accepted)
+        }
+        try await ErasureTests.drain()
+        try await withApp { client in
+            #expect(try await withTestDatabase { try await $0.storedReportIDs(slug: p.project).isEmpty })
+            #expect(try await client.query(uri, token: p.readToken).json["quotaUsedToday"] as? Int == 3, "erased today, still counted")
+            // And the quota still holds them: 97 more fit today, not 100.
+            let over = try await client.ingest(key: p.ingestKey, body: Self.reports(98))
+            #expect(try over.status == .tooManyRequests && over.json()["quotaRemaining"] as? Int == 97)
+        }
+    }
+
     @Test("the Sentry door: 429 with Retry-After and X-Sentry-Rate-Limits; an envelope's sessions are kept and its event dropped")
     func sentryDoor() async throws {
         let p = try await makeProject()

@@ -73,8 +73,11 @@ struct RetentionTests {
         try await withTestDatabase { db in
             let sweeper = RetentionSweeper(
                 database: db, serverRetentionDays: 90, interval: .seconds(3600), logger: TestEnvironment.logger)
+            // Swept for this project alone: other tests' projects in the shared database have
+            // reports of their own past their retention at these times.
+            let id = try await db.projectID(slug: p.project)
             // The 20-, 12- and 10-day-old reports are past 7 days; the hour-old one stays.
-            #expect(try await sweeper.runOnce(now: now) == 3)
+            #expect(try await sweeper.runOnce(now: now, project: id) == 3)
             #expect(try await db.storedReportIDs(slug: p.project).count == 1)
             let groups = try await db.groups(slug: p.project)
             #expect(groups.count == 1, "the group whose reports were all past retention is gone")
@@ -82,7 +85,111 @@ struct RetentionTests {
             #expect(try await db.rollupTotal(slug: p.project) == 1)
             try await RollupEquivalenceTests.expectRollupsMatch(slug: p.project)
             // Nothing more to remove.
-            #expect(try await sweeper.runOnce(now: now) == 0)
+            #expect(try await sweeper.runOnce(now: now, project: id) == 0)
+            // Seven days later the hour-old report is past retention too: the group's last
+            // report goes, and the group with it.
+            #expect(try await sweeper.runOnce(now: now.addingTimeInterval(7 * Self.day), project: id) == 1)
+            #expect(try await db.storedReportIDs(slug: p.project).isEmpty)
+            #expect(try await db.groups(slug: p.project).isEmpty)
+            #expect(try await db.rollupTotal(slug: p.project) == 0)
+        }
+    }
+
+    @Test("a lowered retention hides older reports from every query at once, before any sweep")
+    func queriesClampedToRetention() async throws {
+        let p = try await makeProject()
+        let now = Date()
+        let (gone, kept) = ("retention gone alpha", "retention kept beta")
+        try await withApp { client throws in
+            let body = batchBody([
+                reportJSON(timestamp: now.addingTimeInterval(-10 * Self.day), reason: gone, version: "1.0.0"),
+                reportJSON(timestamp: now.addingTimeInterval(-9 * Self.day), reason: gone, version: "1.0.0"),
+                reportJSON(timestamp: now.addingTimeInterval(-10 * Self.day), reason: kept, version: "1.0.0"),
+                reportJSON(timestamp: now.addingTimeInterval(-3600), reason: kept, version: "2.0.0"),
+            ])
+            #expect(try await client.ingest(key: p.ingestKey, body: body).decode(IngestResponse.self).accepted == 4)
+            let base = "/v1/projects/\(p.project)"
+            let from = RFC3339.format(now.addingTimeInterval(-30 * Self.day))
+            func list() async throws -> [[String: Any]] {
+                try await client.query("\(base)/crashes?from=\(from)", token: p.readToken).json["groups"] as? [[String: Any]] ?? []
+            }
+            let before = try await list()
+            #expect(before.count == 2)
+            let goneID = try #require(before.first { $0["title"] as? String == gone }?["id"] as? String)
+            let keptID = try #require(before.first { $0["title"] as? String == kept }?["id"] as? String)
+
+            // No sweeper runs in tests (CRASHGUARD_RETENTION_INTERVAL=0): what follows is the queries' own doing.
+            #expect(try await client.query("\(base)/settings", token: p.readToken, method: .patch, body: #"{"retentionDays": 7}"#).status == .ok)
+            let after = try await list()
+            #expect(after.map { $0["id"] as? String } == [keptID], "the group with only old reports is gone from the list")
+            #expect(after.first?["count"] as? Int == 1)
+            #expect(after.first?["versions"] as? [String] == ["2.0.0"], "a version seen only past retention is not listed")
+            let firstSeen = try #require((after.first?["firstSeen"] as? String).flatMap { RFC3339.parse($0) })
+            #expect(firstSeen > now.addingTimeInterval(-7 * Self.day), "firstSeen is the oldest report kept")
+            for sort in ["lastSeen", "firstSeen"] {
+                let sorted = try await client.query("\(base)/crashes?from=\(from)&sort=\(sort)", token: p.readToken)
+                #expect((sorted.json["groups"] as? [[String: Any]])?.map { $0["id"] as? String } == [keptID], "sort=\(sort)")
+            }
+
+            #expect(try await client.query("\(base)/crashes/\(goneID)?from=\(from)", token: p.readToken).status == .notFound)
+            #expect(try await client.query("\(base)/crashes/\(goneID)/reports", token: p.readToken).status == .notFound)
+            let detail = try await client.query("\(base)/crashes/\(keptID)?from=\(from)", token: p.readToken)
+            #expect(detail.status == .ok)
+            #expect(((detail.json["group"] as? [String: Any]) ?? detail.json)["count"] as? Int == 1)
+            #expect((detail.json["latest"] as? [[String: Any]])?.count == 1)
+            let histogram = detail.json["histogram"] as? [[String: Any]] ?? []
+            #expect(histogram.reduce(0) { $0 + ($1["count"] as? Int ?? 0) } == 1)
+            let reports = try await client.query("\(base)/crashes/\(keptID)/reports", token: p.readToken)
+            #expect((reports.json["reports"] as? [[String: Any]])?.count == 1)
+            #expect(reports.json["nextCursor"] == nil || reports.json["nextCursor"] is NSNull)
+
+            let stats = try await client.query("\(base)/stats?from=\(from)&interval=day", token: p.readToken)
+            let points = (stats.json["series"] as? [[String: Any]])?.first?["points"] as? [[String: Any]] ?? []
+            #expect(points.reduce(0) { $0 + ($1["count"] as? Int ?? 0) } == 1)
+            #expect(points.count == 31, "the buckets asked for, zero before the cut-off")
+
+            let release = try await client.query("\(base)/releases/1.0.0?from=\(from)", token: p.readToken)
+            #expect((release.json["topGroups"] as? [[String: Any]])?.isEmpty == true)
+            #expect((release.json["newGroups"] as? [[String: Any]])?.isEmpty == true)
+        }
+        // The terminal's table (and so the dashboard's list, the same service) leaves the group out too.
+        try await withTestDatabase { db in
+            var table = TopCrashesTable()
+            table.window = "30d"
+            let text = try await table.render(database: db, project: p.project)
+            #expect(text.contains(kept.prefix(20)) && !text.contains(gone.prefix(20)), "\(text)")
+            #expect(try await db.storedReportIDs(slug: p.project).count == 4, "nothing was erased: the queries hid them")
+        }
+    }
+
+    @Test("the sweeper erases exactly what the queries hide: one cut-off, the start of the hour that holds it")
+    func oneCutOff() async throws {
+        let p = try await makeProject()
+        // A sweep half an hour into the current hour: its cut-off is half an hour into the hour
+        // seven days back. `inHour` lies in that hour before the exact cut-off, `past` before the hour.
+        let at = TimeWindow.floor(Date(), TimeWindow.hour).addingTimeInterval(1800)
+        let hour = at.addingTimeInterval(-7 * Self.day - 1800)
+        let (inHour, past) = ("retention in the hour", "retention before the hour")
+        try await withApp { client throws in
+            let body = batchBody([
+                reportJSON(timestamp: hour.addingTimeInterval(900), reason: inHour),
+                reportJSON(timestamp: hour.addingTimeInterval(-900), reason: past),
+            ])
+            #expect(try await client.ingest(key: p.ingestKey, body: body).decode(IngestResponse.self).accepted == 2)
+        }
+        try await DailyQuotaTests.set(p, #"{"retentionDays": 7}"#)
+        try await withTestDatabase { db in
+            let id = try await db.projectID(slug: p.project)
+            let queries = QueryService(store: PostgresQueryStore(database: db), now: { at })
+            let project = try #require(try await PostgresProjectStore(database: db).project(slug: p.project))
+            let request = GroupListRequest(window: TimeWindow(from: at.addingTimeInterval(-30 * Self.day), to: at))
+            let shown = try await queries.groups(project, request).groups.map(\.title)
+            #expect(shown == [inHour])
+            let sweeper = RetentionSweeper(database: db, serverRetentionDays: 90, interval: .seconds(3600), logger: TestEnvironment.logger)
+            #expect(try await sweeper.runOnce(now: at, project: id) == 1, "only the report before the cut-off's hour")
+            #expect(try await db.groups(slug: p.project).map(\.title) == [inHour])
+            #expect(try await queries.groups(project, request).groups.map(\.title) == shown, "stored is what the queries showed")
+            try await RollupEquivalenceTests.expectRollupsMatch(slug: p.project)
         }
     }
 }

@@ -174,9 +174,22 @@ final class InMemoryCrashStore: QueryStore {
             return out
         }
 
-        func versions(ids: [Int64]) async throws -> [Int64: [String]] {
+        /// No project settings here: every report is kept.
+        func retainedSince(project: Int64, now: Date) async throws -> Date { .distantPast }
+
+        func firstSeen(ids: [Int64], since: Date) async throws -> [Int64: Date] {
+            var out: [Int64: Date] = [:]
+            for r in state.reports where ids.contains(r.group) && r.stored.timestamp >= since {
+                out[r.group] = min(out[r.group] ?? r.stored.timestamp, r.stored.timestamp)
+            }
+            return out
+        }
+
+        func versions(ids: [Int64], since: Date) async throws -> [Int64: [String]] {
             var out: [Int64: Set<String>] = [:]
-            for r in state.reports where ids.contains(r.group) { out[r.group, default: []].insert(r.stored.app.version) }
+            for r in state.reports where ids.contains(r.group) && r.stored.timestamp >= since {
+                out[r.group, default: []].insert(r.stored.app.version)
+            }
             return out.mapValues { set in
                 set.sorted { a, b in
                     let c = AppVersion.compare(a, b)

@@ -44,6 +44,6 @@ struct QuotaRetentionUnitTests {
         #expect(seven.rejected.map(\.index) == [0, 2])
         #expect(seven.rejected.allSatisfy { $0.error == "timestamp: older than the project's retention of 7 days" })
         #expect(batch.rejectingPastRetention(retentionDays: 30, now: now).accepted.count == 4)
-        #expect(Retention(days: 7).queryCutoff(now: now.addingTimeInterval(5400)) == now.addingTimeInterval(-7 * 86_400 + 3600))
+        #expect(Retention(days: 7).cutoff(now: now.addingTimeInterval(5400)) == now.addingTimeInterval(-7 * 86_400 + 3600))
     }
 }

@@ -32,6 +32,9 @@ public struct CrashDatabase: Sendable {
     /// over it is still one transaction, its reports written in several statements
     /// (``PostgresIngestStore/writeReports(_:_:regressed:_:)``).
     let maxStatementBytes: Int
+    /// `CRASHGUARD_RETENTION_DAYS`: the retention of projects without their own, which every
+    /// query clamps its window to (``PostgresQueryStore/Reader/retainedSince(project:now:)``).
+    let serverRetentionDays: Int
     /// Set by the server once the schema is applied and the partitions exist
     /// (`prepareDatabase`): services that poll tables wait for it, so a first start on an
     /// empty database does not log errors about tables that do not exist yet.
@@ -71,6 +74,7 @@ public struct CrashDatabase: Sendable {
         }
         self.logger = logger
         maxStatementBytes = configuration.maxBatchBytes
+        serverRetentionDays = configuration.retentionDays
     }
 
     /// The pools and the standby's monitor, to run as services (the primary's first).

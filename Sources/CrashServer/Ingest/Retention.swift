@@ -7,12 +7,11 @@ import Foundation
 struct Retention: Sendable, Hashable {
     var days: Int
 
-    /// The oldest `timestamp` kept at `now`.
-    func cutoff(now: Date) -> Date { now.addingTimeInterval(-Double(days) * TimeWindow.day) }
-
-    /// The oldest `timestamp` queries count at `now`: the cut-off's hour (to the hour: reports in
-    /// the hour that holds the cut-off may still count, so that windows stay whole rollup hours).
-    func queryCutoff(now: Date) -> Date { TimeWindow.floor(cutoff(now: now), TimeWindow.hour) }
+    /// The oldest `timestamp` kept at `now`, for queries and the sweeper alike: the start of the
+    /// hour that holds `now − days` (to the hour, as the contract allows: reports in that hour may
+    /// still count). Whole hours keep a clamped window on the hourly rollups, and one cut-off
+    /// means a report is hidden by every query exactly when the sweeper may erase it.
+    func cutoff(now: Date) -> Date { TimeWindow.floor(now.addingTimeInterval(-Double(days) * TimeWindow.day), TimeWindow.hour) }
 
     /// The oldest `timestamp` ingest accepts at `now`: the older of 30 days and the retention.
     func oldestAccepted(now: Date) -> Date {

@@ -24,11 +24,13 @@ struct RetentionSweeper: Service {
     /// Reports erased per transaction.
     static var chunk: Int { 2000 }
 
-    /// Erases every report past its project's retention at `now`; returns how many.
+    /// Erases every report past its project's retention at `now` (of `project` alone when given);
+    /// returns how many. The cut-off is ``Retention/cutoff(now:)``, the one the queries hide
+    /// reports by, so a report is erased exactly when no query shows it any more.
     @discardableResult
-    func runOnce(now: Date = Date()) async throws -> Int {
+    func runOnce(now: Date = Date(), project only: Int64? = nil) async throws -> Int {
         var erased = 0
-        for (project, days) in try await retentions(now: now) {
+        for (project, days) in try await retentions(only: only) {
             let cutoff = Retention(days: days).cutoff(now: now)
             while true {
                 let outcome = try await database.client.withTransaction(logger: logger) { connection in
@@ -39,6 +41,7 @@ struct RetentionSweeper: Service {
                         ORDER BY ts LIMIT \(Self.chunk)
                         """, logger: logger)
                     for try await (ts, id) in rows.decode((Date, UUID).self) { keys.append(ReportEraser.Key(ts: ts, id: id)) }
+                    guard !keys.isEmpty else { return (ReportEraser.Outcome(reports: 0, groupsDeleted: []), 0) }
                     let outcome = try await ReportEraser(logger: logger).erase(project: project, keys: keys, on: connection)
                     return (outcome, keys.count)
                 }
@@ -50,17 +53,17 @@ struct RetentionSweeper: Service {
         return erased
     }
 
-    /// The retention in force of each project that has a report past it at `now` (one probe of
-    /// `reports_project_ts` per project).
-    private func retentions(now: Date) async throws -> [(Int64, Int)] {
+    /// The retention in force of each project (of `only` when given). The cut-off itself is
+    /// computed in Swift, never by the database's interval arithmetic, so the sweeper and the
+    /// queries agree to the second; each project's first chunk read is one probe of
+    /// `reports_project_ts`.
+    private func retentions(only: Int64?) async throws -> [(Int64, Int)] {
         var out: [(Int64, Int)] = []
         let rows = try await database.client.query(
             """
-            SELECT p.id, x.days FROM projects p
+            SELECT p.id, COALESCE(s.retention_days, \(serverRetentionDays))::bigint FROM projects p
             LEFT JOIN project_settings s ON s.project_id = p.id
-            CROSS JOIN LATERAL (SELECT COALESCE(s.retention_days, \(serverRetentionDays))::bigint AS days) x
-            WHERE EXISTS (
-                SELECT 1 FROM reports r WHERE r.project_id = p.id AND r.ts < \(now) - make_interval(days => x.days::int))
+            WHERE \(only)::bigint IS NULL OR p.id = \(only)
             ORDER BY p.id
             """, logger: logger)
         for try await (project, days) in rows.decode((Int64, Int64).self) { out.append((project, Int(days))) }

@@ -34,13 +34,14 @@ extension PostgresQueryStore.Reader {
         return out
     }
 
-    /// Every app version seen per group, highest first.
-    func versions(ids: [Int64]) async throws -> [Int64: [String]] {
-        // One row per group (a row per version cost a row-stream step each).
+    /// Every app version seen per group since `since`, highest first.
+    func versions(ids: [Int64], since: Date) async throws -> [Int64: [String]] {
+        // One row per group (a row per version cost a row-stream step each); a version whose
+        // last report is past retention is left out.
         let rows = try await connection.query(
             """
             SELECT o.owner, array_agg(DISTINCT f.value) FROM \(owners: ids) o
-            JOIN group_facets f ON f.group_id = o.member AND f.facet = 'version' GROUP BY o.owner
+            JOIN group_facets f ON f.group_id = o.member AND f.facet = 'version' AND f.last_seen >= \(since) GROUP BY o.owner
             """, logger: logger)
         var out: [Int64: [String]] = [:]
         for try await (id, list) in rows.decode((Int64, [String]).self) {

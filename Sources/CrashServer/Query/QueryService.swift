@@ -12,6 +12,9 @@ struct QueryService<Store: QueryStore>: Sendable {
     let store: Store
     /// Adds `symbolicated` frames to the reports and the detail's latest reports.
     var symbolicator: ReportSymbolicator? = nil
+    /// The time the retention's cut-off is taken at (``QueryReader/retainedSince(project:now:)``):
+    /// every read counts only the reports the project still keeps.
+    var now: @Sendable () -> Date = { Date() }
 
     /// `body` over one read snapshot, taken once the rollups hold every report of `project`
     /// committed before the call (read-your-writes: ``QueryStore/awaitRollups(project:)``). Every
@@ -34,6 +37,9 @@ struct QueryService<Store: QueryStore>: Sendable {
             if let trend { try window.checkBuckets(trend, parameter: "trend") }
         }
         let (body, last, snapshot) = try await read(project) { reader in
+            // Counted from the retention's cut-off on; trends keep the asked buckets (zero before it).
+            let since = try await reader.retainedSince(project: project.id, now: now())
+            let counted = window.retained(since: since)
             // The first page's snapshot: current on the first page; after it, the stored one
             // (nil once pruned: the walk goes on over current data).
             var snapshot: String?
@@ -46,7 +52,7 @@ struct QueryService<Store: QueryStore>: Sendable {
             }
             let ranking = GroupRanking(limit: limit, after: cursor.map { ($0.key, $0.groupID) })
             let counts: ([Int64]?) async throws -> [Int64: Int64] = { ids in
-                try await reader.windowCounts(project: project.id, ids: ids, window: window, filters: filters, snapshot: asOf)
+                try await reader.windowCounts(project: project.id, ids: ids, window: counted, filters: filters, snapshot: asOf)
             }
             let page: [GroupRanking.Entry]
             switch sort {
@@ -54,7 +60,7 @@ struct QueryService<Store: QueryStore>: Sendable {
                 page = try await ranking.byCount(
                     candidates: { after, atLeast, batch in
                         try await reader.countCandidates(
-                            project: project.id, window: window, filters: filters, after: after, atLeast: atLeast, limit: batch)
+                            project: project.id, window: counted, filters: filters, after: after, atLeast: atLeast, limit: batch)
                     },
                     counts: counts)
             case .lastSeen, .firstSeen:
@@ -66,13 +72,13 @@ struct QueryService<Store: QueryStore>: Sendable {
                     placed: placed,
                     candidates: { after, batch in
                         try await reader.timeCandidates(
-                            project: project.id, sort: sort, window: window, filters: filters, after: after, limit: batch)
+                            project: project.id, sort: sort, window: counted, filters: filters, after: after, limit: batch)
                     },
                     counts: { ids in try await counts(ids) })
             }
             let shown = Array(page.prefix(limit))
             var groups = try await reader.groupBodies(
-                project: project.id, counts: shown.map { ($0.id, $0.count) }, window: window, filters: filters)
+                project: project.id, counts: shown.map { ($0.id, $0.count) }, window: window, filters: filters, since: since)
             var truncated: Bool?
             if let trend {
                 // The page's trends share one point budget: when they would not all fit, the
@@ -83,7 +89,7 @@ struct QueryService<Store: QueryStore>: Sendable {
                 let kept = PointBudget.top(totals, limit: PointBudget.series(buckets: buckets.count), key: <)
                 if kept.count < totals.count { truncated = true }
                 let series = try await reader.groupTrends(
-                    project: project.id, ids: groups.compactMap { Int64($0.id) }.filter(kept.contains), window: window, unit: trend,
+                    project: project.id, ids: groups.compactMap { Int64($0.id) }.filter(kept.contains), window: counted, unit: trend,
                     filters: filters)
                 for i in groups.indices {
                     guard let id = Int64(groups[i].id), kept.contains(id) else { continue }
@@ -113,18 +119,23 @@ struct QueryService<Store: QueryStore>: Sendable {
     func group(_ project: ProjectRef, _ request: GroupDetailRequest) async throws -> GroupDetailBody {
         let (group, window, environments) = (request.group, request.window, request.environments)
         var body = try await read(project) { reader -> GroupDetailBody in
-            let histogram = try await reader.groupHistogram(group: group, window: window, environments: environments)
+            let since = try await reader.retainedSince(project: project.id, now: now())
+            let counted = window.retained(since: since)
+            let histogram = try await reader.groupHistogram(group: group, window: counted, environments: environments)
             let count = histogram.values.reduce(0, +)
+            // A group whose reports are all past retention is gone, as after an erasure.
             guard
                 let base = try await reader.groupBodies(
-                    project: project.id, counts: [(group, count)], window: window, filters: GroupFilters(environments: environments)
-                ).first
+                    project: project.id, counts: [(group, count)], window: window, filters: GroupFilters(environments: environments),
+                    since: since
+                ).first, base.lastSeen >= since
             else { throw APIError.noCrashGroup(group, in: project) }
-            let breakdown = try await reader.breakdown(group: group, window: window, environments: environments)
+            let breakdown = try await reader.breakdown(group: group, window: counted, environments: environments)
             let points = window.buckets(TimeWindow.hour).map { TimeCount(t: $0, count: histogram[$0] ?? 0) }
             let latest = try await reader.reports(
                 project: project.id, group: group, after: nil, limit: 5, includeStack: false, environments: environments)
-            return GroupDetailBody(group: base, breakdown: breakdown, histogram: points, latest: latest.map(\.report))
+            return GroupDetailBody(
+                group: base, breakdown: breakdown, histogram: points, latest: latest.prefix { $0.report.timestamp >= since }.map(\.report))
         }
         if let symbolicator, !body.latest.isEmpty {
             body.latest = await symbolicator.symbolicateLatest(project: project.id, group: group, body.latest)
@@ -144,11 +155,14 @@ struct QueryService<Store: QueryStore>: Sendable {
             after = (cursor.key, id)
         }
         var body = try await store.read { reader -> ReportListBody in
-            guard try await !reader.groupRows(project: project.id, ids: [group]).isEmpty else {
+            let since = try await reader.retainedSince(project: project.id, now: now())
+            guard let row = try await reader.groupRows(project: project.id, ids: [group])[group], row.lastSeen >= since else {
                 throw APIError.noCrashGroup(group, in: project)
             }
+            // Newest first: the page ends at the first report past retention.
             let rows = try await reader.reports(
-                project: project.id, group: group, after: after, limit: limit + 1, includeStack: true, environments: request.environments)
+                project: project.id, group: group, after: after, limit: limit + 1, includeStack: true, environments: request.environments
+            ).prefix { $0.report.timestamp >= since }
             var next: String?
             if rows.count > limit {
                 let last = rows[limit - 1]
@@ -173,10 +187,12 @@ struct QueryService<Store: QueryStore>: Sendable {
         let buckets = window.buckets(interval.seconds)
         let fit = PointBudget.series(buckets: buckets.count)
         let rows = try await read(project) { reader in
-            groupBy == .fatal
-                ? try await reader.fatalStats(project: project.id, window: window, unit: interval, environments: request.environments)
+            // Counted from the retention's cut-off on; the buckets before it are zero.
+            let counted = window.retained(since: try await reader.retainedSince(project: project.id, now: now()))
+            return groupBy == .fatal
+                ? try await reader.fatalStats(project: project.id, window: counted, unit: interval, environments: request.environments)
                 : try await reader.stats(
-                    project: project.id, window: window, unit: interval, groupBy: groupBy, maxSeries: fit,
+                    project: project.id, window: counted, unit: interval, groupBy: groupBy, maxSeries: fit,
                     environments: request.environments)
         }
         var byKey: [String?: [Date: Int64]] = [:]

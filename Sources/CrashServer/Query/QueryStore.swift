@@ -39,8 +39,14 @@ protocol QueryReader: Sendable {
     )
         async throws -> [(id: Int64, key: Int64)]
     func timeKeysAsOf(project: Int64, sort: GroupSort, snapshot: String) async throws -> [Int64: Int64?]
+    /// The oldest report time the project keeps at `now` (its retention's cut-off): reads
+    /// clamp their windows to it (``TimeWindow/retained(since:)``).
+    func retainedSince(project: Int64, now: Date) async throws -> Date
+    /// Each group's oldest report at or after `since`, its merged groups' included.
+    func firstSeen(ids: [Int64], since: Date) async throws -> [Int64: Date]
     func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow]
-    func versions(ids: [Int64]) async throws -> [Int64: [String]]
+    /// The versions of each group's reports at or after `since`, highest first.
+    func versions(ids: [Int64], since: Date) async throws -> [Int64: [String]]
     func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64]
     func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64]
     func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)]
@@ -71,36 +77,44 @@ extension QueryStore {
 }
 
 extension QueryReader {
-    /// The response bodies of `counts` groups (in that order), with devices and versions.
+    /// The response bodies of `counts` groups (in that order), with devices and versions, as
+    /// if no report before `since` (the retention's cut-off) existed: `window` is clamped to it,
+    /// versions and first-seen times come from the reports kept.
     func groupBodies(
-        project: Int64, counts: [(Int64, Int64)], window: TimeWindow, filters: GroupFilters
+        project: Int64, counts: [(Int64, Int64)], window: TimeWindow, filters: GroupFilters, since: Date
     ) async throws -> [GroupBody] {
         guard !counts.isEmpty else { return [] }
         let ids = counts.map(\.0)
         let rows = try await groupRows(project: project, ids: ids)
-        let versionLists = try await self.versions(ids: ids)
+        let versionLists = try await self.versions(ids: ids, since: since)
         let devices = try await deviceCounts(
-            project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window, filters: filters)
+            project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window.retained(since: since),
+            filters: filters)
         // With `environment=`, first and last seen within those environments.
         let times = filters.environments.isEmpty ? [:] : try await environmentTimes(ids: ids, environments: filters.environments)
+        let kept = try await firstSeen(ids: rows.values.filter { $0.firstSeen < since }.map(\.id), since: since)
         return counts.compactMap { id, count in
             guard let row = rows[id] else { return nil }
+            let first = max(times[id]?.first ?? row.firstSeen, kept[id] ?? row.firstSeen)
             return GroupBody(
                 id: String(id), signature: row.signature, kind: row.kind, groupingVersion: row.groupingVersion,
                 title: row.title, count: count,
-                devices: devices[id] ?? 0, firstSeen: times[id]?.first ?? row.firstSeen, lastSeen: times[id]?.last ?? row.lastSeen,
+                devices: devices[id] ?? 0, firstSeen: first, lastSeen: times[id]?.last ?? row.lastSeen,
                 status: row.status,
                 resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versionLists[id] ?? [], assignee: row.assignee,
                 snoozed: row.snoozed, mergedInto: row.mergedInto.map(String.init), merged: row.merged.map(String.init))
         }
     }
 
-    /// One group's body with its count over `window` (triage's answer, a webhook's group).
-    func groupBody(project: Int64, group: Int64, window: TimeWindow) async throws -> GroupBody? {
-        let histogram = try await groupHistogram(group: group, window: window, environments: [])
-        return try await groupBodies(
-            project: project, counts: [(group, histogram.values.reduce(0, +))], window: window, filters: GroupFilters()
+    /// One group's body with its count over `window` clamped to the project's retention
+    /// (triage's answer, a webhook's group); nil when the group has no report kept.
+    func groupBody(project: Int64, group: Int64, window: TimeWindow, now: Date = Date()) async throws -> GroupBody? {
+        let since = try await retainedSince(project: project, now: now)
+        let histogram = try await groupHistogram(group: group, window: window.retained(since: since), environments: [])
+        let body = try await groupBodies(
+            project: project, counts: [(group, histogram.values.reduce(0, +))], window: window, filters: GroupFilters(), since: since
         ).first
+        return body.flatMap { $0.lastSeen < since ? nil : $0 }
     }
 }
 

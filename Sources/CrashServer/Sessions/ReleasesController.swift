@@ -214,13 +214,17 @@ struct ReleasesController: Sendable {
             project, GroupListRequest(window: window, filters: groupFilters, limit: 10)
         ).groups
         async let introduced = QueryService(store: PostgresQueryStore(database: database)).read(project) { reader in
-            let ids = try await reader.groupsIntroduced(project: project.id, version: version, app: app, window: window)
+            // Counted from the retention's cut-off on, as every crash read (QueryRetention.swift).
+            let since = try await reader.retainedSince(project: project.id, now: Date())
+            let counted = window.retained(since: since)
+            let ids = try await reader.groupsIntroduced(project: project.id, version: version, app: app, window: counted)
             guard !ids.isEmpty else { return [GroupBody]() }
             let counts = try await reader.windowCounts(
-                project: project.id, ids: ids, window: window, filters: groupFilters, snapshot: nil)
+                project: project.id, ids: ids, window: counted, filters: groupFilters, snapshot: nil)
             let ranked = counts.filter { $0.value > 0 }.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
             return try await reader.groupBodies(
-                project: project.id, counts: ranked.prefix(10).map { ($0.key, $0.value) }, window: window, filters: groupFilters)
+                project: project.id, counts: ranked.prefix(10).map { ($0.key, $0.value) }, window: window, filters: groupFilters,
+                since: since)
         }
         return try await (top, introduced)
     }
