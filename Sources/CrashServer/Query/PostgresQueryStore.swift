@@ -101,6 +101,13 @@ struct PostgresQueryStore: QueryStore {
         /// - Parameters:
         ///   - ids: only these groups; nil for every group of the project.
         ///   - snapshot: count as of this `pg_snapshot`: reports committed after it are subtracted.
+        ///
+        /// The reports committed but not folded into the rollups yet (their batch's
+        /// `rollup_pending` row is still there in this snapshot: ``RollupAggregator``) are counted
+        /// from the reports themselves, so that a count holds every report this snapshot sees,
+        /// whatever the aggregator has done: a list's later pages, read in later snapshots and
+        /// counted as of the first page's, agree with it even when the aggregator folded
+        /// between them.
         /// - Returns: groups with a positive count that pass the group filters and terms: for
         ///   `ids: nil`, every group the list with these filters shows (all pages).
         func windowCounts(
@@ -143,6 +150,13 @@ struct PostgresQueryStore: QueryStore {
                         UNION ALL
                         SELECT group_id, 1 FROM reports
                         WHERE project_id = \(project) AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
+                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
+                          AND \(reportFilter: f, onReports: true)
+                        UNION ALL
+                        SELECT group_id, 1 FROM reports
+                        WHERE project_id = \(project) AND xact IN (\(pendingXactsOf: project))
+                          AND ts >= \(window.from) AND ts < \(window.to)
+                          AND NOT ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
                           AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
                           AND \(reportFilter: f, onReports: true)
                         UNION ALL

@@ -111,6 +111,23 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(")")
     }
 
+    /// The transactions (`xid8`, as `reports.xact`) whose reports of `project` the rollups do not
+    /// hold yet in this snapshot: those of its `rollup_pending` rows. A row's `xmin` is the 32-bit
+    /// id of the ingest transaction that wrote it and its reports; its epoch is the snapshot's
+    /// `xmax`'s, or the one before when the id is above the low half of `xmax` (pending rows live
+    /// seconds, far less than an epoch).
+    mutating func appendInterpolation(pendingXactsOf project: Int64) {
+        appendLiteral(
+            """
+            SELECT ((((x.n >> 32) - CASE WHEN p.xmin::text::bigint > (x.n & 4294967295) THEN 1 ELSE 0 END) << 32)
+                    | p.xmin::text::bigint)::text::xid8
+            FROM rollup_pending p, (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS n) x
+            WHERE p.project_id
+            """)
+        appendLiteral(" = ")
+        appendInterpolation(project)
+    }
+
     /// `column >= from AND column < to`: one piece of a ``TimeWindow/Plan``.
     mutating func appendInterpolation(_ column: StaticString, in range: TimeRange) {
         appendLiteral("\(column) >= ")
