@@ -196,7 +196,7 @@ extension RollupEquivalenceTests {
         let p = try await makeProject(config)
         let now = Date()
         let reports = (0..<7).map { i in
-            queryReport("read your writes \(i % 2)", at: now.addingTimeInterval(Double(-i) * 60), device: "device-\(i % 3)")
+            queryReport("ReadYourWrites\(i % 2) crashed", at: now.addingTimeInterval(Double(-i) * 60), device: "device-\(i % 3)")
         }
         try await withApp(config) { client in
             try await client.send(Array(reports.prefix(3)), key: p.ingestKey)
@@ -210,7 +210,7 @@ extension RollupEquivalenceTests {
             try await client.send(Array(reports.dropFirst(3)), key: p.ingestKey)
             let list = try await client.query("/v1/projects/\(p.project)/crashes", token: p.readToken)
             #expect(Self.values("count", in: list.json["groups"]).sorted() == [3, 4])
-            #expect(Self.values("devices", in: list.json["groups"]).sorted() == [2, 3])
+            #expect(Self.values("devices", in: list.json["groups"]).sorted() == [3, 3])
             let stats = try await client.query("/v1/projects/\(p.project)/stats?interval=hour", token: p.readToken)
             let series = stats.json["series"] as? [[String: Any]] ?? []
             #expect(Self.values("count", in: series.first?["points"]).reduce(0, +) == 7)
