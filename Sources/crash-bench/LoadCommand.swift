@@ -264,7 +264,9 @@ struct LoadCommand: AsyncParsableCommand {
         var found = false
         for try await (stored, ids, groupCount, groupSum, hourly) in rows.decode((Int64, Int64, Int64, Int64, Int64).self) {
             found = true
-            print("database: \(stored) reports, \(ids) ids, \(groupCount) groups, group counts sum \(groupSum), hourly rollup sum (with the pending) \(hourly)")
+            print(
+                "database: \(stored) reports, \(ids) ids, \(groupCount) groups, group counts sum \(groupSum),"
+                    + " hourly rollup sum (with the pending) \(hourly)")
             if stored != accepted { failures.append("database has \(stored) reports, \(accepted) acknowledged") }
             if groupCount != groups { failures.append("database has \(groupCount) groups, \(groups) distinct signatures sent") }
             if groupSum != stored { failures.append("group counts sum to \(groupSum), \(stored) reports stored") }
