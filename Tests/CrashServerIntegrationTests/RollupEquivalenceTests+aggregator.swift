@@ -87,9 +87,11 @@ extension RollupEquivalenceTests {
 
     struct Interrupted: Error {}
 
-    /// A cycle interrupted after it took its rows (an error thrown: its transaction rolls back,
-    /// as a killed server's does) leaves them pending and the rollups untouched; an aggregator of
-    /// another server (another pool) then folds them once.
+    /// A cycle interrupted after it took its rows (an error thrown, or its PostgreSQL backend
+    /// ended, as in a restart: its transaction rolls back) leaves them pending and the rollups
+    /// untouched; an aggregator of another server (another pool) then folds them once. The cycle
+    /// whose backend ended returns a connection error: the driver never answers the statement it
+    /// writes next, and a cycle waiting for it would hold the gate of every reader behind it.
     @Test func aCycleInterruptedAfterTakingItsRowsLeavesThemForTheNext() async throws {
         // A database of its own: the cycles of tests running beside it would fold its rows.
         try await withPrivateDatabase("crashguard_rollups") { config in try await Self.interruptedCycles(config) }
@@ -115,6 +117,17 @@ extension RollupEquivalenceTests {
             await #expect(throws: (any Error).self) {
                 _ = try await store.aggregate(afterTaking: { _ in throw Interrupted() })
             }
+            let ended = try await withDeadline(.seconds(30)) { () -> String? in
+                do {
+                    _ = try await store.aggregate(afterTaking: { connection in
+                        try await connection.query("SELECT pg_terminate_backend(pg_backend_pid())", logger: TestEnvironment.logger)
+                    })
+                    return nil
+                } catch {
+                    return isConnectionError(error) ? "connection error" : "\(error)"
+                }
+            }
+            #expect(ended == "connection error")
             #expect(try await Self.accounts(project.id, db) == before)
         }
         // Another server resumes.

@@ -59,7 +59,7 @@ struct PostgresUserStore: UserStore {
     }
 
     func disable(email: String) async throws -> User? {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.withTransactionEndingOnClose(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 UPDATE users SET disabled_at = coalesce(disabled_at, now()) WHERE lower(email) = lower(\(email))

@@ -135,7 +135,7 @@ extension AlertRuleFiring {
     @discardableResult
     static func checkCrashFreeSessions(at now: Date, database: CrashDatabase, logger: Logger) async throws -> [Candidate] {
         let sessions = PostgresSessionStore(database: database)
-        return try await database.client.withTransaction(logger: logger) { connection in
+        return try await database.client.withTransactionEndingOnClose(logger: logger) { connection in
             let rules = try await enabledRules(type: "crashFreeSessions", projects: nil, connection, logger: logger)
             var candidates: [Candidate] = []
             for entry in rules {

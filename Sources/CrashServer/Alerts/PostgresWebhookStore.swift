@@ -105,7 +105,7 @@ struct PostgresWebhookStore: WebhookStore {
     ) async throws
         -> [ClaimedDelivery]
     {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.withTransactionEndingOnClose(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.claimLockID))", logger: logger)
             let rows = try await connection.query(
                 """
@@ -205,7 +205,7 @@ struct PostgresWebhookStore: WebhookStore {
     @discardableResult
     func detectSpikes(now: Date = Date()) async throws -> [Int64] {
         try await rollups.awaitFolded(project: nil)
-        return try await client.withTransaction(logger: logger) { connection in
+        return try await client.withTransactionEndingOnClose(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 WITH clock AS (

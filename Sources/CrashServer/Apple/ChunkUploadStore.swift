@@ -47,7 +47,7 @@ struct PostgresChunkUploadStore: ChunkUploadStore {
     func save(project: Int64, chunks: [(sha1: String, data: ByteBuffer)], maxBytes: Int64) async throws {
         let keepSeconds = Double(Self.keep.components.seconds)
         try await DebugFileQuotaError.unwrapping {
-            try await client.withTransaction(logger: logger) { connection in
+            try await client.withTransactionEndingOnClose(logger: logger) { connection in
                 try await connection.query(
                     "SELECT pg_advisory_xact_lock(\(Self.lockClass), \(Int32(truncatingIfNeeded: project)))", logger: logger)
                 try await connection.query(

@@ -215,7 +215,7 @@ func isConnectionError(_ error: any Error) -> Bool {
         guard let inner = transaction.beginError ?? transaction.closureError ?? transaction.commitError else { return true }
         return isConnectionError(inner)
     }
-    if error is DeadlineExceeded { return true }
+    if error is DeadlineExceeded || error is ConnectionClosedMidTransaction { return true }
     if let psql = error as? PSQLError {
         switch psql.code {
         case .server:

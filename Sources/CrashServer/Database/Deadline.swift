@@ -1,3 +1,5 @@
+import Logging
+import PostgresNIO
 import Synchronization
 
 /// Runs `body` and returns its result, or throws ``DeadlineExceeded`` once `limit` has
@@ -42,7 +44,69 @@ func withDeadline<T: Sendable, C: Clock>(
 /// The deadline of ``withDeadline(_:_:)`` passed.
 struct DeadlineExceeded: Error {}
 
-/// The first of work, timer and cancellation to finish resumes the caller, once.
+extension PostgresClient {
+    /// `withTransaction(logger:_:)` that ends once its connection closes, with
+    /// ``ConnectionClosedMidTransaction`` unless the transaction's own error came first.
+    ///
+    /// PostgresNIO 1.33 never answers a statement written to a connection whose channel has
+    /// closed: the statement's promise is dropped with the closed channel's pipeline, and its
+    /// caller waits forever. A PostgreSQL restart between two statements of a transaction does
+    /// that. `body` runs in a task of its own; once the connection has closed and `grace` has
+    /// passed without an outcome, the caller gets the error and `body` is left to its hung
+    /// statement. PostgreSQL rolled the transaction back when the connection ended; a `COMMIT`
+    /// whose answer was lost is the caller's to handle, as with any connection error.
+    func withTransactionEndingOnClose<T: Sendable>(
+        logger: Logger, grace: Duration = .milliseconds(200),
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let race = DeadlineRace<T>()
+        let leased = LeasedConnection()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                race.start(continuation)
+                let work = Task {
+                    let result: Result<T, any Error>
+                    do {
+                        result = .success(
+                            try await self.withTransaction(logger: logger) { connection in
+                                leased.connection.withLock { $0 = connection }
+                                return try await body(connection)
+                            })
+                    } catch { result = .failure(error) }
+                    race.finish(result)
+                }
+                // Polled, not a `closeFuture` callback: those stay registered for the life of
+                // the pooled connection, one more per transaction.
+                let watch = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: grace)
+                        guard leased.connection.withLock({ $0?.isClosed }) == true else { continue }
+                        try? await Task.sleep(for: grace)
+                        guard !Task.isCancelled else { return }
+                        race.finish(.failure(ConnectionClosedMidTransaction()))
+                    }
+                }
+                race.track(work: work, timer: watch)
+            }
+        } onCancel: {
+            // The transaction's outcome is still awaited (a write the caller stopped waiting for
+            // could commit after a refusal): the cancellation only reaches its lease and body.
+            race.cancelWork()
+        }
+    }
+}
+
+/// The connection a transaction leased, once it has one.
+private final class LeasedConnection: Sendable {
+    let connection = Mutex<PostgresConnection?>(nil)
+}
+
+/// The connection of a transaction closed and its statement was never answered
+/// (``PostgresClient/withTransactionEndingOnClose(logger:grace:_:)``): a connection error.
+struct ConnectionClosedMidTransaction: Error {}
+
+/// The first of work, timer (or closed connection) and cancellation to finish resumes the
+/// caller, once.
 private final class DeadlineRace<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T, any Error>?
@@ -50,6 +114,7 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         var work: Task<Void, Never>?
         var timer: Task<Void, Never>?
         var done = false
+        var workCancelled = false
     }
 
     private let state = Mutex(State())
@@ -63,13 +128,22 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         if let early { continuation.resume(with: early) }
     }
 
-    func track(work: Task<Void, Never>, timer: Task<Void, Never>) {
-        let finished = state.withLock { state -> Bool in
+    func track(work: Task<Void, Never>, timer: Task<Void, Never>?) {
+        let (finished, cancelled) = state.withLock { state -> (Bool, Bool) in
             state.work = work
             state.timer = timer
-            return state.done
+            return (state.done, state.workCancelled)
         }
-        if finished { timer.cancel() }
+        if finished { timer?.cancel() }
+        if cancelled { work.cancel() }
+    }
+
+    /// Cancels the work, without resuming the caller.
+    func cancelWork() {
+        state.withLock { state in
+            state.workCancelled = true
+            return state.work
+        }?.cancel()
     }
 
     func finish(_ result: Result<T, any Error>) {

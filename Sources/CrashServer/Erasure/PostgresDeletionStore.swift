@@ -42,7 +42,7 @@ struct PostgresDeletionStore: DeletionStore {
         var attempt = 0
         while true {
             do {
-                return try await client.withTransaction(logger: logger) { try await step(limit: limit, $0) }
+                return try await client.withTransactionEndingOnClose(logger: logger) { try await step(limit: limit, $0) }
             } catch let error where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 // A deadlock with an ingest transaction that locked the same groups in between.
                 attempt += 1

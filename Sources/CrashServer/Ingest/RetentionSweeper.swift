@@ -33,7 +33,7 @@ struct RetentionSweeper: Service {
         for (project, days) in try await retentions(only: only) {
             let cutoff = Retention(days: days).cutoff(now: now)
             while true {
-                let outcome = try await database.client.withTransaction(logger: logger) { connection in
+                let outcome = try await database.client.withTransactionEndingOnClose(logger: logger) { connection in
                     var keys: [ReportEraser.Key] = []
                     let rows = try await connection.query(
                         """

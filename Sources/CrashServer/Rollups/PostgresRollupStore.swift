@@ -37,8 +37,13 @@ struct PostgresRollupStore: RollupStore {
     ///
     /// - Parameter afterTaking: runs after the rows are taken and before the rollups are written,
     ///   on the cycle's connection (tests interrupt the cycle there).
-    func aggregate(afterTaking: @Sendable (PostgresConnection) async throws -> Void) async throws -> RollupCycle {
-        try await database.client.withTransaction(logger: logger) { connection in
+    ///
+    /// A connection that closes mid-cycle (PostgreSQL restarts) ends it with an error
+    /// (``PostgresClient/withTransactionEndingOnClose(logger:grace:_:)``): a cycle that waited
+    /// for a statement's answer forever would hold this process's gate (``RollupCycles``), and
+    /// every reader behind it.
+    func aggregate(afterTaking: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws -> RollupCycle {
+        try await database.client.withTransactionEndingOnClose(logger: logger) { [self] connection in
             var locked = false
             for try await got in try await connection.query("SELECT pg_try_advisory_xact_lock(\(Self.lockID))", logger: logger)
                 .decode(Bool.self)

@@ -89,21 +89,51 @@ struct RollupFreshness: Sendable {
 
 /// One aggregator cycle at a time in this process: the service's and those readers run
 /// (``RollupFreshness``), in the order they asked. Across servers the advisory lock decides.
+///
+/// A waiter whose task is cancelled (its request's deadline, shutdown) leaves the queue at once
+/// and throws `CancellationError`; the bodies themselves end when their connection does
+/// (``PostgresRollupStore/aggregate(afterTaking:)``), so no cycle holds the gate for good.
 actor RollupCycles {
     private var busy = false
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var waiting: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    private var nextTicket: UInt64 = 0
 
     init() {}
 
     /// Runs `body` once no other body of this gate is running.
     func exclusively<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        while busy { await withCheckedContinuation { waiting.append($0) } }
+        while busy { try await waitForTurn() }
         busy = true
         defer {
             busy = false
-            if !waiting.isEmpty { waiting.removeFirst().resume() }
+            if !waiting.isEmpty { waiting.removeFirst().continuation.resume() }
         }
         return try await body()
+    }
+
+    /// The callers waiting for the gate.
+    var waiters: Int { waiting.count }
+
+    private func waitForTurn() async throws {
+        let ticket = nextTicket
+        nextTicket += 1
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    waiting.append((ticket, continuation))
+                }
+            }
+        } onCancel: {
+            Task { await self.leave(ticket) }
+        }
+    }
+
+    /// A cancelled waiter leaves the queue (it may already have been given its turn).
+    private func leave(_ ticket: UInt64) {
+        guard let index = waiting.firstIndex(where: { $0.ticket == ticket }) else { return }
+        waiting.remove(at: index).continuation.resume(throwing: CancellationError())
     }
 }
 

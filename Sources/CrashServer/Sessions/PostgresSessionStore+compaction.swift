@@ -16,7 +16,7 @@ extension PostgresSessionStore {
     /// inside every rollup, never both. The first fold builds the weeks from the days
     /// (``buildWeeksOnce(_:)``).
     func compactSessions(limit: Int) async throws -> Int {
-        try await database.client.withTransaction(logger: logger) { connection in
+        try await database.client.withTransactionEndingOnClose(logger: logger) { connection in
             var locked = false
             for try await got in try await connection.query(
                 "SELECT pg_try_advisory_xact_lock(\(Self.compactionLockID))", logger: logger

@@ -33,7 +33,7 @@ struct PostgresSessionStore: SessionStore {
         var attempt = 0
         while true {
             do {
-                return try await database.client.withTransaction(logger: logger) { connection in
+                return try await database.client.withTransactionEndingOnClose(logger: logger) { connection in
                     // Below the server's deadline, so a lock wait ends in a rollback, never in a
                     // transaction that may still commit after the answer (api-v1.md, "503"). And no
                     // sequential scans: every statement reads rows by key, but once the tables are

@@ -40,7 +40,7 @@ public struct PostgresDebugFileStore: DebugFileStore {
         let key = identity.key
         let rank = (identity.hasDebugInfo ? 2 : 0) + (identity.hasSymbols ? 1 : 0)
         let outcome = try await DebugFileQuotaError.unwrapping {
-            try await client.withTransaction(logger: logger) { connection -> String in
+            try await client.withTransactionEndingOnClose(logger: logger) { connection -> String in
                 try await connection.query(
                     "SELECT pg_advisory_xact_lock(\(Self.lockClass), \(Int32(truncatingIfNeeded: project)))", logger: logger)
                 var stored: Int?

@@ -9,7 +9,7 @@ import PostgresNIO
 /// target (``PostgresIngestStore``).
 extension PostgresTriageStore {
     func merge(project: Int64, source: Int64, into: Int64, actor: Principal) async throws -> MergeOutcome {
-        let outcome = try await database.client.withTransaction(logger: database.logger) { connection -> MergeOutcome in
+        let outcome = try await database.client.withTransactionEndingOnClose(logger: database.logger) { connection -> MergeOutcome in
             // Locks, in id order, the source, the asked target and the group it is merged into,
             // and the groups merged into the source (they move with it).
             let rows = try await connection.query(
@@ -39,7 +39,7 @@ extension PostgresTriageStore {
     }
 
     func unmerge(project: Int64, target: Int64, source: Int64, actor: Principal) async throws -> UnmergeOutcome {
-        let outcome = try await database.client.withTransaction(logger: database.logger) { connection -> UnmergeOutcome in
+        let outcome = try await database.client.withTransactionEndingOnClose(logger: database.logger) { connection -> UnmergeOutcome in
             let rows = try await connection.query(
                 """
                 SELECT id, merged_into FROM crash_groups WHERE project_id = \(project) AND id = ANY(\([target, source].sorted()))

@@ -21,7 +21,7 @@ struct PostgresTriageStore: TriageStore {
 
     func apply(_ change: GroupChange, to groups: [Int64], project: Int64, actor: Principal) async throws -> Set<Int64> {
         guard !groups.isEmpty else { return [] }
-        let found = try await database.client.withTransaction(logger: logger) { connection -> Set<Int64> in
+        let found = try await database.client.withTransactionEndingOnClose(logger: logger) { connection -> Set<Int64> in
             let rows = try await connection.query(
                 """
                 SELECT id, CASE WHEN snooze_until <= now() THEN 'open' ELSE status END, resolved_in, assignee,
@@ -144,7 +144,7 @@ struct PostgresTriageStore: TriageStore {
     }
 
     func wakeDueSnoozes(limit: Int) async throws -> [Int64] {
-        try await database.client.withTransaction(logger: logger) { connection in
+        try await database.client.withTransactionEndingOnClose(logger: logger) { connection in
             let rows = try await connection.query(
                 """
                 SELECT id FROM crash_groups WHERE snooze_until <= now() AND status = 'ignored' ORDER BY id LIMIT \(limit)

@@ -1,0 +1,38 @@
+import Testing
+
+@testable import CrashServer
+
+/// This process's one-cycle-at-a-time gate (``RollupCycles``).
+@Suite struct RollupCyclesTests {
+    /// A reader waiting behind a cycle that does not end leaves when its task is cancelled (its
+    /// request's deadline): it throws at once, and the queue no longer holds it.
+    @Test func aCancelledWaiterLeavesTheQueue() async throws {
+        let cycles = RollupCycles()
+        let (released, release) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task { try await cycles.exclusively { for await _ in released { break } } }
+        let waiter = Task { try await cycles.exclusively { "ran" } }
+        while await cycles.waiters < 1 { await Task.yield() }
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(await cycles.waiters == 0)
+        // The gate still serves the next caller, once the holder ends.
+        release.yield()
+        try await holder.value
+        #expect(try await cycles.exclusively { "next" } == "next")
+    }
+
+    /// Waiters run one at a time, in the order they asked.
+    @Test func waitersRunInTurn() async throws {
+        let cycles = RollupCycles()
+        let (released, release) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task { try await cycles.exclusively { for await _ in released { break } } }
+        var waiters: [Task<Int, any Error>] = []
+        for n in 0..<3 {
+            waiters.append(Task { try await cycles.exclusively { n } })
+            while await cycles.waiters < n + 1 { await Task.yield() }
+        }
+        release.yield()
+        try await holder.value
+        for (n, waiter) in waiters.enumerated() { #expect(try await waiter.value == n) }
+    }
+}
