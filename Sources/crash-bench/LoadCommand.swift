@@ -39,13 +39,11 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Create a fresh project with this crash-server binary (needs --database-url).") var createProject: String?
     @Option(help: "PostgreSQL URL: verify stored counts in the database.") var databaseURL: String?
     @Option(help: "Reports to send in all (rounded up to whole batches).") var reports = 10_000
-    @Option(help: "Reports per request (1 to 1000).") var batch = 100
+    @OptionGroup var traffic: TrafficOptions
     @Option(help: "Concurrent connections (closed loop).") var connections = 8
     @Option(help: "Requests per second to start (0 = closed loop).") var rate: Double = 0
     @Option(help: "Stop sending after this many seconds.") var seconds: Double = 30
-    @Option(help: "Distinct crash signatures.") var signatures = 1000
     @Option(help: "Share of reports that go to the hottest signature.") var hottest = 0.15
-    @Option(help: "Random seed (default: from the clock).") var seed: UInt64?
     @Option(help: "Server process id: sample its RSS and CPU during the run.") var serverPid: Int32?
     @Option(help: "PostgreSQL postmaster pid: sample the CPU of it and its backends.") var postgresPid: Int32?
     @Option(help: "Client event-loop threads.") var threads = 1
@@ -58,6 +56,9 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "The server's compressed body limit (for --limits).") var maxBodyBytes = WireProtocol.defaultMaxCompressedBytes
     @Option(help: "The server's decompressed body limit (for --limits).")
     var maxDecompressedBytes = WireProtocol.defaultMaxDecompressedBytes
+    var batch: Int { traffic.batch }
+    var signatures: Int { traffic.signatures }
+    var seed: UInt64? { traffic.seed }
 
     func validate() throws {
         guard (1...WireProtocol.maxReportsPerBatch).contains(batch) else { throw ValidationError("--batch: 1 to 1000") }

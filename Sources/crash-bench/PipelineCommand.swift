@@ -16,14 +16,13 @@ struct PipelineCommand: AsyncParsableCommand {
         abstract: "Ingest bodies read and signed per second on one core (no HTTP, no database)."
     )
 
-    @Option(help: "Reports per body.") var batch = 100
+    @OptionGroup var traffic: TrafficOptions
     @Option(help: "Distinct bodies (cycled through).") var bodies = 50
-    @Option(help: "Distinct crash signatures.") var signatures = 1000
     @Option(help: "Seconds to measure.") var seconds: Double = 3
-    @Option(help: "Seed of the generated traffic: the same seed makes the same bodies.") var seed: UInt64 = 1
 
     func run() async throws {
-        let made = try await Traffic(signatures: signatures, seed: seed).bodies(requests: max(1, bodies), batch: max(1, batch))
+        let (batch, seed) = (traffic.batch, traffic.repeatableSeed)
+        let made = try await Traffic(signatures: traffic.signatures, seed: seed).bodies(requests: max(1, bodies), batch: max(1, batch))
         let gzip = made.reduce(0) { $0 + $1.gzip.count } / made.count
         let json = made.reduce(0) { $0 + $1.rawBytes } / made.count
         print("inputs: \(made.count) bodies of \(batch) reports (seed \(seed)), \(json) B JSON, \(gzip) B gzip on average; one thread used")

@@ -20,19 +20,19 @@ struct ScrubCommand: AsyncParsableCommand {
         abstract: "Ingest bodies read with and without the scrubber, per second on one core (no HTTP, no database)."
     )
 
-    @Option(help: "Reports per body.") var batch = 100
+    @OptionGroup var traffic: TrafficOptions
     @Option(help: "Distinct bodies (cycled through).") var bodies = 50
-    @Option(help: "Distinct crash signatures.") var signatures = 1000
     @Option(help: "Seconds to measure each figure.") var seconds: Double = 3
     @Option(help: "Share of reports (0 to 1) whose reason and context hold secrets.") var secrets: Double = 0.1
     @Option(help: "Extra RE2 patterns of the 'every rule' figure (1 to 20).") var patterns = 5
-    @Option(help: "Seed of the generated traffic: the same seed makes the same bodies.") var seed: UInt64 = 1
 
     func run() async throws {
         guard (0...1).contains(secrets), (1...20).contains(patterns) else {
             throw ValidationError("--secrets is 0 to 1, --patterns 1 to 20")
         }
-        let made = try await Traffic(signatures: signatures, seed: seed).bodies(requests: max(1, bodies), batch: max(1, batch))
+        let seed = traffic.repeatableSeed
+        let made = try await Traffic(signatures: traffic.signatures, seed: seed).bodies(
+            requests: max(1, bodies), batch: max(1, traffic.batch))
         let inputs = try made.enumerated().map { n, body in try Self.withSecrets(body.gzip, share: secrets, seed: seed &+ UInt64(n)) }
         let reports = made[0].reports
         let load = Bench.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
