@@ -60,7 +60,7 @@ extension RollupFold {
         var current = [ByteBuffer?](repeating: nil, count: sorted.count)
         if !withDevices.isEmpty {
             let rows = try await connection.run(
-                IngestSQL.ReadSketches.self, (hourlyKeys.map { sorted[$0].key }, dailyKeys.map { sorted[$0].key }, text), logger: logger)
+                RollupSQL.ReadSketches.self, (hourlyKeys.map { sorted[$0].key }, dailyKeys.map { sorted[$0].key }, text), logger: logger)
             for try await row in rows {
                 let (isDaily, ordinal, sketch) = try row.decode((Bool, Int64, ByteBuffer).self)
                 current[(isDaily ? dailyKeys : hourlyKeys)[Int(ordinal) - 1]] = sketch
@@ -88,23 +88,36 @@ extension RollupFold {
 
 }
 
-extension IngestSQL {
+extension RollupSQL {
     /// The stored sketches of the given keys: rows of (daily, the key's place in its array from
     /// 1, sketch). Keys are sent as arrays and found by their place, so a row decodes no text or
     /// time.
+    ///
+    /// Each key is a probe of its table's primary key (a `LATERAL` subquery with `LIMIT 1`,
+    /// which the planner keeps as a loop over the keys). The aggregator's connections come from
+    /// the main pool, whose sessions switch a prepared statement to its generic plan after five
+    /// runs when that plan looks cheaper: a join of the keys to the table, planned with the
+    /// statistics of that moment, is on a fresh database a hash join over a scan of the whole
+    /// table, and stays so until the next `ANALYZE` (IngestPlanTests).
     enum ReadSketches: FixedStatement {
         static func query(
             _ keys: (hourly: [RollupFold.VersionRollupKey], daily: [RollupFold.VersionRollupKey], text: BatchText)
         ) -> PostgresQuery {
             let text = keys.text
             return """
-                SELECT false, k.i, s.sketch FROM group_version_hourly s
-                JOIN unnest(\(keys.hourly.map(\.group)), \(keys.hourly.map { text[$0.version] }), \(keys.hourly.map(\.bucket)))
-                    WITH ORDINALITY AS k(g, v, t, i) ON s.group_id = k.g AND s.app_version = k.v AND s.hour = k.t
+                SELECT false, k.i, s.sketch
+                FROM unnest(\(keys.hourly.map(\.group)), \(keys.hourly.map { text[$0.version] }), \(keys.hourly.map(\.bucket)))
+                    WITH ORDINALITY AS k(g, v, t, i)
+                CROSS JOIN LATERAL (
+                    SELECT sketch FROM group_version_hourly WHERE group_id = k.g AND app_version = k.v AND hour = k.t LIMIT 1
+                ) s
                 UNION ALL
-                SELECT true, k.i, s.sketch FROM group_version_daily s
-                JOIN unnest(\(keys.daily.map(\.group)), \(keys.daily.map { text[$0.version] }), \(keys.daily.map(\.bucket)))
-                    WITH ORDINALITY AS k(g, v, t, i) ON s.group_id = k.g AND s.app_version = k.v AND s.day = k.t
+                SELECT true, k.i, s.sketch
+                FROM unnest(\(keys.daily.map(\.group)), \(keys.daily.map { text[$0.version] }), \(keys.daily.map(\.bucket)))
+                    WITH ORDINALITY AS k(g, v, t, i)
+                CROSS JOIN LATERAL (
+                    SELECT sketch FROM group_version_daily WHERE group_id = k.g AND app_version = k.v AND day = k.t LIMIT 1
+                ) s
                 """
         }
         static let sql = query(([], [], BatchText([]))).sql
