@@ -280,6 +280,34 @@ struct WebhookTests {
         await receiver.stop()
     }
 
+    @Test("a spike spread over a merge target and its member fires once, for the target; a member's baseline holds its target")
+    func spikeOfAMergeTarget() async throws {
+        let p = try await makeProject()
+        let now = Date()
+        let hour = TimeWindow.floor(now, TimeWindow.hour)
+        try await withTestDatabase { db in
+            let project = try #require(try await PostgresProjectStore(database: db).project(readToken: p.readToken))
+            let store = PostgresWebhookStore(database: db)
+            // No sender runs in this test: the queued events go to a port nothing listens on.
+            let hook = WebhookRequest(url: "http://127.0.0.1:9/spike", events: [.groupSpike], format: .json)
+            _ = try await store.create(project: project.id, hook, secret: "s3cret")
+            // 4 + 20 reports in the current hour: the member alone would spike, the target alone not.
+            let target = try await db.seedGroup(project: project.id, title: "target", hour: hour, baseline: 0, current: 4)
+            let member = try await db.seedGroup(project: project.id, title: "member", hour: hour, baseline: 0, current: 20)
+            // 20 with no baseline of its own, but its member's 5 an hour: 20 < 5 x 5.
+            let held = try await db.seedGroup(project: project.id, title: "held", hour: hour, baseline: 0, current: 20)
+            let heldMember = try await db.seedGroup(project: project.id, title: "held member", hour: hour, baseline: 5, current: 0)
+            let triage = PostgresTriageStore(database: db)
+            for (source, into) in [(member, target), (heldMember, held)] {
+                #expect(try await triage.merge(project: project.id, source: source, into: into, actor: .system) == .merged(target: into))
+            }
+            let mine = Set([target, member, held, heldMember])
+            #expect(try await store.detectSpikes(now: now).filter(mine.contains) == [target])
+            #expect(try await store.detectSpikes(now: now.addingTimeInterval(60)).filter(mine.contains).isEmpty)
+            try await db.client.query("DELETE FROM webhooks WHERE project_id = \(project.id)", logger: db.logger)
+        }
+    }
+
     @Test("an event committed before a SIGKILL is delivered after the restart, with the same delivery id")
     func deliveredAfterSIGKILL() async throws {
         let p = try await makeProject()

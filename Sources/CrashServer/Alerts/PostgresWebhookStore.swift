@@ -196,6 +196,10 @@ struct PostgresWebhookStore: WebhookStore {
     /// - the baseline is the 24 whole buckets before those two, from `group_version_hourly`
     ///   (`app_version = ''`, by group and hour), divided by 24.
     ///
+    /// A group merged into another counts in that target (triage.md, "Merge and unmerge"): both
+    /// figures of a target add its members' reports, and only targets and unmerged groups spike,
+    /// so a spike spread over a target and its members fires once, for the target.
+    ///
     /// The rollups are read once they hold every report committed before the check
     /// (``RollupFreshness``), so a spike is seen as soon as its reports are stored.
     ///
@@ -219,17 +223,19 @@ struct PostgresWebhookStore: WebhookStore {
                         SELECT project_id, false FROM alert_rules WHERE enabled AND trigger = 'spike'
                     ) x GROUP BY project_id
                 ), recent AS (
-                    SELECT gh.group_id, bool_or(s.hook) AS hook,
+                    SELECT COALESCE(g.merged_into, g.id) AS group_id, bool_or(s.hook) AS hook,
                            sum(CASE WHEN gh.hour = weight.h THEN gh.count ELSE gh.count * weight.previous END) AS n
                     FROM subscribed s CROSS JOIN weight
                     JOIN group_hourly gh ON gh.project_id = s.project_id
                         AND gh.hour >= weight.h - interval '1 hour' AND gh.hour <= weight.h
-                    GROUP BY gh.group_id
+                    JOIN crash_groups g ON g.id = gh.group_id
+                    GROUP BY 1
                 ), spiking AS (
                     SELECT r.group_id, r.hook FROM recent r CROSS JOIN weight
                     WHERE r.n >= 10 AND r.n >= 5 * COALESCE((
                         SELECT sum(v.count) FROM group_version_hourly v
-                        WHERE v.group_id = r.group_id AND v.app_version = ''
+                        WHERE v.group_id IN (SELECT r.group_id UNION ALL SELECT m.id FROM crash_groups m WHERE m.merged_into = r.group_id)
+                          AND v.app_version = ''
                           AND v.hour >= weight.h - interval '25 hours' AND v.hour < weight.h - interval '1 hour'
                     ), 0) / 24.0
                 ), fired AS (
