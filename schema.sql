@@ -1022,21 +1022,30 @@ CREATE TABLE IF NOT EXISTS deletion_reports (
     id          uuid NOT NULL,
     PRIMARY KEY (deletion_id, ts, id)
 );
--- The device sketch of a group's reports in [p_from, p_to) of version p_version ('' for all
--- versions): what ingest merges into group_version_hourly/daily (crashguard_version_rollups
--- derives the same bytes for a whole project). Used by erasure to rebuild the sketches of the
--- buckets it took device ids from.
-CREATE OR REPLACE FUNCTION crashguard_device_sketch(p_group bigint, p_version text, p_from timestamptz, p_to timestamptz)
-RETURNS bytea LANGUAGE sql STABLE AS $$
-    SELECT COALESCE(string_agg(int2send(s.register::int2) || substring(int2send(s.rank::int2) FROM 2 FOR 1), ''::bytea
-                               ORDER BY s.register), ''::bytea)
-    FROM (
-        SELECT d.register, max(d.rank) AS rank
-        FROM reports r CROSS JOIN LATERAL crashguard_device_register(r.device_id) d
-        WHERE r.group_id = p_group AND r.ts >= p_from AND r.ts < p_to AND r.device_id <> ''
-          AND (p_version = '' OR r.app_version = p_version)
-        GROUP BY d.register
-    ) s
+-- The device sketches of the buckets (p_groups[i], p_versions[i], p_buckets[i]), each the
+-- interval p_width ('1 hour' or '24 hours') from its bucket: the sketch of the group's reports in
+-- it of that version ('' for all versions), what ingest merges into group_version_hourly/daily
+-- (crashguard_version_rollups derives the same bytes for a whole project). The reports of each
+-- (group, bucket) are read once, whatever the versions asked of it. Used by erasure to rebuild
+-- the sketches of the buckets it took device ids from, all of them in one statement.
+CREATE OR REPLACE FUNCTION crashguard_device_sketches(p_groups bigint[], p_versions text[], p_buckets timestamptz[], p_width interval)
+RETURNS TABLE (group_id bigint, app_version text, bucket timestamptz, sketch bytea)
+LANGUAGE sql STABLE AS $$
+    WITH k AS (
+        SELECT DISTINCT g, v, b FROM unnest(p_groups, p_versions, p_buckets) AS k(g, v, b)
+    ), registers AS (
+        SELECT c.g, c.b, x.v, d.register, max(d.rank) AS rank
+        FROM (SELECT DISTINCT g, b FROM k) c
+        JOIN reports r ON r.group_id = c.g AND r.ts >= c.b AND r.ts < c.b + p_width AND r.device_id <> ''
+        CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
+        CROSS JOIN LATERAL crashguard_device_register(r.device_id) d
+        GROUP BY 1, 2, 3, 4
+    )
+    SELECT k.g, k.v, k.b,
+           COALESCE(string_agg(int2send(s.register::int2) || substring(int2send(s.rank::int2) FROM 2 FOR 1), ''::bytea
+                               ORDER BY s.register) FILTER (WHERE s.register IS NOT NULL), ''::bytea)
+    FROM k LEFT JOIN registers s ON s.g = k.g AND s.b = k.b AND s.v = k.v
+    GROUP BY k.g, k.v, k.b
 $$;
 -- rollup aggregator
 -- The facts the rollups need of each stored report, appended by the ingest transaction (one
@@ -1055,3 +1064,29 @@ CREATE TABLE IF NOT EXISTS rollup_pending (
 ) WITH (toast_tuple_target = 8160);
 ALTER TABLE rollup_pending ALTER COLUMN facts SET STORAGE EXTERNAL;
 CREATE INDEX IF NOT EXISTS rollup_pending_project ON rollup_pending (project_id, seq);
+
+-- erasure: sketches and the quota (data-protection.md "Erasure", "Daily quota").
+-- The device sketches a deletion has to rebuild: the (group, version, hour or day) buckets of
+-- the reports it erased (`daily` false: group_version_hourly, true: group_version_daily;
+-- `app_version` '' for the all-versions row). Each chunk adds its buckets in the transaction
+-- that erases it; once the list of reports is empty, steps rebuild them in chunks, each deleting
+-- the keys it rebuilt in its own transaction, and then the deletion is done. A bucket that many
+-- chunks touched is rebuilt once, and a worker that dies leaves the rest to the next.
+CREATE TABLE IF NOT EXISTS deletion_sketches (
+    deletion_id uuid NOT NULL REFERENCES deletions (id) ON DELETE CASCADE,
+    daily       boolean NOT NULL,
+    group_id    bigint NOT NULL,
+    app_version text NOT NULL,
+    bucket      timestamptz NOT NULL,
+    PRIMARY KEY (deletion_id, daily, group_id, app_version, bucket)
+);
+-- Reports erased (by a deletion or by retention) per project and UTC day of their receipt
+-- (`day` is the midnight that starts it): `quotaUsedToday` counts the reports stored since
+-- midnight, erased ones included, with or without a quota's counter row. Pruned with
+-- project_quota_days.
+CREATE TABLE IF NOT EXISTS project_erased_days (
+    project_id bigint NOT NULL,
+    day        timestamptz NOT NULL,
+    reports    bigint NOT NULL,
+    PRIMARY KEY (project_id, day)
+);

@@ -197,6 +197,34 @@ struct DailyQuotaTests {
         }
     }
 
+    @Test("without a quota (no counter row) reports erased today still count, and a quota set later counts them")
+    func usedTodayCountsErasedReportsWithoutAQuota() async throws {
+        let p = try await makeProject()
+        let uri = "/v1/projects/\(p.project)/settings"
+        try await withApp { client in
+            #expect(try await client.ingest(key: p.ingestKey, body: Self.reports(3)).status == .accepted)
+            let erase = try await client.query("/v1/projects/\(p.project)/devices/device-1", token: p.readToken, method: .delete)
+            #expect(erase.status == .accepted)
+        }
+        try await ErasureTests.drain()
+        try await withApp { client in
+            try await withTestDatabase { db throws in
+                #expect(try await db.storedReportIDs(slug: p.project).isEmpty)
+                let rows = try await db.client.query(
+                    "SELECT count(*) FROM project_quota_days WHERE project_id = \(try await db.projectID(slug: p.project))",
+                    logger: TestEnvironment.logger)
+                for try await n in rows.decode(Int64.self) { #expect(n == 0, "no quota, no counter row") }
+            }
+            #expect(try await client.query(uri, token: p.readToken).json["quotaUsedToday"] as? Int == 3, "erased today, still counted")
+            #expect(try await client.ingest(key: p.ingestKey, body: Self.reports(2)).status == .accepted)
+            #expect(try await client.query(uri, token: p.readToken).json["quotaUsedToday"] as? Int == 5)
+            // A quota set now starts its counter from the day's reports, erased ones included.
+            #expect(try await client.query(uri, token: p.readToken, method: .patch, body: #"{"dailyQuota": 6}"#).status == .ok)
+            let over = try await client.ingest(key: p.ingestKey, body: Self.reports(2))
+            #expect(try over.status == .tooManyRequests && over.json()["quotaRemaining"] as? Int == 1)
+        }
+    }
+
     @Test("the Sentry door: 429 with Retry-After and X-Sentry-Rate-Limits; an envelope's sessions are kept and its event dropped")
     func sentryDoor() async throws {
         let p = try await makeProject()

@@ -216,9 +216,10 @@ import Testing
     }
 
     /// A worker that stops between steps (as a server that dies loses only its open
-    /// transaction) leaves a pending deletion with its progress; another worker finishes it,
-    /// while new reports of the device, sent after the request, are kept. A private database:
-    /// no other server's worker may take a step meanwhile.
+    /// transaction), while erasing chunks or while rebuilding the sketches they left stale,
+    /// leaves a pending deletion with its progress; another worker finishes it, while new
+    /// reports of the device, sent after the request, are kept. A private database: no other
+    /// server's worker may take a step meanwhile.
     @Test func aDeletionLeftMidwayIsFinishedByAnotherWorker() async throws {
         try await withPrivateDatabase("erasure") { config in try await Self.leftMidway(config) }
     }
@@ -247,9 +248,38 @@ import Testing
                     throw CancellationError()
                 }
             }
-            let midway = try #require(
-                try await store.deletion(project: try await db.client.withConnection { try await Self.projectID(p.project, $0) }, id: id))
+            let project = try await db.client.withConnection { try await Self.projectID(p.project, $0) }
+            let midway = try #require(try await store.deletion(project: project, id: id))
             #expect(midway.state == .pending && midway.reports == 20, "\(midway)")
+            // Every chunk erased: the sketches of the buckets they touched wait, each listed once
+            // however many chunks touched it, and none is rebuilt yet.
+            while try await Self.count("deletion_reports", id, db) > 0 {
+                guard case .erased = try await store.step(limit: 10) else {
+                    Issue.record("a step other than a chunk")
+                    break
+                }
+            }
+            let buckets = Self.sketchBuckets(reports.filter(Self.isGone))
+            #expect(try await Self.count("deletion_sketches", id, db) == buckets)
+            // Then they are rebuilt, 5 per report of a chunk per step; a rebuild that dies leaves
+            // its buckets listed for the next worker.
+            #expect(try await store.step(limit: 10) == .rebuilt(id, sketches: 50))
+            await #expect(throws: PostgresTransactionError.self) {
+                try await db.client.withTransaction(logger: TestEnvironment.logger) { connection in
+                    let rows = try await connection.query(
+                        "DELETE FROM deletion_sketches WHERE deletion_id = \(id) RETURNING daily, group_id, app_version, bucket",
+                        logger: TestEnvironment.logger)
+                    var keys: [ReportEraser.SketchKey] = []
+                    for try await (daily, group, version, bucket) in rows.decode((Bool, Int64, String, Date).self) {
+                        keys.append(.init(daily: daily, group: group, version: version, bucket: bucket))
+                    }
+                    try await ReportEraser(logger: TestEnvironment.logger).rebuildSketches(project: project, keys, on: connection)
+                    throw CancellationError()
+                }
+            }
+            #expect(try await Self.count("deletion_sketches", id, db) == buckets - 50)
+            let erased = try #require(try await store.deletion(project: project, id: id))
+            #expect(erased.state == .pending && erased.reports == reports.count - kept.count, "\(erased)")
             return id
         }
         try await withApp(config) { client in
@@ -283,6 +313,29 @@ import Testing
                 try await Task.sleep(for: .milliseconds(50))
             }
         }
+    }
+
+    /// Rows of deletion `id` in `table` (`deletion_reports`, `deletion_sketches`).
+    static func count(_ table: String, _ id: UUID, _ db: CrashDatabase) async throws -> Int {
+        let rows = try await db.client.query(
+            "SELECT count(*) FROM \(unescaped: table) WHERE deletion_id = \(id)", logger: TestEnvironment.logger)
+        for try await n in rows.decode(Int64.self) { return Int(n) }
+        return 0
+    }
+
+    /// The device sketches `reports` (each with a device id) are in: (group, version or '' for
+    /// all, hour or day); a group is named by the first word of its reason.
+    static func sketchBuckets(_ reports: [TestReport]) -> Int {
+        var buckets = Set<String>()
+        for report in reports {
+            let group = (report["reason"] as? String ?? "").split(separator: " ").first.map(String.init) ?? ""
+            let version = (report["app"] as? [String: Any])?["version"] as? String ?? ""
+            let time = RFC3339.parse(report["timestamp"] as? String ?? "") ?? .distantPast
+            for unit in [TimeWindow.hour, TimeWindow.day] {
+                for v in ["", version] { buckets.insert("\(group) \(v) \(unit) \(TimeWindow.floor(time, unit).timeIntervalSince1970)") }
+            }
+        }
+        return buckets.count
     }
 
     static func projectID(_ slug: String, _ connection: PostgresConnection) async throws -> Int64 {

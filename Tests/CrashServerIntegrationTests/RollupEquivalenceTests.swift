@@ -90,10 +90,12 @@ import Testing
         "oidc_logins",
         // Alert rules and their throttle (the last firing per rule and group), not counts of reports.
         "alert_rules", "alert_firings",
-        // Erasure requests and the reports each still has to erase (ErasureTests checks erasure).
-        "deletions", "deletion_reports",
-        // The daily quota's counter of each project and UTC day (DailyQuotaTests checks it).
-        "project_quota_days",
+        // Erasure requests, the reports each still has to erase and the sketches it still has
+        // to rebuild (ErasureTests checks erasure).
+        "deletions", "deletion_reports", "deletion_sketches",
+        // The daily quota's counter of each project and UTC day, and the reports erased per
+        // project and day of receipt (DailyQuotaTests checks them).
+        "project_quota_days", "project_erased_days",
         // Each project's scrubbing, retention and quota settings (ProjectSettingsTests checks them).
         "project_settings",
         // The rollup facts of stored reports not folded yet: the aggregator's queue (the tests

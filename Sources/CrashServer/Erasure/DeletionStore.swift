@@ -11,7 +11,9 @@ protocol DeletionStore: Sendable {
     func deletion(project: Int64, id: UUID) async throws -> Deletion?
 
     /// Takes one step of the oldest pending deletion that no other worker holds: lists its
-    /// reports, erases the next `limit` of them, or marks it done. Nil when there is none.
+    /// reports, erases the next `limit` of them, rebuilds the next of the device sketches the
+    /// erased reports were in (once every report is erased), or marks it done. Nil when there is
+    /// none.
     func step(limit: Int) async throws -> DeletionStep?
 }
 
@@ -21,6 +23,8 @@ enum DeletionStep: Sendable, Equatable {
     case listed(UUID, reports: Int)
     /// Erased this many reports of the deletion.
     case erased(UUID, reports: Int)
+    /// Rebuilt this many device sketches of the buckets its erased reports were in.
+    case rebuilt(UUID, sketches: Int)
     /// Nothing left: the deletion is done.
     case done(UUID)
 }

@@ -42,7 +42,7 @@ struct DeletionWorker<Store: DeletionStore>: Service {
         switch step {
         case .erased(_, let reports): metrics.countErased(reports)
         case .done(let id): logger.info("deletion done", metadata: ["deletion.id": "\(id)"])
-        case .listed, nil: break
+        case .listed, .rebuilt, nil: break
         }
         return step
     }

@@ -15,7 +15,12 @@ import PostgresNIO
 /// - What a subtraction cannot give back is recomputed from the reports that remain: a group's
 ///   `first_seen`, `last_seen` and `fatal`, a facet's first and last time (only where an erased
 ///   report was at the edge) and the device sketch of every hour and day bucket an erased
-///   report with a device id was in.
+///   report with a device id was in (``SketchKey``): in the same call, or, for a caller that
+///   erases a long list chunk by chunk (``PostgresDeletionStore``), once at the end
+///   (``Sketches/deferred``, ``rebuildSketches(project:_:on:)``), so that a bucket many chunks
+///   touch is rebuilt once.
+/// - The erased reports received since the last UTC midnight are added to the project's
+///   `project_erased_days`: `quotaUsedToday` keeps counting them (``QuotaSQL/usedToday(project:now:)``).
 /// - A group left with no report (and no group merged into it) is deleted with its rows; a later
 ///   report of its signature makes a new group. A group whose title is the title of one of its
 ///   erased reports takes the kind, title and normalized reason of its oldest remaining report.
@@ -36,16 +41,38 @@ struct ReportEraser: Sendable {
         var id: UUID
     }
 
+    /// A device sketch's bucket: the `group_version_hourly` row (`daily`: `group_version_daily`)
+    /// of a group, a version ('' for all of them) and the hour (day) that starts the bucket.
+    struct SketchKey: Hashable, Sendable {
+        var daily: Bool
+        var group: Int64
+        var version: String
+        var bucket: Date
+    }
+
+    /// When ``erase(project:keys:sketches:on:)`` rebuilds the device sketches of the buckets it
+    /// took device ids from.
+    enum Sketches: Sendable {
+        /// In the same call, from the reports that remain.
+        case now
+        /// Not at all: the outcome lists them (``Outcome/sketches``), for the caller to rebuild
+        /// with ``rebuildSketches(project:_:on:)`` once the last report of theirs is erased.
+        /// Until then the sketches still count the erased devices.
+        case deferred
+    }
+
     struct Outcome: Sendable, Equatable {
         /// Reports erased (keys whose report was no longer stored count nowhere).
         var reports: Int
         /// Groups deleted because no report was left in them.
         var groupsDeleted: [Int64]
+        /// With ``Sketches/deferred``: the sketches to rebuild.
+        var sketches: [SketchKey] = []
     }
 
     /// Erases the reports of `project` at `keys` (a few thousand at most per call) on
     /// `connection`, which must be in a transaction.
-    func erase(project: Int64, keys: [Key], on connection: PostgresConnection) async throws -> Outcome {
+    func erase(project: Int64, keys: [Key], sketches: Sketches = .now, on connection: PostgresConnection) async throws -> Outcome {
         guard !keys.isEmpty else { return Outcome(reports: 0, groupsDeleted: []) }
         let (times, ids) = (keys.map(\.ts), keys.map(\.id))
         try await PostgresRollupStore.lock(connection, logger: logger)
@@ -63,27 +90,51 @@ struct ReportEraser: Sendable {
             DELETE FROM reports r USING unnest(\(times)::timestamptz[], \(ids)::uuid[]) AS k(ts, id)
             WHERE r.project_id = \(project) AND r.ts = k.ts AND r.id = k.id
             RETURNING r.id, r.group_id, r.ts, r.kind, r.reason, COALESCE(r.fatal, false), r.app_id, r.app_version,
-                      COALESCE(r.os, ''), COALESCE(r.model, ''), r.environment, COALESCE(r.device_id, '')
+                      COALESCE(r.os, ''), COALESCE(r.model, ''), r.environment, COALESCE(r.device_id, ''), r.received_at
             """, logger: logger)
         var erased: [Erased] = []
+        let today = TimeWindow.floor(Date(), TimeWindow.day)
+        var receivedToday: Int64 = 0
         for try await row in rows.decode(
-            (UUID, Int64, Date, String, String, Bool, String, String, String, String, String, String).self)
+            (UUID, Int64, Date, String, String, Bool, String, String, String, String, String, String, Date).self)
         {
             erased.append(
                 Erased(
                     id: row.0, group: row.1, ts: row.2, kind: row.3, reason: row.4, fatal: row.5, app: row.6, version: row.7,
                     os: row.8, model: row.9, environment: row.10, device: row.11))
+            if row.12 >= today { receivedToday += 1 }
         }
         guard !erased.isEmpty else { return Outcome(reports: 0, groupsDeleted: []) }
         try await RollupFold(logger: logger).foldPending(project: project, on: connection)
         let deltas = Deltas(erased)
         try await connection.query(
             "DELETE FROM report_ids WHERE project_id = \(project) AND id = ANY(\(erased.map(\.id)))", logger: logger)
+        if receivedToday > 0 {
+            try await connection.query(QuotaSQL.addErased(project: project, day: today, reports: receivedToday), logger: logger)
+        }
         try await connection.query(ErasureSQL.subtract(project: project, deltas), logger: logger)
         try await connection.query(ErasureSQL.recompute(project: project, deltas), logger: logger)
+        let touched = deltas.sketches
+        if sketches == .now { try await rebuild(touched, connection) }
         let deleted = try await deleteEmptyGroups(Array(deltas.groups.keys), connection)
         try await retitle(deltas, erased, deleted: Set(deleted), connection)
-        return Outcome(reports: erased.count, groupsDeleted: deleted)
+        return Outcome(reports: erased.count, groupsDeleted: deleted, sketches: sketches == .deferred ? touched : [])
+    }
+
+    /// Rebuilds the device sketches at `keys` from the reports `project` stores now, in the
+    /// caller's transaction: under the aggregator's lock with the project's pending facts folded
+    /// first, as ``erase(project:keys:sketches:on:)`` does. A bucket whose row is gone (no report
+    /// left in it) is skipped.
+    func rebuildSketches(project: Int64, _ keys: [SketchKey], on connection: PostgresConnection) async throws {
+        guard !keys.isEmpty else { return }
+        try await PostgresRollupStore.lock(connection, logger: logger)
+        try await RollupFold(logger: logger).foldPending(project: project, on: connection)
+        try await rebuild(keys, connection)
+    }
+
+    private func rebuild(_ keys: [SketchKey], _ connection: PostgresConnection) async throws {
+        guard !keys.isEmpty else { return }
+        try await connection.query(ErasureSQL.rebuildSketches(keys), logger: logger)
     }
 
     /// Deletes the groups among `groups` left with no report and nothing merged into them, then
@@ -105,15 +156,16 @@ struct ReportEraser: Sendable {
     }
 
     /// Gives each remaining group whose title is the title of one of its erased reports the
-    /// kind, title and normalized reason of its oldest remaining report.
+    /// kind, title and normalized reason of its oldest remaining report: one read of every such
+    /// group's oldest report, one write of those that change.
     private func retitle(_ deltas: Deltas, _ erased: [Erased], deleted: Set<Int64>, _ connection: PostgresConnection) async throws {
         let touched = deltas.groups.keys.filter { !deleted.contains($0) }.sorted()
         guard !touched.isEmpty else { return }
-        var groups: [Int64: (title: String, version: GroupingVersion)] = [:]
+        var groups: [Int64: (kind: String, title: String, normalized: String, version: GroupingVersion)] = [:]
         let rows = try await connection.query(
-            "SELECT id, title, grouping_version FROM crash_groups WHERE id = ANY(\(touched))", logger: logger)
-        for try await (id, title, version) in rows.decode((Int64, String, String).self) {
-            groups[id] = (title, GroupingVersion(rawValue: version) ?? .v1)
+            "SELECT id, kind, title, normalized_reason, grouping_version FROM crash_groups WHERE id = ANY(\(touched))", logger: logger)
+        for try await (id, kind, title, normalized, version) in rows.decode((Int64, String, String, String, String).self) {
+            groups[id] = (kind, title, normalized, GroupingVersion(rawValue: version) ?? .v1)
         }
         var retitled = Set<Int64>()
         var seen = Set<[String]>()
@@ -123,19 +175,28 @@ struct ReportEraser: Sendable {
             else { continue }
             retitled.insert(report.group)
         }
-        for id in retitled.sorted() {
-            guard let version = groups[id]?.version else { continue }
-            let oldest = try await connection.query(
-                "SELECT r.kind, r.reason FROM reports r WHERE r.group_id = \(id) ORDER BY r.ts, r.id LIMIT 1", logger: logger)
-            for try await (kind, reason) in oldest.decode((String, String).self) {
-                let signature = Erased.title(kind: kind, reason: reason, version)
-                try await connection.query(
-                    """
-                    UPDATE crash_groups SET kind = \(kind), title = \(signature.title), normalized_reason = \(signature.normalizedReason)
-                    WHERE id = \(id)
-                    """, logger: logger)
+        guard !retitled.isEmpty else { return }
+        let oldest = try await connection.query(
+            """
+            SELECT g.id, r.kind, r.reason FROM unnest(\(retitled.sorted())::bigint[]) AS g(id)
+            CROSS JOIN LATERAL (SELECT kind, reason FROM reports WHERE group_id = g.id ORDER BY ts, id LIMIT 1) r
+            """, logger: logger)
+        var changes: [(id: Int64, kind: String, title: String, normalized: String)] = []
+        for try await (id, kind, reason) in oldest.decode((Int64, String, String).self) {
+            guard let group = groups[id] else { continue }
+            let signature = Erased.title(kind: kind, reason: reason, group.version)
+            if (kind, signature.title, signature.normalizedReason) != (group.kind, group.title, group.normalized) {
+                changes.append((id, kind, signature.title, signature.normalizedReason))
             }
         }
+        guard !changes.isEmpty else { return }
+        try await connection.query(
+            """
+            UPDATE crash_groups t SET kind = x.kind, title = x.title, normalized_reason = x.normalized
+            FROM unnest(\(changes.map(\.id))::bigint[], \(changes.map(\.kind))::text[], \(changes.map(\.title))::text[],
+                        \(changes.map(\.normalized))::text[]) AS x(id, kind, title, normalized)
+            WHERE t.id = x.id
+            """, logger: logger)
     }
 }
 
@@ -200,6 +261,17 @@ struct Deltas {
         }
     }
 
+    /// The device sketches to rebuild: the buckets in which an erased report had a device id.
+    var sketches: [ReportEraser.SketchKey] {
+        let hourly = versionHourly.filter(\.value.devices).keys.map {
+            ReportEraser.SketchKey(daily: false, group: $0.group, version: $0.version, bucket: $0.bucket)
+        }
+        let daily = versionDaily.filter(\.value.devices).keys.map {
+            ReportEraser.SketchKey(daily: true, group: $0.group, version: $0.version, bucket: $0.bucket)
+        }
+        return hourly + daily
+    }
+
     private static func add(_ entry: inout (n: Int64, devices: Bool), _ device: String) {
         entry.n += 1
         if !device.isEmpty { entry.devices = true }
@@ -209,74 +281,97 @@ struct Deltas {
 /// The statements of ``ReportEraser``.
 enum ErasureSQL {
     /// Subtracts the erased reports' share from every count, in one statement (each part a
-    /// table of its own).
+    /// table of its own): a row whose whole count was erased is deleted, the others are
+    /// decreased; both find their rows by key, so the cost follows the erased reports, not the
+    /// size of their groups.
     static func subtract(project p: Int64, _ d: Deltas) -> PostgresQuery {
         let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), ph = Array(d.projects), f = Array(d.facets)
         let vh = Array(d.versionHourly), vd = Array(d.versionDaily), g = Array(d.groups)
         return """
-            WITH hourly AS (
-                UPDATE group_hourly t SET count = t.count - x.n, fatal_count = t.fatal_count - x.f
-                FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.hour)), \(h.map(\.key.app)), \(h.map(\.key.version)), \(h.map(\.key.os)),
-                            \(h.map(\.key.environment)), \(h.map(\.value.n)), \(h.map(\.value.fatal))) AS x(g, hour, app, version, os, env, n, f)
+            WITH h AS (
+                SELECT * FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.hour)), \(h.map(\.key.app)), \(h.map(\.key.version)),
+                                     \(h.map(\.key.os)), \(h.map(\.key.environment)), \(h.map(\.value.n)), \(h.map(\.value.fatal)))
+                    AS x(g, hour, app, version, os, env, n, f)
+            ), hourly AS (
+                UPDATE group_hourly t SET count = t.count - x.n, fatal_count = t.fatal_count - x.f FROM h x
                 WHERE t.project_id = \(p) AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
-                  AND t.os = x.os AND t.environment = x.env
+                  AND t.os = x.os AND t.environment = x.env AND t.count > x.n
+            ), hourly_gone AS (
+                DELETE FROM group_hourly t USING h x
+                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
+                  AND t.os = x.os AND t.environment = x.env AND t.count <= x.n
+            ), d AS (
+                SELECT * FROM unnest(\(dd.map(\.key.group)), \(dd.map(\.key.day)), \(dd.map(\.key.app)), \(dd.map(\.key.version)),
+                                     \(dd.map(\.key.os)), \(dd.map(\.key.environment)), \(dd.map(\.value)))
+                    AS x(g, day, app, version, os, env, n)
             ), daily AS (
-                UPDATE group_daily t SET count = t.count - x.n
-                FROM unnest(\(dd.map(\.key.group)), \(dd.map(\.key.day)), \(dd.map(\.key.app)), \(dd.map(\.key.version)), \(dd.map(\.key.os)),
-                            \(dd.map(\.key.environment)), \(dd.map(\.value))) AS x(g, day, app, version, os, env, n)
+                UPDATE group_daily t SET count = t.count - x.n FROM d x
                 WHERE t.project_id = \(p) AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
-                  AND t.os = x.os AND t.environment = x.env
+                  AND t.os = x.os AND t.environment = x.env AND t.count > x.n
+            ), daily_gone AS (
+                DELETE FROM group_daily t USING d x
+                WHERE t.project_id = \(p) AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
+                  AND t.os = x.os AND t.environment = x.env AND t.count <= x.n
+            ), m AS (
+                SELECT * FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.hour)), \(m.map(\.key.model)), \(m.map(\.value)))
+                    AS x(g, hour, model, n)
             ), models AS (
-                UPDATE group_model_hourly t SET count = t.count - x.n
-                FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.hour)), \(m.map(\.key.model)), \(m.map(\.value))) AS x(g, hour, model, n)
-                WHERE t.group_id = x.g AND t.hour = x.hour AND t.model = x.model
+                UPDATE group_model_hourly t SET count = t.count - x.n FROM m x
+                WHERE t.group_id = x.g AND t.hour = x.hour AND t.model = x.model AND t.count > x.n
+            ), models_gone AS (
+                DELETE FROM group_model_hourly t USING m x
+                WHERE t.group_id = x.g AND t.hour = x.hour AND t.model = x.model AND t.count <= x.n
+            ), ph AS (
+                SELECT * FROM unnest(\(ph.map(\.key.hour)), \(ph.map(\.key.kind)), \(ph.map(\.key.version)),
+                                     \(ph.map(\.key.environment)), \(ph.map(\.value)))
+                    AS x(hour, kind, version, env, n)
             ), projects AS (
-                UPDATE project_hourly t SET count = t.count - x.n
-                FROM unnest(\(ph.map(\.key.hour)), \(ph.map(\.key.kind)), \(ph.map(\.key.version)), \(ph.map(\.key.environment)),
-                            \(ph.map(\.value))) AS x(hour, kind, version, env, n)
-                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version AND t.environment = x.env
+                UPDATE project_hourly t SET count = t.count - x.n FROM ph x
+                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version
+                  AND t.environment = x.env AND t.count > x.n
+            ), projects_gone AS (
+                DELETE FROM project_hourly t USING ph x
+                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version
+                  AND t.environment = x.env AND t.count <= x.n
+            ), f AS (
+                SELECT * FROM unnest(\(f.map(\.key.group)), \(f.map(\.key.facet)), \(f.map(\.key.value)), \(f.map(\.value.n)))
+                    AS x(g, facet, value, n)
             ), facets AS (
-                UPDATE group_facets t SET count = t.count - x.n
-                FROM unnest(\(f.map(\.key.group)), \(f.map(\.key.facet)), \(f.map(\.key.value)), \(f.map(\.value.n))) AS x(g, facet, value, n)
-                WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value
+                UPDATE group_facets t SET count = t.count - x.n FROM f x
+                WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value AND t.count > x.n
+            ), facets_gone AS (
+                DELETE FROM group_facets t USING f x
+                WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value AND t.count <= x.n
+            ), vh AS (
+                SELECT * FROM unnest(\(vh.map(\.key.group)), \(vh.map(\.key.version)), \(vh.map(\.key.bucket)), \(vh.map(\.value.n)))
+                    AS x(g, v, b, n)
             ), version_hourly AS (
-                UPDATE group_version_hourly t SET count = t.count - x.n
-                FROM unnest(\(vh.map(\.key.group)), \(vh.map(\.key.version)), \(vh.map(\.key.bucket)), \(vh.map(\.value.n))) AS x(g, v, b, n)
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b
+                UPDATE group_version_hourly t SET count = t.count - x.n FROM vh x
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b AND t.count > x.n
+            ), version_hourly_gone AS (
+                DELETE FROM group_version_hourly t USING vh x
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b AND t.count <= x.n
+            ), vd AS (
+                SELECT * FROM unnest(\(vd.map(\.key.group)), \(vd.map(\.key.version)), \(vd.map(\.key.bucket)), \(vd.map(\.value.n)))
+                    AS x(g, v, b, n)
             ), version_daily AS (
-                UPDATE group_version_daily t SET count = t.count - x.n
-                FROM unnest(\(vd.map(\.key.group)), \(vd.map(\.key.version)), \(vd.map(\.key.bucket)), \(vd.map(\.value.n))) AS x(g, v, b, n)
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b
+                UPDATE group_version_daily t SET count = t.count - x.n FROM vd x
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b AND t.count > x.n
+            ), version_daily_gone AS (
+                DELETE FROM group_version_daily t USING vd x
+                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b AND t.count <= x.n
             )
             UPDATE crash_groups t SET report_count = t.report_count - x.n
             FROM unnest(\(g.map(\.key)), \(g.map(\.value.span.n))) AS x(g, n) WHERE t.id = x.g
             """
     }
 
-    /// After ``subtract(project:_:)``: deletes the rows left at 0, and recomputes from the
-    /// remaining reports the group and facet times, `fatal`, and the device sketches of the
-    /// buckets that lost a device id (`crashguard_device_sketch`, the sketch ingest writes).
+    /// After ``subtract(project:_:)``: recomputes from the remaining reports the group and facet
+    /// times and `fatal`, where an erased report was at their edge.
     static func recompute(project p: Int64, _ d: Deltas) -> PostgresQuery {
-        let groups = d.groups.keys.sorted()
-        let hours = Array(Set(d.projects.keys.map(\.hour)))
         let g = Array(d.groups), f = Array(d.facets)
-        let vh = d.versionHourly.filter(\.value.devices).map(\.key), vd = d.versionDaily.filter(\.value.devices).map(\.key)
         return """
-            WITH hourly AS (
-                DELETE FROM group_hourly WHERE group_id = ANY(\(groups)) AND count <= 0
-            ), daily AS (
-                DELETE FROM group_daily WHERE group_id = ANY(\(groups)) AND count <= 0
-            ), models AS (
-                DELETE FROM group_model_hourly WHERE group_id = ANY(\(groups)) AND count <= 0
-            ), projects AS (
-                DELETE FROM project_hourly WHERE project_id = \(p) AND hour = ANY(\(hours)) AND count <= 0
-            ), facets AS (
-                DELETE FROM group_facets WHERE group_id = ANY(\(groups)) AND count <= 0
-            ), version_hourly AS (
-                DELETE FROM group_version_hourly WHERE group_id = ANY(\(groups)) AND count <= 0
-            ), version_daily AS (
-                DELETE FROM group_version_daily WHERE group_id = ANY(\(groups)) AND count <= 0
-            ), facet_times AS (
+            WITH facet_times AS (
                 UPDATE group_facets t SET
                     first_seen = CASE WHEN x.lo <= t.first_seen THEN COALESCE((
                         SELECT min(r.ts) FROM reports r WHERE r.group_id = t.group_id AND CASE t.facet WHEN 'app' THEN r.app_id
@@ -290,14 +385,6 @@ enum ErasureSQL {
                             \(f.map(\.value.last))) AS x(g, facet, value, lo, hi)
                 WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value AND t.count > 0
                   AND (x.lo <= t.first_seen OR x.hi >= t.last_seen)
-            ), sketch_hourly AS (
-                UPDATE group_version_hourly t SET sketch = crashguard_device_sketch(t.group_id, t.app_version, t.hour, t.hour + interval '1 hour')
-                FROM unnest(\(vh.map(\.group)), \(vh.map(\.version)), \(vh.map(\.bucket))) AS x(g, v, b)
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b AND t.count > 0
-            ), sketch_daily AS (
-                UPDATE group_version_daily t SET sketch = crashguard_device_sketch(t.group_id, t.app_version, t.day, t.day + interval '24 hours')
-                FROM unnest(\(vd.map(\.group)), \(vd.map(\.version)), \(vd.map(\.bucket))) AS x(g, v, b)
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b AND t.count > 0
             )
             UPDATE crash_groups t SET
                 first_seen = CASE WHEN x.lo <= t.first_seen
@@ -309,6 +396,25 @@ enum ErasureSQL {
             FROM unnest(\(g.map(\.key)), \(g.map(\.value.span.first)), \(g.map(\.value.span.last)), \(g.map(\.value.fatal)))
                 AS x(g, lo, hi, fatal)
             WHERE t.id = x.g AND t.report_count > 0
+            """
+    }
+
+    /// Sets the device sketches at `keys` to those of the reports stored now
+    /// (`crashguard_device_sketches`, the bytes ingest writes), in one statement; rows no longer
+    /// there are skipped.
+    static func rebuildSketches(_ keys: [ReportEraser.SketchKey]) -> PostgresQuery {
+        let h = keys.filter { !$0.daily }, d = keys.filter(\.daily)
+        return """
+            WITH hourly AS (
+                UPDATE group_version_hourly t SET sketch = s.sketch
+                FROM crashguard_device_sketches(\(h.map(\.group))::bigint[], \(h.map(\.version))::text[], \(h.map(\.bucket))::timestamptz[],
+                                                interval '1 hour') s
+                WHERE t.group_id = s.group_id AND t.app_version = s.app_version AND t.hour = s.bucket
+            )
+            UPDATE group_version_daily t SET sketch = s.sketch
+            FROM crashguard_device_sketches(\(d.map(\.group))::bigint[], \(d.map(\.version))::text[], \(d.map(\.bucket))::timestamptz[],
+                                            interval '24 hours') s
+            WHERE t.group_id = s.group_id AND t.app_version = s.app_version AND t.day = s.bucket
             """
     }
 

@@ -73,15 +73,16 @@ extension PostgresIngestStore {
 /// the settings' `quotaUsedToday`.
 enum QuotaSQL {
     /// Creates the projects' rows of `day` when missing (from the reports received since `day`,
-    /// so a quota set during the day counts the day whole) and locks them in project order.
-    /// Rows `(project, used)`.
+    /// erased ones included, so a quota set during the day counts the day whole) and locks them
+    /// in project order. Rows `(project, used)`.
     static func lock(projects: [Int64], day: Date) -> PostgresQuery {
         let since = day.addingTimeInterval(-31 * TimeWindow.day)
         return """
             INSERT INTO project_quota_days AS q (project_id, day, used)
             SELECT p, \(day),
                    CASE WHEN EXISTS (SELECT 1 FROM project_quota_days d WHERE d.project_id = p AND d.day = \(day)) THEN 0
-                   ELSE (SELECT count(*) FROM reports r WHERE r.project_id = p AND r.ts >= \(since) AND r.received_at >= \(day)) END
+                   ELSE (SELECT count(*) FROM reports r WHERE r.project_id = p AND r.ts >= \(since) AND r.received_at >= \(day))
+                        + COALESCE((SELECT e.reports FROM project_erased_days e WHERE e.project_id = p AND e.day = \(day)), 0) END
             FROM unnest(\(projects)::bigint[]) AS p ORDER BY p
             ON CONFLICT (project_id, day) DO UPDATE SET used = q.used
             RETURNING q.project_id, q.used
@@ -104,21 +105,34 @@ enum QuotaSQL {
         """
     }
 
-    /// Deletes the rows of days before `before`.
+    /// Deletes the rows (counters and erased reports) of days before `before`.
     static func prune(before: Date) -> PostgresQuery {
-        "DELETE FROM project_quota_days WHERE day < \(before)"
+        """
+        WITH erased AS (DELETE FROM project_erased_days WHERE day < \(before))
+        DELETE FROM project_quota_days WHERE day < \(before)
+        """
     }
 
-    /// Reports `project` stored since the UTC midnight before `now`: its counter row when it has
-    /// one (kept while a quota is set; erased reports stay counted), else, or when more, the
-    /// reports received since.
+    /// Adds `reports` erased reports, received on `day` (a UTC midnight), to `project`'s
+    /// `project_erased_days` (``ReportEraser``, in the transaction that erases them).
+    static func addErased(project: Int64, day: Date, reports: Int64) -> PostgresQuery {
+        """
+        INSERT INTO project_erased_days AS e (project_id, day, reports) VALUES (\(project), \(day), \(reports))
+        ON CONFLICT (project_id, day) DO UPDATE SET reports = e.reports + excluded.reports
+        """
+    }
+
+    /// Reports `project` stored since the UTC midnight before `now`, erased ones included: the
+    /// reports received since and those of them erased since (`project_erased_days`), or its
+    /// counter row when more (kept while a quota is set, it counts what it let in).
     static func usedToday(project: Int64, now: Date) -> PostgresQuery {
         let day = TimeWindow.floor(now, TimeWindow.day)
         let since = day.addingTimeInterval(-31 * TimeWindow.day)
         return """
             SELECT GREATEST(
                 COALESCE((SELECT used FROM project_quota_days WHERE project_id = \(project) AND day = \(day)), 0),
-                (SELECT count(*) FROM reports WHERE project_id = \(project) AND ts >= \(since) AND received_at >= \(day)))
+                (SELECT count(*) FROM reports WHERE project_id = \(project) AND ts >= \(since) AND received_at >= \(day))
+                + COALESCE((SELECT reports FROM project_erased_days WHERE project_id = \(project) AND day = \(day)), 0))::bigint
             """
     }
 }
