@@ -162,6 +162,54 @@ struct RetentionTests {
         }
     }
 
+    @Test("under environment=, firstSeen and lastSeen, and the environments listed, are those of the reports kept")
+    func environmentsClampedToRetention() async throws {
+        let p = try await makeProject(), fresh = try await makeProject()
+        let now = Date()
+        func report(_ days: Double, _ environment: String) -> [String: Any] {
+            reportJSON(
+                timestamp: now.addingTimeInterval(-days * Self.day), reason: "retention environments delta",
+                extra: ["environment": environment])
+        }
+        // Staging's oldest report is past the cut-off and its oldest kept one is younger than
+        // production's; canary has only reports past the cut-off. `fresh` gets only those kept.
+        let kept = [report(5, "production"), report(3, "staging"), report(1, "production")]
+        let old = [report(10, "staging"), report(12, "canary")]
+        let (all, keptOnly) = (batchBody(old + kept), batchBody(kept))
+        try await withApp { client throws in
+            #expect(try await client.ingest(key: p.ingestKey, body: all).decode(IngestResponse.self).accepted == 5)
+            #expect(try await client.ingest(key: fresh.ingestKey, body: keptOnly).decode(IngestResponse.self).accepted == 3)
+        }
+        for project in [p, fresh] { try await DailyQuotaTests.set(project, #"{"retentionDays": 7}"#) }
+        let from = RFC3339.format(now.addingTimeInterval(-30 * Self.day))
+        try await withApp { client throws in
+            // The list and the detail under each environment, as the project that never got the
+            // old reports answers them.
+            func answers(_ x: ProjectCredentials) async throws -> [String] {
+                let base = "/v1/projects/\(x.project)"
+                let all = try await client.query("\(base)/crashes?from=\(from)", token: x.readToken).json.groups
+                let id = try #require(all.first?["id"] as? String)
+                var out: [String] = []
+                for environment in ["staging", "production", "canary"] {
+                    let list = try await client.query("\(base)/crashes?from=\(from)&environment=\(environment)", token: x.readToken)
+                    out.append(ErasureTests.canonical(list.json.groups.map { $0.filter { $0.key != "id" } }))
+                    let detail = try await client.query("\(base)/crashes/\(id)?from=\(from)&environment=\(environment)", token: x.readToken)
+                    let group = (detail.json["group"] as? [String: Any]) ?? detail.json
+                    out.append("\(detail.status.code) " + ErasureTests.canonical(["firstSeen", "lastSeen", "count"].map { group[$0] ?? NSNull() }))
+                }
+                return out
+            }
+            let (mine, theirs) = (try await answers(p), try await answers(fresh))
+            #expect(mine == theirs)
+            #expect(mine.first?.contains(RFC3339.format(now.addingTimeInterval(-3 * Self.day))) == true, "\(mine)")
+        }
+        try await withTestDatabase { db in
+            let queries = QueryService(store: PostgresQueryStore(database: db))
+            let project = try #require(try await PostgresProjectStore(database: db).project(slug: p.project))
+            #expect(try await queries.environments(project) == ["production", "staging"])
+        }
+    }
+
     @Test("the sweeper erases exactly what the queries hide: one cut-off, the start of the hour that holds it")
     func oneCutOff() async throws {
         let p = try await makeProject()

@@ -177,9 +177,12 @@ final class InMemoryCrashStore: QueryStore {
         /// No project settings here: every report is kept.
         func retainedSince(project: Int64, now: Date) async throws -> Date { .distantPast }
 
-        func firstSeen(ids: [Int64], since: Date) async throws -> [Int64: Date] {
+        func firstSeen(ids: [Int64], since: Date, environments: [String]) async throws -> [Int64: Date] {
             var out: [Int64: Date] = [:]
-            for r in state.reports where ids.contains(r.group) && r.stored.timestamp >= since {
+            for r in state.reports
+            where ids.contains(r.group) && r.stored.timestamp >= since
+                && (environments.isEmpty || environments.contains(r.stored.environment))
+            {
                 out[r.group] = min(out[r.group] ?? r.stored.timestamp, r.stored.timestamp)
             }
             return out
@@ -217,8 +220,8 @@ final class InMemoryCrashStore: QueryStore {
             return out
         }
 
-        func environments(project: Int64) async throws -> [String] {
-            Set(state.reports.filter { $0.project == project }.map(\.stored.environment)).sorted()
+        func environments(project: Int64, since: Date) async throws -> [String] {
+            Set(state.reports.filter { $0.project == project && $0.stored.timestamp >= since }.map(\.stored.environment)).sorted()
         }
 
         func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)] {

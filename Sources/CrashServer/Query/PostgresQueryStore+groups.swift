@@ -187,12 +187,14 @@ extension PostgresQueryStore.Reader {
         return out
     }
 
-    /// The environments the project has reports in, by name (at most 100): its groups'
-    /// 'environment' facets, read through `group_facets_rank`.
-    func environments(project: Int64) async throws -> [String] {
+    /// The environments the project has reports at or after `since` in, by name (at most
+    /// 100): its groups' 'environment' facets whose last report is kept, read through
+    /// `group_facets_rank`.
+    func environments(project: Int64, since: Date) async throws -> [String] {
         let rows = try await connection.query(
             """
-            SELECT DISTINCT value FROM group_facets WHERE project_id = \(project) AND facet = 'environment' ORDER BY value LIMIT 100
+            SELECT DISTINCT value FROM group_facets
+            WHERE project_id = \(project) AND facet = 'environment' AND last_seen >= \(since) ORDER BY value LIMIT 100
             """, logger: logger)
         var out: [String] = []
         for try await name in rows.decode(String.self) { out.append(name) }

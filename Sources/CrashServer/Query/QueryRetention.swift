@@ -28,15 +28,16 @@ extension PostgresQueryStore.Reader {
         return Retention(days: days.map(Int.init) ?? database.serverRetentionDays).cutoff(now: now)
     }
 
-    /// The time of each group's oldest report at or after `since`, with the groups merged into
-    /// it (one index probe of `reports_group_ts` per group and member); groups with none are
-    /// left out.
-    func firstSeen(ids: [Int64], since: Date) async throws -> [Int64: Date] {
+    /// The time of each group's oldest report at or after `since` (in `environments` when
+    /// any), with the groups merged into it (one index probe of `reports_group_ts` per group and
+    /// member); groups with none are left out.
+    func firstSeen(ids: [Int64], since: Date, environments: [String]) async throws -> [Int64: Date] {
         guard !ids.isEmpty else { return [:] }
         let rows = try await connection.query(
             """
             SELECT o.owner, min(r.ts) FROM \(owners: ids) o CROSS JOIN LATERAL (
-                SELECT ts FROM reports WHERE group_id = o.member AND ts >= \(since) ORDER BY ts LIMIT 1
+                SELECT ts FROM reports WHERE group_id = o.member AND ts >= \(since) AND \(environmentFilter: environments)
+                ORDER BY ts LIMIT 1
             ) r GROUP BY o.owner
             """, logger: logger)
         var out: [Int64: Date] = [:]

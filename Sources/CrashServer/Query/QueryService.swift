@@ -176,9 +176,12 @@ struct QueryService<Store: QueryStore>: Sendable {
         return body
     }
 
-    /// The environments the project has reports in (the dashboard's environment selector).
+    /// The environments the project has reports in (the dashboard's environment selector),
+    /// of the reports its retention keeps.
     func environments(_ project: ProjectRef) async throws -> [String] {
-        try await read(project) { try await $0.environments(project: project.id) }
+        try await read(project) { reader in
+            try await reader.environments(project: project.id, since: try await reader.retainedSince(project: project.id, now: now()))
+        }
     }
 
     /// Project-wide counts per bucket, within the point budget (``PointBudget``).

@@ -42,16 +42,18 @@ protocol QueryReader: Sendable {
     /// The oldest report time the project keeps at `now` (its retention's cut-off): reads
     /// clamp their windows to it (``TimeWindow/retained(since:)``).
     func retainedSince(project: Int64, now: Date) async throws -> Date
-    /// Each group's oldest report at or after `since`, its merged groups' included.
-    func firstSeen(ids: [Int64], since: Date) async throws -> [Int64: Date]
+    /// Each group's oldest report at or after `since`, its merged groups' included; with
+    /// `environments`, of its reports in those environments.
+    func firstSeen(ids: [Int64], since: Date, environments: [String]) async throws -> [Int64: Date]
     func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow]
     /// The versions of each group's reports at or after `since`, highest first.
     func versions(ids: [Int64], since: Date) async throws -> [Int64: [String]]
     func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64]
     func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64]
     func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)]
-    /// The environments the project has reports in, by name (at most 100).
-    func environments(project: Int64) async throws -> [String]
+    /// The environments the project has reports at or after `since` in (the retention's
+    /// cut-off), by name (at most 100).
+    func environments(project: Int64, since: Date) async throws -> [String]
     func breakdown(group: Int64, window: TimeWindow, environments: [String]) async throws -> Breakdown
     func reports(
         project: Int64, group: Int64, after: (micros: Int64, id: UUID)?, limit: Int, includeStack: Bool, environments: [String]
@@ -90,16 +92,21 @@ extension QueryReader {
         let devices = try await deviceCounts(
             project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window.retained(since: since),
             filters: filters)
-        // With `environment=`, first and last seen within those environments.
-        let times = filters.environments.isEmpty ? [:] : try await environmentTimes(ids: ids, environments: filters.environments)
-        let kept = try await firstSeen(ids: rows.values.filter { $0.firstSeen < since }.map(\.id), since: since)
+        // With `environment=`, first and last seen within those environments, where the group
+        // has a report kept there; a first time past the cut-off is that of the oldest report kept.
+        let times =
+            filters.environments.isEmpty
+            ? [:] : try await environmentTimes(ids: ids, environments: filters.environments).filter { $0.value.last >= since }
+        let old = rows.values.filter { (times[$0.id]?.first ?? $0.firstSeen) < since }.map(\.id)
+        let keptIn = try await firstSeen(ids: old.filter { times[$0] != nil }, since: since, environments: filters.environments)
+        let kept = try await firstSeen(ids: old.filter { times[$0] == nil }, since: since, environments: []).merging(keptIn) { $1 }
         return counts.compactMap { id, count in
             guard let row = rows[id] else { return nil }
-            let first = max(times[id]?.first ?? row.firstSeen, kept[id] ?? row.firstSeen)
             return GroupBody(
                 id: String(id), signature: row.signature, kind: row.kind, groupingVersion: row.groupingVersion,
                 title: row.title, count: count,
-                devices: devices[id] ?? 0, firstSeen: first, lastSeen: times[id]?.last ?? row.lastSeen,
+                devices: devices[id] ?? 0, firstSeen: kept[id] ?? times[id]?.first ?? row.firstSeen,
+                lastSeen: times[id]?.last ?? row.lastSeen,
                 status: row.status,
                 resolvedIn: row.resolvedIn, fatal: row.fatal, versions: versionLists[id] ?? [], assignee: row.assignee,
                 snoozed: row.snoozed, mergedInto: row.mergedInto.map(String.init), merged: row.merged.map(String.init))
