@@ -103,23 +103,28 @@ extension RollupSQL {
         static func query(
             _ keys: (hourly: [RollupFold.VersionRollupKey], daily: [RollupFold.VersionRollupKey], text: BatchText)
         ) -> PostgresQuery {
-            let text = keys.text
-            return """
-                SELECT false, k.i, s.sketch
-                FROM unnest(\(keys.hourly.map(\.group)), \(keys.hourly.map { text[$0.version] }), \(keys.hourly.map(\.bucket)))
-                    WITH ORDINALITY AS k(g, v, t, i)
-                CROSS JOIN LATERAL (
-                    SELECT sketch FROM group_version_hourly WHERE group_id = k.g AND app_version = k.v AND hour = k.t LIMIT 1
-                ) s
-                UNION ALL
-                SELECT true, k.i, s.sketch
-                FROM unnest(\(keys.daily.map(\.group)), \(keys.daily.map { text[$0.version] }), \(keys.daily.map(\.bucket)))
-                    WITH ORDINALITY AS k(g, v, t, i)
-                CROSS JOIN LATERAL (
-                    SELECT sketch FROM group_version_daily WHERE group_id = k.g AND app_version = k.v AND day = k.t LIMIT 1
-                ) s
-                """
+            "\(sketches: keys.hourly, daily: false, keys.text) UNION ALL \(sketches: keys.daily, daily: true, keys.text)"
         }
         static let sql = query(([], [], BatchText([]))).sql
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// One half of ``RollupSQL/ReadSketches``: the sketches of `keys` in `group_version_daily`
+    /// or `group_version_hourly`, each key a probe of the table's primary key.
+    fileprivate mutating func appendInterpolation(sketches keys: [RollupFold.VersionRollupKey], daily: Bool, _ text: BatchText) {
+        let (table, bucket) = daily ? ("group_version_daily", "day") : ("group_version_hourly", "hour")
+        appendLiteral("SELECT \(daily), k.i, s.sketch FROM unnest(")
+        appendInterpolation(keys.map(\.group))
+        appendLiteral(", ")
+        appendInterpolation(keys.map { text[$0.version] })
+        appendLiteral(", ")
+        appendInterpolation(keys.map(\.bucket))
+        appendLiteral(
+            """
+            ) WITH ORDINALITY AS k(g, v, t, i) CROSS JOIN LATERAL (
+                SELECT sketch FROM \(table) WHERE group_id = k.g AND app_version = k.v AND \(bucket) = k.t LIMIT 1
+            ) s
+            """)
     }
 }
