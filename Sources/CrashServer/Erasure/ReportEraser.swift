@@ -287,83 +287,63 @@ enum ErasureSQL {
     static func subtract(project p: Int64, _ d: Deltas) -> PostgresQuery {
         let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), ph = Array(d.projects), f = Array(d.facets)
         let vh = Array(d.versionHourly), vd = Array(d.versionDaily), g = Array(d.groups)
+        let hourly = "t.project_id = x.p AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version"
+        let daily = "t.project_id = x.p AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version"
         return """
             WITH h AS (
-                SELECT * FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.hour)), \(h.map(\.key.app)), \(h.map(\.key.version)),
-                                     \(h.map(\.key.os)), \(h.map(\.key.environment)), \(h.map(\.value.n)), \(h.map(\.value.fatal)))
+                SELECT x.*, \(p)::bigint AS p
+                FROM unnest(\(h.map(\.key.group)), \(h.map(\.key.hour)), \(h.map(\.key.app)), \(h.map(\.key.version)),
+                            \(h.map(\.key.os)), \(h.map(\.key.environment)), \(h.map(\.value.n)), \(h.map(\.value.fatal)))
                     AS x(g, hour, app, version, os, env, n, f)
-            ), hourly AS (
-                UPDATE group_hourly t SET count = t.count - x.n, fatal_count = t.fatal_count - x.f FROM h x
-                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
-                  AND t.os = x.os AND t.environment = x.env AND t.count > x.n
-            ), hourly_gone AS (
-                DELETE FROM group_hourly t USING h x
-                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
-                  AND t.os = x.os AND t.environment = x.env AND t.count <= x.n
-            ), d AS (
-                SELECT * FROM unnest(\(dd.map(\.key.group)), \(dd.map(\.key.day)), \(dd.map(\.key.app)), \(dd.map(\.key.version)),
-                                     \(dd.map(\.key.os)), \(dd.map(\.key.environment)), \(dd.map(\.value)))
+            ), \(unescaped: subtracting("hourly", from: "h", into: "group_hourly", where: hourly + " AND t.os = x.os AND t.environment = x.env",
+                                         set: "count = t.count - x.n, fatal_count = t.fatal_count - x.f")),
+            d AS (
+                SELECT x.*, \(p)::bigint AS p
+                FROM unnest(\(dd.map(\.key.group)), \(dd.map(\.key.day)), \(dd.map(\.key.app)), \(dd.map(\.key.version)),
+                            \(dd.map(\.key.os)), \(dd.map(\.key.environment)), \(dd.map(\.value)))
                     AS x(g, day, app, version, os, env, n)
-            ), daily AS (
-                UPDATE group_daily t SET count = t.count - x.n FROM d x
-                WHERE t.project_id = \(p) AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
-                  AND t.os = x.os AND t.environment = x.env AND t.count > x.n
-            ), daily_gone AS (
-                DELETE FROM group_daily t USING d x
-                WHERE t.project_id = \(p) AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version
-                  AND t.os = x.os AND t.environment = x.env AND t.count <= x.n
-            ), m AS (
+            ), \(unescaped: subtracting("daily", from: "d", into: "group_daily", where: daily + " AND t.os = x.os AND t.environment = x.env")),
+            m AS (
                 SELECT * FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.hour)), \(m.map(\.key.model)), \(m.map(\.value)))
                     AS x(g, hour, model, n)
-            ), models AS (
-                UPDATE group_model_hourly t SET count = t.count - x.n FROM m x
-                WHERE t.group_id = x.g AND t.hour = x.hour AND t.model = x.model AND t.count > x.n
-            ), models_gone AS (
-                DELETE FROM group_model_hourly t USING m x
-                WHERE t.group_id = x.g AND t.hour = x.hour AND t.model = x.model AND t.count <= x.n
-            ), ph AS (
-                SELECT * FROM unnest(\(ph.map(\.key.hour)), \(ph.map(\.key.kind)), \(ph.map(\.key.version)),
-                                     \(ph.map(\.key.environment)), \(ph.map(\.value)))
+            ), \(unescaped: subtracting("models", from: "m", into: "group_model_hourly", where: "t.group_id = x.g AND t.hour = x.hour AND t.model = x.model")),
+            ph AS (
+                SELECT x.*, \(p)::bigint AS p
+                FROM unnest(\(ph.map(\.key.hour)), \(ph.map(\.key.kind)), \(ph.map(\.key.version)), \(ph.map(\.key.environment)),
+                            \(ph.map(\.value)))
                     AS x(hour, kind, version, env, n)
-            ), projects AS (
-                UPDATE project_hourly t SET count = t.count - x.n FROM ph x
-                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version
-                  AND t.environment = x.env AND t.count > x.n
-            ), projects_gone AS (
-                DELETE FROM project_hourly t USING ph x
-                WHERE t.project_id = \(p) AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version
-                  AND t.environment = x.env AND t.count <= x.n
-            ), f AS (
+            ), \(unescaped: subtracting("projects", from: "ph", into: "project_hourly",
+                                         where: "t.project_id = x.p AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version AND t.environment = x.env")),
+            f AS (
                 SELECT * FROM unnest(\(f.map(\.key.group)), \(f.map(\.key.facet)), \(f.map(\.key.value)), \(f.map(\.value.n)))
                     AS x(g, facet, value, n)
-            ), facets AS (
-                UPDATE group_facets t SET count = t.count - x.n FROM f x
-                WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value AND t.count > x.n
-            ), facets_gone AS (
-                DELETE FROM group_facets t USING f x
-                WHERE t.group_id = x.g AND t.facet = x.facet AND t.value = x.value AND t.count <= x.n
-            ), vh AS (
+            ), \(unescaped: subtracting("facets", from: "f", into: "group_facets", where: "t.group_id = x.g AND t.facet = x.facet AND t.value = x.value")),
+            vh AS (
                 SELECT * FROM unnest(\(vh.map(\.key.group)), \(vh.map(\.key.version)), \(vh.map(\.key.bucket)), \(vh.map(\.value.n)))
                     AS x(g, v, b, n)
-            ), version_hourly AS (
-                UPDATE group_version_hourly t SET count = t.count - x.n FROM vh x
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b AND t.count > x.n
-            ), version_hourly_gone AS (
-                DELETE FROM group_version_hourly t USING vh x
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b AND t.count <= x.n
-            ), vd AS (
+            ), \(unescaped: subtracting("version_hourly", from: "vh", into: "group_version_hourly", where: "t.group_id = x.g AND t.app_version = x.v AND t.hour = x.b")),
+            vd AS (
                 SELECT * FROM unnest(\(vd.map(\.key.group)), \(vd.map(\.key.version)), \(vd.map(\.key.bucket)), \(vd.map(\.value.n)))
                     AS x(g, v, b, n)
-            ), version_daily AS (
-                UPDATE group_version_daily t SET count = t.count - x.n FROM vd x
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b AND t.count > x.n
-            ), version_daily_gone AS (
-                DELETE FROM group_version_daily t USING vd x
-                WHERE t.group_id = x.g AND t.app_version = x.v AND t.day = x.b AND t.count <= x.n
-            )
+            ), \(unescaped: subtracting("version_daily", from: "vd", into: "group_version_daily", where: "t.group_id = x.g AND t.app_version = x.v AND t.day = x.b"))
             UPDATE crash_groups t SET report_count = t.report_count - x.n
             FROM unnest(\(g.map(\.key)), \(g.map(\.value.span.n))) AS x(g, n) WHERE t.id = x.g
             """
+    }
+
+    /// Two parts of ``subtract(project:_:)``'s statement (fixed text, no values): the rows of
+    /// `table` that `match` finds for the key rows of `source` (as `x`, with their erased count
+    /// `n`) are decreased by `set` when some of their count stays, deleted when none does.
+    private static func subtracting(
+        _ name: String, from source: String, into table: String, where match: String, set: String = "count = t.count - x.n"
+    ) -> String {
+        """
+        \(name) AS (
+            UPDATE \(table) t SET \(set) FROM \(source) x WHERE \(match) AND t.count > x.n
+        ), \(name)_gone AS (
+            DELETE FROM \(table) t USING \(source) x WHERE \(match) AND t.count <= x.n
+        )
+        """
     }
 
     /// After ``subtract(project:_:)``: recomputes from the remaining reports the group and facet
