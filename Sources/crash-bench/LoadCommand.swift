@@ -145,7 +145,10 @@ struct LoadCommand: AsyncParsableCommand {
                                 if response.status.code == 202 {
                                     outcome = try? JSONDecoder().decode(IngestResponse.self, from: Data(body.readableBytesView))
                                 }
-                                run.record(index: index, status: Int(response.status.code), latency: latency, outcome: outcome)
+                                let refusal = response.status.code == 202 ? nil : String(buffer: body).prefix(160)
+                                run.record(
+                                    index: index, status: Int(response.status.code), latency: latency, outcome: outcome,
+                                    refusal: refusal.map { "\(response.status.code) \($0)" })
                                 break
                             } catch {
                                 if attempts >= 5 || clock.now >= deadline {
@@ -185,6 +188,8 @@ struct LoadCommand: AsyncParsableCommand {
             "status: "
                 + result.statuses.sorted { $0.key < $1.key }.map { "\($0.key == 0 ? "no answer" : String($0.key)) x\($0.value)" }.joined(
                     separator: ", "))
+        // Each refusal's answer as the server wrote it (the 503s' error says which limit).
+        for (refusal, count) in result.refusals.sorted(by: { $0.value > $1.value }) { print("refused x\(count): \(refusal)") }
         let top = hottestCount.values.max() ?? 0
         print(
             String(
@@ -323,6 +328,8 @@ final class RunState: Sendable {
         var rejected = 0
         var answered = 0
         var acknowledged: [Int] = []
+        /// The answers other than 202, by status and body.
+        var refusals: [String: Int] = [:]
     }
 
     private let count: Int
@@ -343,9 +350,10 @@ final class RunState: Sendable {
 
     func stop() { stopped.store(true, ordering: .relaxed) }
 
-    func record(index: Int, status: Int, latency: Double, outcome: IngestResponse?) {
+    func record(index: Int, status: Int, latency: Double, outcome: IngestResponse?, refusal: String? = nil) {
         state.withLock { s in
             s.latencies.append(latency)
+            if let refusal { s.refusals[refusal, default: 0] += 1 }
             s.statuses[status, default: 0] += 1
             s.answered += status == 0 ? 0 : 1
             if let outcome {
