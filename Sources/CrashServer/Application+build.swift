@@ -34,7 +34,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
         executable: configuration.llvmSymbolizer, size: configuration.symbolizers, logger: logger)
     let keys = IngestKeyCache()
     let keyListener = try IngestKeyListener(cache: keys, databaseURL: configuration.databaseURL, logger: logger)
-    let budget = BodyByteBudget(limit: configuration.maxInflightBodyBytes)
+    let budget = BodyByteBudget(limit: configuration.maxInflightBodyBytes, maxWait: timeout, logger: logger)
     let router = try buildRouter(
         database: database, batcher: batcher, metrics: metrics, configuration: configuration, timeout: timeout,
         keys: keys, budget: budget, symbolizers: symbolizers, logger: logger)
@@ -110,7 +110,7 @@ func buildRouter(
         database: database, keys: keys, batcher: batcher,
         limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), databaseTimeout: timeout,
         settings: projectSettings)
-    let budget = budget ?? BodyByteBudget(limit: configuration.maxInflightBodyBytes)
+    let budget = budget ?? BodyByteBudget(limit: configuration.maxInflightBodyBytes, maxWait: timeout, logger: logger)
     metrics.observeBudget(budget)
     let body = IngestBody(
         maxBodyBytes: configuration.maxBodyBytes, maxDecompressedBytes: configuration.maxDecompressedBytes, budget: budget)

@@ -41,16 +41,21 @@ import Testing
     /// (`crashguard_ingest_body_bytes_in_flight`): a slice sent is counted once the server has
     /// read it, which a fixed sleep cannot promise on a busy machine.
     static func awaitBudget(_ client: some TestClientProtocol, _ expected: (Int) -> Bool) async throws {
+        try await awaitMetric(client, "crashguard_ingest_body_bytes_in_flight", expected)
+    }
+
+    /// Waits until the server's gauge `name` shows what `expected` accepts.
+    static func awaitMetric(_ client: some TestClientProtocol, _ name: String, _ expected: (Int) -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(30)
-        var held = -1
+        var value = -1
         while ContinuousClock.now < deadline {
             let metrics = try await client.execute(uri: "/metrics", method: .get)
-            let line = String(buffer: metrics.body).split(separator: "\n").first { $0.hasPrefix("crashguard_ingest_body_bytes_in_flight ") }
-            held = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? -1
-            if expected(held) { return }
+            let line = String(buffer: metrics.body).split(separator: "\n").first { $0.hasPrefix(name + " ") }
+            value = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? -1
+            if expected(value) { return }
             try await Task.sleep(for: .milliseconds(20))
         }
-        Issue.record("the body budget holds \(held) bytes")
+        Issue.record("\(name) is \(value)")
     }
 
     /// A project's request past its project's half is refused (503, `Retry-After`, nothing
@@ -176,6 +181,46 @@ import Testing
         }
     }
 
+    /// A busy project's requests queue behind its own commits instead of being refused: while
+    /// two requests read whole (70 KB decoded each) wait for their commit behind a lock, a third
+    /// that would take the project past its 200 KB half waits for their bytes (it is not
+    /// answered 503), and all three are stored once the commit goes through. A request that
+    /// would wait for a client still sending (the stalled holders above) is still refused at once.
+    @Test func aRequestWaitsForTheBytesOfItsProjectsCommitsInsteadOf503() async throws {
+        let project = try await makeProject()
+        let config = Self.configuration
+        let ids = [UUID(), UUID(), UUID()]
+        let bodies = ids.map { gzip(Self.padded([reportJSON(id: $0)], pad: 70_000)) }
+        try await hostileLiveApp(config) { client, port in
+            // A first report makes the group whose row the lock below holds.
+            #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+            let key = project.ingestKey
+            @Sendable func send(_ body: [UInt8]) -> Task<HostileHTTPResponse?, any Error> {
+                Task {
+                    try await hostileExchange(port: port, head: hostileRequestHead(key: key, contentLength: body.count, encoding: "gzip"), body: body)
+                }
+            }
+            let requests = try await withGroupRowsLocked(config, slug: project.project) { db in
+                let committing = [send(bodies[0]), send(bodies[1])]
+                try await Self.awaitBudget(client) { $0 >= 140_000 }
+                while try await db.ingestTransactionsWaitingOnLocks() == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                // The third would hold about 70 KB more: past the half, which the two committing hold.
+                let third = send(bodies[2])
+                try await Self.awaitMetric(client, "crashguard_ingest_body_waiting") { $0 == 1 }
+                #expect(try await db.storedReportIDs(slug: project.project).count == 1)
+                return committing + [third]
+            }
+            for request in requests {
+                let response = try await request.value
+                #expect(response?.status == 202, "\(response?.body ?? "no answer")")
+            }
+            try await Self.awaitBudget(client) { $0 == 0 }
+        }
+        try await withTestDatabase { (db: CrashDatabase) async throws in
+            #expect(try await db.storedReportIDs(slug: project.project).count == 4)
+        }
+    }
+
     /// A stalled body is cut off by the read timeout and gives back what it held.
     @Test func aStalledBodyGivesItsShareBackAtTheReadTimeout() async throws {
         let project = try await makeProject()
@@ -241,6 +286,50 @@ import Testing
         let c = BodyByteBudget.Reservation(budget, project: 1)
         #expect(throws: Never.self) { try c.grow(to: 50) }
         withExtendedLifetime(c) {}
+    }
+
+    /// A request being read waits for a settled request's bytes (a body read whole, its
+    /// commit under way) and takes them once they come back; it does not wait for bytes a
+    /// request still being read holds, and it waits no longer than `maxWait`. Each refusal is
+    /// counted by reason.
+    @Test func aGrowingRequestWaitsOnlyForSettledBytes() async throws {
+        let budget = BodyByteBudget(limit: 100, maxWait: .seconds(60))
+        var settled: BodyByteBudget.Reservation? = BodyByteBudget.Reservation(budget, project: 1)
+        try settled?.grow(to: 40)
+        settled?.settle()
+        let reading = BodyByteBudget.Reservation(budget, project: 1)
+        try reading.grow(to: 5)
+        // Past the project's half, the missing bytes held by the settled request: it waits.
+        let waiter = Task {
+            let share = BodyByteBudget.Reservation(budget, project: 1)
+            try await share.growWaiting(to: 20)
+            return share.held
+        }
+        while budget.waitingNow == 0 { await Task.yield() }
+        // More missing from the half (45 + 46 - 50 = 41) than settled requests hold (40):
+        // refused at once.
+        let other = BodyByteBudget.Reservation(budget, project: 1)
+        await #expect(throws: APIError.self) { try await other.growWaiting(to: 46) }
+        settled = nil
+        #expect(try await waiter.value == 20)
+        #expect(budget.inUse(by: .project(1)) == 5)
+        #expect(budget.waitingNow == 0)
+
+        // Missing bytes held by a request still being read: refused at once, however long it may wait.
+        try reading.grow(to: 45)
+        let late = BodyByteBudget.Reservation(budget, project: 1)
+        await #expect(throws: APIError.self) { try await late.growWaiting(to: 10) }
+
+        // Settled bytes that do not come back within maxWait: refused after it.
+        let quick = BodyByteBudget(limit: 100, maxWait: .milliseconds(50))
+        let holder = BodyByteBudget.Reservation(quick, project: 2)
+        try holder.grow(to: 50)
+        holder.settle()
+        let impatient = BodyByteBudget.Reservation(quick, project: 2)
+        await #expect(throws: APIError.self) { try await impatient.growWaiting(to: 1) }
+        #expect(quick.refusals.counts == ["wait": 1])
+        #expect(budget.refusals.counts == ["project": 2])
+        withExtendedLifetime((reading, holder)) {}
     }
 
     /// Bytes read before the key is known hold at most a quarter, and move to the project once

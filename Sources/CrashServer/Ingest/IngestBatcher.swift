@@ -52,6 +52,10 @@ final class IngestBatcher: Service, Sendable {
     private let clock: any Clock<Duration>
     private let metrics: ServerMetrics
     private let logger: Logger
+    /// The queue's 503s, counted and logged at a bounded rate: `admission` (the queue is full,
+    /// draining or the database marked down) and `queued` (refused when its batch was taken:
+    /// it waited a whole deadline, or the database went down meanwhile).
+    let refusals: RefusalLog
 
     /// - Parameters:
     ///   - maxBatchBytes: most estimated bytes in one transaction; a single request over it
@@ -82,6 +86,8 @@ final class IngestBatcher: Service, Sendable {
         self.logger = logger
         self.store = store
         self.probe = probe
+        refusals = RefusalLog(subject: "ingest queue", logger: logger)
+        metrics.observeRefusals(refusals, label: "crashguard_ingest_queue_refusals_total")
         let limits = Queue.Limits(
             maxQueuedReports: maxQueuedReports, maxBatchReports: maxBatchReports, maxBatchBytes: maxBatchBytes, timeout: timeout)
         let queue = Queue(limits: limits, lanes: lanes, clock: ContinuousClock())
@@ -101,7 +107,9 @@ final class IngestBatcher: Service, Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             switch state.withLock({ $0.submit(items, waiter: continuation) }) {
             case .success(let lane): wakeups[lane].continuation.yield()
-            case .failure(let refusal): continuation.resume(throwing: refusal)
+            case .failure(let refusal):
+                refusals.record("admission", refusal.message)
+                continuation.resume(throwing: refusal)
             }
         }
     }
@@ -142,7 +150,10 @@ final class IngestBatcher: Service, Sendable {
     /// Commits every queued job of `lane`, batch by batch (``IngestQueue/nextBatch(lane:)``).
     private func drain(_ lane: Int) async {
         while let batch = state.withLock({ $0.nextBatch(lane: lane) }) {
-            for (waiter, refusal) in batch.refused { waiter.resume(throwing: refusal) }
+            for (waiter, refusal) in batch.refused {
+                refusals.record("queued", refusal.message)
+                waiter.resume(throwing: refusal)
+            }
             guard !batch.jobs.isEmpty else { continue }
             await commit(batch)
         }

@@ -34,8 +34,11 @@ struct IngestBody: Sendable {
     /// ``readingInPlaceBytes``; the rest of it is read on ``ReadingExecutor`` threads. Chunks
     /// are fed in slices of ``sliceBytes`` so that the switch comes in time: 16 KB of gzip can
     /// decode to 16 MiB, which took a cooperative thread for about 100 ms when fed whole.
+    /// Once the body is read whole, the share is settled (``BodyByteBudget/Reservation/settle()``):
+    /// requests being read may wait for its bytes to come back rather than be refused.
     func read(_ body: RequestBody, into sink: some IngestBodySink, holding share: BodyByteBudget.Reservation) async throws {
         try await read(Stream(body), into: sink, holding: share)
+        share.settle()
     }
 
     /// Reads the rest of `stream` into `sink`, as ``read(_:into:holding:)``.
@@ -74,9 +77,9 @@ struct IngestBody: Sendable {
                 }
                 let slice = pending.readSlice(length: min(pending.readableBytes, sliceBytes))!
                 // A slice past the body limit is refused by the reader (413), not by the budget.
-                try share.grow(to: min(sink.receivedBytes + slice.readableBytes, maxBodyBytes) + sink.decodedBytes)
+                try await share.growWaiting(to: min(sink.receivedBytes + slice.readableBytes, maxBodyBytes) + sink.decodedBytes)
                 try IngestBody.ingestError { try slice.withUnsafeReadableBytes { try sink.feed($0) } }
-                try share.grow(to: sink.receivedBytes + sink.decodedBytes)
+                try await share.growWaiting(to: sink.receivedBytes + sink.decodedBytes)
             }
         }
     }
@@ -154,9 +157,11 @@ struct IngestBody: Sendable {
     }
 
     /// Reads the rest of the body and ends it: all its decoded bytes, the first line included.
+    /// The share is settled, as ``read(_:into:holding:)`` settles it.
     func readRest(_ whole: WholeBodyReading, holding share: BodyByteBudget.Reservation) async throws -> [UInt8] {
         try await read(whole.stream, into: whole.sink, holding: share)
         try Self.ingestError { try whole.sink.reader.finish() }
+        share.settle()
         return whole.sink.bytes
     }
 

@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// The server-wide budget of body bytes in flight (`CRASHGUARD_MAX_INFLIGHT_BODY_BYTES`): what
@@ -19,6 +20,19 @@ import Synchronization
 ///
 /// The configuration keeps one largest request (compressed plus decompressed limit) within
 /// half of the budget, so a request alone is never refused.
+///
+/// **Waiting for bytes that come back.** A request whose body has been read whole is
+/// *settled* (``Reservation/settle()``): what it holds comes back when the server is done with
+/// it (its reports committed or refused within the ingest deadline), without waiting on any
+/// client. A request still being read that would pass its project's half or the whole waits
+/// for room, up to ``maxWait``, when the settled requests in its way hold enough to make room
+/// (``Reservation/growWaiting(to:)``): a busy fleet of one project (64 SDKs sending batches of
+/// 100, about 370 KB each received plus decoded) queues behind its own commits instead of
+/// being refused. It is refused at once when the bytes in its way belong to requests still
+/// being received: a stalled sender may hold them for the whole read timeout, and a request
+/// that waited for it would keep its own bytes from everyone as long. Waiters wait only on
+/// settled requests, which wait on nothing here, so no set of waiters can wait on each other.
+/// Every refusal is counted and logged at a bounded rate (``refusals``).
 final class BodyByteBudget: Sendable {
     /// Whose bytes a reservation holds.
     enum Owner: Hashable, Sendable {
@@ -29,6 +43,11 @@ final class BodyByteBudget: Sendable {
     }
 
     let limit: Int
+    /// The longest a request waits for settled requests to give bytes back
+    /// (``Reservation/growWaiting(to:)``) before it is refused.
+    let maxWait: Duration
+    /// Every refusal, by reason (`request`, `project`, `unidentified`, `budget`, `wait`).
+    let refusals: RefusalLog
 
     private struct State {
         var used = 0
@@ -36,13 +55,46 @@ final class BodyByteBudget: Sendable {
         var held: [Int: Int] = [:]
         /// What each owner's live reservations hold together.
         var owners: [Owner: Int] = [:]
+        /// The settled reservations (bodies read whole), and what they hold by owner and in all.
+        var settledTickets: Set<Int> = []
+        var settled: [Owner: Int] = [:]
+        var settledTotal = 0
         var nextTicket = 0
+        /// Counts the times bytes came back: a waiter sleeps only while it is unchanged.
+        var returns = 0
+        /// Requests waiting for bytes to come back, by waiter id.
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        /// Waiters cancelled before they slept: they do not sleep.
+        var cancelledWaiters: Set<Int> = []
+        var nextWaiter = 0
+
+        /// Adds `bytes` (negative: gives back) to what `ticket` of `owner` holds, and to the
+        /// settled sums when it is settled.
+        mutating func add(_ bytes: Int, ticket: Int, owner: Owner) {
+            used += bytes
+            owners[owner, default: 0] += bytes
+            if owners[owner] == 0 { owners[owner] = nil }
+            if settledTickets.contains(ticket) {
+                settled[owner, default: 0] += bytes
+                if settled[owner] == 0 { settled[owner] = nil }
+                settledTotal += bytes
+            }
+        }
+
+        /// Bytes came back: every waiter looks again.
+        mutating func wakeWaiters() -> [CheckedContinuation<Void, Never>] {
+            returns += 1
+            defer { waiters.removeAll() }
+            return Array(waiters.values)
+        }
     }
 
     private let state = Mutex(State())
 
-    init(limit: Int) {
+    init(limit: Int, maxWait: Duration = .seconds(10), logger: Logger = Logger(label: "crashguard.body-budget")) {
         self.limit = limit
+        self.maxWait = maxWait
+        refusals = RefusalLog(subject: "ingest body budget", logger: logger)
     }
 
     /// The most one request, and one project's requests together, may hold.
@@ -70,6 +122,9 @@ final class BodyByteBudget: Sendable {
     /// Reservations open now: requests being read or stored.
     var openNow: Int { state.withLock { $0.held.count } }
 
+    /// Requests waiting now for settled requests to give bytes back.
+    var waitingNow: Int { state.withLock { $0.waiters.count } }
+
     private func open() -> Int {
         state.withLock { state in
             defer { state.nextTicket += 1 }
@@ -81,48 +136,113 @@ final class BodyByteBudget: Sendable {
     /// Why a reservation could not grow.
     enum Refusal {
         case request, owner, budget
+        /// It waited ``BodyByteBudget/maxWait`` for settled requests to give bytes back.
+        case wait
     }
 
-    /// Sets reservation `ticket` of `owner` to `total` bytes; a refusal (and nothing taken)
-    /// when growing would take the request, its owner or the budget past its share.
-    private func set(_ ticket: Int, of owner: Owner, to total: Int) -> Refusal? {
-        state.withLock { state in
+    /// What became of a request to grow.
+    private enum Growth {
+        case granted
+        case refused(Refusal)
+        /// No room now, but settled requests hold enough to make it: look again once bytes
+        /// came back after `returns`.
+        case wait(returns: Int)
+    }
+
+    /// Sets reservation `ticket` of `owner` to `total` bytes. Growing past the request's, its
+    /// owner's or the budget's share takes nothing: a refusal, or (with `mayWait`) a wait when
+    /// settled requests hold the bytes missing from the owner's share and from the whole.
+    private func set(_ ticket: Int, of owner: Owner, to total: Int, mayWait: Bool = false) -> Growth {
+        let (growth, woken) = state.withLock { state -> (Growth, [CheckedContinuation<Void, Never>]) in
             let held = state.held[ticket] ?? 0
             let more = total - held
             if more > 0 {
-                if total > half { return .request }
-                if (state.owners[owner] ?? 0) + more > cap(of: owner) { return .owner }
-                if state.used + more > limit { return .budget }
+                if total > half { return (.refused(.request), []) }
+                let ownerMissing = (state.owners[owner] ?? 0) + more - cap(of: owner)
+                let budgetMissing = state.used + more - limit
+                if ownerMissing > 0 || budgetMissing > 0 {
+                    let comesBack = ownerMissing <= (state.settled[owner] ?? 0) && budgetMissing <= state.settledTotal
+                    if mayWait && comesBack { return (.wait(returns: state.returns), []) }
+                    return (.refused(ownerMissing > 0 ? .owner : .budget), [])
+                }
             }
-            state.used += more
-            state.owners[owner, default: 0] += more
-            if state.owners[owner] == 0 { state.owners[owner] = nil }
+            state.add(more, ticket: ticket, owner: owner)
             state.held[ticket] = total
-            return nil
+            return (.granted, more < 0 ? state.wakeWaiters() : [])
         }
+        for waiter in woken { waiter.resume() }
+        return growth
     }
 
     /// Moves what reservation `ticket` holds from `old` to `new`; a refusal (and nothing
     /// moved) when `new` has no room for it.
     private func move(_ ticket: Int, from old: Owner, to new: Owner) -> Refusal? {
-        state.withLock { state in
+        let (refusal, woken) = state.withLock { state -> (Refusal?, [CheckedContinuation<Void, Never>]) in
             let held = state.held[ticket] ?? 0
-            guard old != new, held > 0 else { return nil }
-            if (state.owners[new] ?? 0) + held > cap(of: new) { return .owner }
-            state.owners[old, default: 0] -= held
-            if state.owners[old] == 0 { state.owners[old] = nil }
-            state.owners[new, default: 0] += held
-            return nil
+            guard old != new, held > 0 else { return (nil, []) }
+            if (state.owners[new] ?? 0) + held > cap(of: new) { return (.owner, []) }
+            state.add(-held, ticket: ticket, owner: old)
+            state.add(held, ticket: ticket, owner: new)
+            return (nil, state.wakeWaiters())
         }
+        for waiter in woken { waiter.resume() }
+        return refusal
     }
 
     private func close(_ ticket: Int, of owner: Owner) {
-        state.withLock { state in
+        let woken = state.withLock { state in
             let held = state.held.removeValue(forKey: ticket) ?? 0
-            state.used -= held
-            state.owners[owner, default: 0] -= held
-            if state.owners[owner] == 0 { state.owners[owner] = nil }
+            state.add(-held, ticket: ticket, owner: owner)
+            state.settledTickets.remove(ticket)
+            return held > 0 ? state.wakeWaiters() : []
         }
+        for waiter in woken { waiter.resume() }
+    }
+
+    /// Marks reservation `ticket` of `owner` settled: what it holds comes back without a client.
+    private func settle(_ ticket: Int, of owner: Owner) {
+        state.withLock { state in
+            guard state.settledTickets.insert(ticket).inserted else { return }
+            let held = state.held[ticket] ?? 0
+            state.settled[owner, default: 0] += held
+            if state.settled[owner] == 0 { state.settled[owner] = nil }
+            state.settledTotal += held
+        }
+    }
+
+    /// Returns once bytes came back after `returns`, the task is cancelled or `deadline` passes.
+    private func awaitReturn(after returns: Int, until deadline: ContinuousClock.Instant) async {
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                        let now = self.state.withLock { state in
+                            if state.cancelledWaiters.remove(id) != nil || state.returns != returns { return true }
+                            state.waiters[id] = waiter
+                            return false
+                        }
+                        if now { waiter.resume() }
+                    }
+                } onCancel: {
+                    let waiter = self.state.withLock { state in
+                        let waiter = state.waiters.removeValue(forKey: id)
+                        if waiter == nil { state.cancelledWaiters.insert(id) }
+                        return waiter
+                    }
+                    waiter?.resume()
+                }
+            }
+            group.addTask { try? await Task.sleep(until: deadline) }
+            await group.next()
+            group.cancelAll()
+        }
+        // A waiter woken by bytes coming back has left `waiters` and is not in `cancelledWaiters`;
+        // one whose cancellation came first left its id there, removed here.
+        state.withLock { _ = $0.cancelledWaiters.remove(id) }
     }
 
     /// One request's share: grows as the body is read (and may shrink, for bytes written
@@ -153,9 +273,37 @@ final class BodyByteBudget: Sendable {
         /// held when refused.
         func grow(to total: Int) throws {
             guard total > held else { return }
-            if let refusal = budget.set(ticket, of: owner, to: total) { throw refused(refusal, owner) }
+            if case .refused(let refusal) = budget.set(ticket, of: owner, to: total) { throw refused(refusal, owner) }
             held = total
         }
+
+        /// Grows the share to `total` bytes as ``grow(to:)`` does, but waits (up to the budget's
+        /// `maxWait`) while the bytes missing are held by settled requests, which give them
+        /// back when the server is done with them; throws 503 when they are held by requests
+        /// still being received, or when the wait ends without room.
+        func growWaiting(to total: Int) async throws {
+            guard total > held else { return }
+            var deadline: ContinuousClock.Instant?
+            while true {
+                switch budget.set(ticket, of: owner, to: total, mayWait: true) {
+                case .granted:
+                    held = total
+                    return
+                case .refused(let refusal):
+                    throw refused(refusal, owner)
+                case .wait(let returns):
+                    let now = ContinuousClock.now
+                    let until = deadline ?? now + budget.maxWait
+                    deadline = until
+                    guard now < until, !Task.isCancelled else { throw refused(.wait, owner) }
+                    await budget.awaitReturn(after: returns, until: until)
+                }
+            }
+        }
+
+        /// The body is read whole: what the share holds now comes back when the server is done
+        /// with the request, without waiting on its client, so other requests may wait for it.
+        func settle() { budget.settle(ticket, of: owner) }
 
         /// Gives back all but `total` bytes (bytes no longer in memory: written to disk).
         func shrink(to total: Int) {
@@ -179,14 +327,23 @@ final class BodyByteBudget: Sendable {
 
         private func refused(_ refusal: Refusal, _ owner: Owner) -> APIError {
             let limit = budget.limit
-            let message =
+            let (reason, message) =
                 switch refusal {
-                case .request: "the request would hold more than half of the server's \(limit) body bytes in flight"
+                case .request: ("request", "the request would hold more than half of the server's \(limit) body bytes in flight")
                 case .owner where owner == .unidentified:
-                    "requests without a key in their headers hold their share of the server's \(limit) body bytes in flight"
-                case .owner: "the project's requests hold half of the server's \(limit) body bytes in flight"
-                case .budget: "server is over its budget of \(limit) body bytes in flight"
+                    (
+                        "unidentified",
+                        "requests without a key in their headers hold their share of the server's \(limit) body bytes in flight"
+                    )
+                case .owner: ("project", "the project's requests hold half of the server's \(limit) body bytes in flight")
+                case .budget: ("budget", "server is over its budget of \(limit) body bytes in flight")
+                case .wait:
+                    (
+                        "wait",
+                        "no room in the server's \(limit) body bytes in flight after waiting \(budget.maxWait)"
+                    )
                 }
+            budget.refusals.record(reason, message)
             return APIError.unavailable(message + "; retry later", retryAfter: 1)
         }
     }
