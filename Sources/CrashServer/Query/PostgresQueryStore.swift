@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// The query store on the server's PostgreSQL: reads in one read-only snapshot through
 /// ``CrashDatabase/withReadSnapshot(_:)`` (the standby when one is usable, else the primary's
@@ -48,6 +49,8 @@ struct PostgresQueryStore: QueryStore {
     struct Reader: QueryReader {
         let database: CrashDatabase
         let connection: PostgresConnection
+        /// What this snapshot was found to hold, kept for its later reads.
+        let facts = SnapshotFacts()
 
         var logger: Logger { database.logger }
 
@@ -91,7 +94,8 @@ struct PostgresQueryStore: QueryStore {
         }
 
         /// Reports per group in `window` under `filters`, read from the rollups (whole days
-        /// from `group_daily`, edge hours from `group_hourly`, sub-hour edges from raw reports).
+        /// from `group_daily`, edge hours from `group_hourly`, sub-hour edges from raw reports),
+        /// in one statement that holds only the reads this window needs (``WindowCountReads``).
         ///
         /// Which rollups depends on the filters' ``RollupLevel``: the per-version rollups when
         /// at most a version narrows the reports; `group_daily`/`group_hourly` for app, OS and
@@ -113,64 +117,18 @@ struct PostgresQueryStore: QueryStore {
         func windowCounts(
             project: Int64, ids: [Int64]?, window: TimeWindow, filters f: GroupFilters, snapshot: String?
         ) async throws -> [Int64: Int64] {
-            let level = f.level
-            let plan = window.plan(for: level)
-            // Without report filters but a version, whole hours and days come from the per-version
-            // rollups: a few rows per group and day instead of one per app, version, OS and environment.
-            let scoped = level == .versions
-            let version = f.reports.versions.first ?? ""
-            let sp = window.subtractivePlan
+            guard window.from < window.to, ids?.isEmpty != true else { return [:] }
             // The asked groups with the groups merged into them: each counts toward its owner.
             var members: [Int64]?
             if let ids { members = try await memberIDs(ids) }
-            // Whether any batch of the project waits for the aggregator: when none does (nearly
-            // always), the plan leaves out the pending reports' scan, whose partitions cost
-            // milliseconds to plan.
-            let pending = try await hasPendingRollups(project: project)
+            let reads = WindowCountReads(
+                project: project, members: members, window: window, filters: f,
+                pending: try await hasPendingRollups(project: project), snapshot: snapshot)
             let rows = try await connection.query(
                 """
                 SELECT g.id, sum(c.n)::bigint FROM (
                     SELECT group_id, sum(n)::bigint AS n FROM (
-                        SELECT group_id, count AS n FROM group_version_daily
-                        WHERE \(scoped) AND app_version = \(version) AND \("day", in: sp.days)
-                          AND (group_id = ANY(\(members)::bigint[])
-                               OR (\(members)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
-                        UNION ALL
-                        SELECT group_id, count * CASE WHEN \("hour", in: sp.head.range) THEN \(sp.head.sign) ELSE \(sp.tail.sign) END
-                        FROM group_version_hourly
-                        WHERE \(scoped) AND app_version = \(version) AND (\("hour", in: sp.head.range) OR \("hour", in: sp.tail.range))
-                          AND (group_id = ANY(\(members)::bigint[])
-                               OR (\(members)::bigint[] IS NULL AND group_id IN (SELECT id FROM crash_groups WHERE project_id = \(project))))
-                        UNION ALL
-                        SELECT group_id, count AS n FROM group_daily
-                        WHERE NOT \(scoped) AND project_id = \(project) AND \("day", in: plan.days)
-                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
-                          AND \(reportFilter: f)
-                        UNION ALL
-                        SELECT group_id, \(rollupCount: f) FROM group_hourly
-                        WHERE NOT \(scoped) AND project_id = \(project) AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
-                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
-                          AND \(reportFilter: f)
-                        UNION ALL
-                        SELECT group_id, 1 FROM reports
-                        WHERE project_id = \(project) AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
-                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
-                          AND \(reportFilter: f, onReports: true)
-                        UNION ALL
-                        SELECT group_id, 1 FROM reports
-                        WHERE \(pending) AND project_id = \(project) AND xact IN (\(pendingXactsOf: project))
-                          AND ts >= \(window.from) AND ts < \(window.to)
-                          AND NOT ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
-                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
-                          AND \(reportFilter: f, onReports: true)
-                        UNION ALL
-                        SELECT group_id, -1 FROM reports
-                        WHERE \(snapshot)::text IS NOT NULL AND project_id = \(project)
-                          AND xact >= pg_snapshot_xmin(\(snapshot)::pg_snapshot)
-                          AND NOT pg_visible_in_snapshot(xact, \(snapshot)::pg_snapshot)
-                          AND ts >= \(window.from) AND ts < \(window.to)
-                          AND (\(members)::bigint[] IS NULL OR group_id = ANY(\(members)::bigint[]))
-                          AND \(reportFilter: f, onReports: true)
+                        \(windowCountRows: reads)
                     ) x GROUP BY group_id
                 ) c JOIN crash_groups m ON m.id = c.group_id
                 JOIN crash_groups g ON g.id = CASE WHEN m.merged_into IS NULL OR m.id = ANY(\(ids)::bigint[]) THEN m.id ELSE m.merged_into END
@@ -182,12 +140,16 @@ struct PostgresQueryStore: QueryStore {
             return counts
         }
 
-        /// Whether `project` has reports the rollups do not hold yet in this snapshot.
+        /// Whether `project` has reports the rollups do not hold yet in this snapshot: read
+        /// once per snapshot (``SnapshotFacts``), however many counts it makes.
         func hasPendingRollups(project: Int64) async throws -> Bool {
+            if let pending = facts.pending(project: project) { return pending }
             let rows = try await connection.query(
                 "SELECT EXISTS (SELECT 1 FROM rollup_pending WHERE project_id = \(project))", logger: logger)
-            for try await pending in rows.decode(Bool.self) { return pending }
-            return false
+            var pending = false
+            for try await value in rows.decode(Bool.self) { pending = value }
+            facts.setPending(pending, project: project)
+            return pending
         }
 
         /// The next candidates for a count-sorted page, by an upper bound of their window count
@@ -350,4 +312,16 @@ struct PostgresQueryStore: QueryStore {
             return out
         }
     }
+}
+
+/// What one read snapshot holds, found by its first read that asks and kept for the others: a
+/// REPEATABLE READ snapshot never changes, so a page that counts several times (a count-sorted
+/// list's rounds of candidates, a release's top and new groups) probes it once.
+final class SnapshotFacts: Sendable {
+    /// Per project: whether it has batches the aggregator has not folded in this snapshot.
+    private let pendingRollups = Mutex<[Int64: Bool]>([:])
+
+    func pending(project: Int64) -> Bool? { pendingRollups.withLock { $0[project] } }
+
+    func setPending(_ pending: Bool, project: Int64) { pendingRollups.withLock { $0[project] = pending } }
 }

@@ -1,0 +1,169 @@
+import PostgresNIO
+
+/// The reads a window count adds up (``PostgresQueryStore/Reader/windowCounts(project:ids:window:filters:snapshot:)``):
+/// one row per report, or per rollup row with its count, of the asked groups in the window.
+///
+/// The statement holds only the reads this count needs: the per-version rollups or the
+/// dimension rollups (by the filters' ``RollupLevel``), the pieces of the window that are not
+/// empty, the pending reports' scan when the project has batches the aggregator has not folded
+/// in this snapshot, and the subtraction of the reports committed after a cursor's snapshot
+/// when there is one. PostgreSQL plans every piece of a statement at every call, even one whose
+/// condition is a bound `false`: a read of `reports` costs the planning of its daily partitions
+/// (about 2.5 ms for a statement holding every piece, against 0.3 ms for a release page's two
+/// rollup reads), more than most counts take to run.
+struct WindowCountReads: Sendable {
+    var project: Int64
+    /// The asked groups and the groups merged into them; nil for every group of the project.
+    var members: [Int64]?
+    var window: TimeWindow
+    var filters: GroupFilters
+    /// Whether the project has batches whose reports the rollups do not hold in this snapshot.
+    var pending: Bool
+    /// Count as of this `pg_snapshot`: the reports committed after it are subtracted.
+    var snapshot: String?
+}
+
+extension TimeRange {
+    /// A range of length zero (`from == to`, an empty piece of a ``TimeWindow/Plan``) holds nothing.
+    var isEmpty: Bool { from >= to }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// The `UNION ALL` of the reads of `r` as `(group_id, n)` rows (each read names its columns,
+    /// since the first one names the union's); nothing when the window is empty.
+    mutating func appendInterpolation(windowCountRows r: WindowCountReads) {
+        let (project, members, window, f) = (r.project, r.members, r.window, r.filters)
+        var separator = ""
+        if f.level == .versions {
+            // Without report filters but a version, whole hours and days come from the per-version
+            // rollups: a few rows per group and day instead of one per app, version, OS and environment.
+            let sp = window.subtractivePlan
+            let version = f.reports.versions.first ?? ""
+            if !sp.days.isEmpty {
+                appendLiteral("SELECT group_id, count AS n FROM group_version_daily WHERE app_version = ")
+                appendInterpolation(version)
+                appendLiteral(" AND ")
+                appendInterpolation("day", in: sp.days)
+                appendInterpolation(versionRollupGroups: members, project: project)
+                separator = "\nUNION ALL\n"
+            }
+            let hours = [sp.head, sp.tail].filter { !$0.range.isEmpty }
+            if let first = hours.first {
+                appendLiteral(separator + "SELECT group_id, count * ")
+                if hours.count == 2, sp.head.sign != sp.tail.sign {
+                    appendLiteral("CASE WHEN ")
+                    appendInterpolation("hour", in: sp.head.range)
+                    appendLiteral(" THEN ")
+                    appendInterpolation(sp.head.sign)
+                    appendLiteral(" ELSE ")
+                    appendInterpolation(sp.tail.sign)
+                    appendLiteral(" END")
+                } else {
+                    appendInterpolation(first.sign)
+                }
+                appendLiteral(" AS n FROM group_version_hourly WHERE app_version = ")
+                appendInterpolation(version)
+                appendLiteral(" AND ")
+                appendInterpolation("hour", inAny: hours.map(\.range))
+                appendInterpolation(versionRollupGroups: members, project: project)
+                separator = "\nUNION ALL\n"
+            }
+        } else {
+            let plan = window.plan(for: f.level)
+            if !plan.days.isEmpty {
+                appendLiteral(separator + "SELECT group_id, count AS n FROM group_daily WHERE project_id = ")
+                appendInterpolation(project)
+                appendLiteral(" AND ")
+                appendInterpolation("day", in: plan.days)
+                appendInterpolation(memberGroups: members)
+                appendLiteral(" AND ")
+                appendInterpolation(reportFilter: f)
+                separator = "\nUNION ALL\n"
+            }
+            let hours = [plan.hoursHead, plan.hoursTail].filter { !$0.isEmpty }
+            if !hours.isEmpty {
+                appendLiteral(separator + "SELECT group_id, ")
+                appendInterpolation(rollupCount: f)
+                appendLiteral(" AS n FROM group_hourly WHERE project_id = ")
+                appendInterpolation(project)
+                appendLiteral(" AND ")
+                appendInterpolation("hour", inAny: hours)
+                appendInterpolation(memberGroups: members)
+                appendLiteral(" AND ")
+                appendInterpolation(reportFilter: f)
+                separator = "\nUNION ALL\n"
+            }
+        }
+        // The sub-hour edges (or, for `context` terms, the whole window) from the reports.
+        let plan = window.plan(for: f.level)
+        let raw = [plan.rawHead, plan.rawTail].filter { !$0.isEmpty }
+        if !raw.isEmpty {
+            appendLiteral(separator + "SELECT group_id, 1 AS n FROM reports WHERE project_id = ")
+            appendInterpolation(project)
+            appendLiteral(" AND ")
+            appendInterpolation("ts", inAny: raw)
+            appendInterpolation(memberGroups: members)
+            appendLiteral("\n  AND ")
+            appendInterpolation(reportFilter: f, onReports: true)
+            separator = "\nUNION ALL\n"
+        }
+        guard window.from < window.to else { return }
+        if r.pending {
+            // The reports of batches the rollups do not hold yet, outside the edges read above.
+            appendLiteral(separator + "SELECT group_id, 1 AS n FROM reports WHERE project_id = ")
+            appendInterpolation(project)
+            appendLiteral(" AND xact IN (")
+            appendInterpolation(pendingXactsOf: project)
+            appendLiteral(")\n  AND ")
+            appendInterpolation("ts", in: TimeRange(from: window.from, to: window.to))
+            if !raw.isEmpty {
+                appendLiteral(" AND NOT ")
+                appendInterpolation("ts", inAny: raw)
+            }
+            appendInterpolation(memberGroups: members)
+            appendLiteral("\n  AND ")
+            appendInterpolation(reportFilter: f, onReports: true)
+            separator = "\nUNION ALL\n"
+        }
+        if let snapshot = r.snapshot {
+            appendLiteral(separator + "SELECT group_id, -1 AS n FROM reports WHERE project_id = ")
+            appendInterpolation(project)
+            appendLiteral(" AND xact >= pg_snapshot_xmin(")
+            appendInterpolation(snapshot)
+            appendLiteral("::pg_snapshot) AND NOT pg_visible_in_snapshot(xact, ")
+            appendInterpolation(snapshot)
+            appendLiteral("::pg_snapshot)\n  AND ")
+            appendInterpolation("ts", in: TimeRange(from: window.from, to: window.to))
+            appendInterpolation(memberGroups: members)
+            appendLiteral("\n  AND ")
+            appendInterpolation(reportFilter: f, onReports: true)
+        }
+    }
+
+    /// `(column >= from AND column < to OR ...)` over `ranges` (none of them empty).
+    fileprivate mutating func appendInterpolation(_ column: StaticString, inAny ranges: [TimeRange]) {
+        appendLiteral("(")
+        for (i, range) in ranges.enumerated() {
+            if i > 0 { appendLiteral(" OR ") }
+            appendInterpolation(column, in: range)
+        }
+        appendLiteral(")")
+    }
+
+    /// ` AND group_id = ANY(members)` when the count is of some groups; nothing for all of them.
+    fileprivate mutating func appendInterpolation(memberGroups members: [Int64]?) {
+        guard let members else { return }
+        appendLiteral(" AND group_id = ANY(")
+        appendInterpolation(members)
+        appendLiteral("::bigint[])")
+    }
+
+    /// The groups of a per-version rollup read (those tables have no `project_id`): the
+    /// members, or every group of the project.
+    fileprivate mutating func appendInterpolation(versionRollupGroups members: [Int64]?, project: Int64) {
+        guard members == nil else { return appendInterpolation(memberGroups: members) }
+        appendLiteral(" AND group_id IN (SELECT id FROM crash_groups WHERE project_id = ")
+        appendInterpolation(project)
+        appendLiteral(")")
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import PostgresNIO
+import Testing
+
+@testable import CrashServer
+@testable import CrashServerTestSupport
+
+/// What the query API's reads cost PostgreSQL besides running them: the planning of a window
+/// count (docs/performance.md, "Release health").
+@Suite struct QueryPlanningTests {
+    /// A window count plans only the reads its window needs: a release page's count over whole
+    /// days of one version reads the per-version rollups, not the reports' partitions (whose
+    /// planning, 2.5 ms a count, was most of its cost), and a sub-hour edge, the aggregator's
+    /// pending batches and a cursor's snapshot each add the read of reports they need.
+    @Test func aWindowCountStatementHoldsOnlyTheReadsItsWindowNeeds() {
+        let days = TimeWindow(from: date("2026-10-30T00:00:00Z"), to: date("2026-11-29T00:00:00Z"))
+        let version = GroupFilters(version: "3.1.4")
+        func sql(_ window: TimeWindow, _ filters: GroupFilters, pending: Bool = false, snapshot: String? = nil) -> String {
+            let reads = WindowCountReads(
+                project: 1, members: [7, 8], window: window, filters: filters, pending: pending, snapshot: snapshot)
+            let query: PostgresQuery = "\(windowCountRows: reads)"
+            return query.sql
+        }
+
+        let wholeDays = sql(days, version)
+        #expect(wholeDays.contains("group_version_daily"))
+        #expect(!wholeDays.contains("group_version_hourly"), "no edge hours: \(wholeDays)")
+        #expect(!wholeDays.contains("reports"), "no sub-hour edge, nothing pending, no snapshot: \(wholeDays)")
+
+        let edges = sql(TimeWindow(from: date("2026-10-30T00:20:00Z"), to: date("2026-11-29T05:30:00Z")), version)
+        #expect(edges.contains("group_version_hourly"))
+        #expect(edges.contains("FROM reports"), "sub-hour edges: \(edges)")
+        #expect(!edges.contains("rollup_pending"))
+
+        #expect(sql(days, version, pending: true).contains("rollup_pending"))
+        #expect(sql(days, version, snapshot: "10:20:").contains("pg_visible_in_snapshot"))
+
+        let app = sql(days, GroupFilters(app: "com.example"))
+        #expect(app.contains("group_daily") && !app.contains("group_version"), "an app filter reads group_daily: \(app)")
+        #expect(!app.contains("group_hourly") && !app.contains("reports"), "\(app)")
+    }
+
+    /// A count over an empty window or no groups reads nothing and counts nothing.
+    @Test func anEmptyWindowCountsNothing() async throws {
+        try await withTestDatabase { db in
+            let instant = date("2026-11-01T00:00:00Z")
+            let counts = try await PostgresQueryStore(database: db).read { reader in
+                (
+                    try await reader.windowCounts(
+                        project: 1, ids: nil, window: TimeWindow(from: instant, to: instant), filters: GroupFilters(), snapshot: nil),
+                    try await reader.windowCounts(
+                        project: 1, ids: [], window: TimeWindow(from: instant, to: instant.addingTimeInterval(86_400)),
+                        filters: GroupFilters(), snapshot: nil)
+                )
+            }
+            #expect(counts.0.isEmpty && counts.1.isEmpty)
+        }
+    }
+
+    private func date(_ text: String) -> Date { ISO8601DateFormatter().date(from: text)! }
+}
