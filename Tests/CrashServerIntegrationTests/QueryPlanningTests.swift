@@ -6,8 +6,23 @@ import Testing
 @testable import CrashServerTestSupport
 
 /// What the query API's reads cost PostgreSQL besides running them: the planning of a window
-/// count (docs/performance.md, "Release health").
+/// count and the start of parallel workers (docs/performance.md, "Release health").
 @Suite struct QueryPlanningTests {
+    /// A read snapshot's session starts no parallel workers: a release page's exact device
+    /// counts (a few hundred reports by group) were planned with two, whose start took 5 to
+    /// 25 ms on the loaded benchmark machine against 2 ms for the read itself.
+    @Test func readSnapshotsRunWithoutParallelWorkers() async throws {
+        try await withTestDatabase { db in
+            let setting = try await db.withReadSnapshot { connection in
+                let rows = try await connection.query("SHOW max_parallel_workers_per_gather", logger: TestEnvironment.logger)
+                var value = ""
+                for try await text in rows.decode(String.self) { value = text }
+                return value
+            }
+            #expect(setting == "0")
+        }
+    }
+
     /// A window count plans only the reads its window needs: a release page's count over whole
     /// days of one version reads the per-version rollups, not the reports' partitions (whose
     /// planning, 2.5 ms a count, was most of its cost), and a sub-hour edge, the aggregator's

@@ -155,6 +155,11 @@ struct IngestTimeouts: Sendable {
 /// large scan, a lock wait, a slow client. ``CrashDatabase/withReadSnapshot(_:)`` turns that
 /// into a 503 with `Retry-After`; the connection is rolled back and reused at once, so a
 /// heavy or hostile query holds a pooled connection for at most this long per statement.
+///
+/// These sessions also run without parallel workers (`max_parallel_workers_per_gather = 0`).
+/// The reads are index probes of a few hundred rows, many at once, and a plan with workers
+/// starts them for every statement: on a busy two-core machine that took 5 to 25 ms, where the
+/// same read without them took 2 ms (a release page's exact device counts, docs/performance.md).
 struct QueryTimeouts: Sendable {
     /// `statement_timeout`.
     var statementMilliseconds: Int
@@ -164,7 +169,9 @@ struct QueryTimeouts: Sendable {
     /// The primary's query pool's `application_name`, as `pg_stat_activity` shows it.
     static let applicationName = "crash-server queries"
 
-    var startupParameters: [(String, String)] { [("statement_timeout", "\(statementMilliseconds)ms")] }
+    var startupParameters: [(String, String)] {
+        [("statement_timeout", "\(statementMilliseconds)ms"), ("max_parallel_workers_per_gather", "0")]
+    }
 }
 
 /// Runs `body` with a database whose pool runs for exactly as long as `body` does:
