@@ -102,9 +102,7 @@ extension PostgresQuery.StringInterpolation {
             appendInterpolation(project)
             appendLiteral(" AND ")
             appendInterpolation("ts", inAny: raw)
-            appendInterpolation(memberGroups: members)
-            appendLiteral("\n  AND ")
-            appendInterpolation(reportFilter: f, onReports: true)
+            appendInterpolation(reportsOf: members, f)
             separator = "\nUNION ALL\n"
         }
         guard window.from < window.to else { return }
@@ -120,9 +118,7 @@ extension PostgresQuery.StringInterpolation {
                 appendLiteral(" AND NOT ")
                 appendInterpolation("ts", inAny: raw)
             }
-            appendInterpolation(memberGroups: members)
-            appendLiteral("\n  AND ")
-            appendInterpolation(reportFilter: f, onReports: true)
+            appendInterpolation(reportsOf: members, f)
             separator = "\nUNION ALL\n"
         }
         if let snapshot = r.snapshot {
@@ -134,9 +130,7 @@ extension PostgresQuery.StringInterpolation {
             appendInterpolation(snapshot)
             appendLiteral("::pg_snapshot)\n  AND ")
             appendInterpolation("ts", in: TimeRange(from: window.from, to: window.to))
-            appendInterpolation(memberGroups: members)
-            appendLiteral("\n  AND ")
-            appendInterpolation(reportFilter: f, onReports: true)
+            appendInterpolation(reportsOf: members, f)
         }
     }
 
@@ -148,6 +142,14 @@ extension PostgresQuery.StringInterpolation {
             appendInterpolation(column, in: range)
         }
         appendLiteral(")")
+    }
+
+    /// The conditions of a read of `reports` besides its time and transactions: the groups
+    /// and the report filters.
+    fileprivate mutating func appendInterpolation(reportsOf members: [Int64]?, _ f: GroupFilters) {
+        appendInterpolation(memberGroups: members)
+        appendLiteral("\n  AND ")
+        appendInterpolation(reportFilter: f, onReports: true)
     }
 
     /// ` AND group_id = ANY(members)` when the count is of some groups; nothing for all of them.
