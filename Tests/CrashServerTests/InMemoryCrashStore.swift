@@ -80,7 +80,7 @@ final class InMemoryCrashStore: QueryStore {
 
     func project(readToken: String) async throws -> ProjectRef? { state.withLock { $0.projects[readToken] } }
 
-    func read<T: Sendable>(_ body: (Reader) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (Reader) async throws -> T) async throws -> T {
         try await body(Reader(state: state.withLock { $0 }))
     }
 

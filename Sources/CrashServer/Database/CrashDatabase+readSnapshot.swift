@@ -10,18 +10,21 @@ extension CrashDatabase {
     /// Both pools' sessions carry the statement timeout (``QueryTimeouts``): a statement that
     /// hits it is rolled back and answered 503 with `Retry-After` (``APIError/queryTimedOut``),
     /// never 500.
-    func withReadSnapshot<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func withReadSnapshot<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         do {
-            return try await withReader { client in
-                try await client.withConnection { connection in
-                    try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-                    do {
-                        let result = try await body(connection)
-                        try await connection.query("COMMIT", logger: logger)
-                        return result
-                    } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: logger)
-                        throw error
+            return try await endingOnConnectionClose(whenCancelled: .returnAtOnce) { [self] leased in
+                try await withReader { client in
+                    try await client.withConnection { connection in
+                        leased(connection)
+                        try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+                        do {
+                            let result = try await body(connection)
+                            try await connection.query("COMMIT", logger: logger)
+                            return result
+                        } catch {
+                            _ = try? await connection.query("ROLLBACK", logger: logger)
+                            throw error
+                        }
                     }
                 }
             }

@@ -46,52 +46,74 @@ struct DeadlineExceeded: Error {}
 
 extension PostgresClient {
     /// `withTransaction(logger:_:)` that ends once its connection closes, with
-    /// ``ConnectionClosedMidTransaction`` unless the transaction's own error came first.
+    /// ``ConnectionClosedMidTransaction`` unless the transaction's own error came first
+    /// (``endingOnConnectionClose(whenCancelled:grace:_:)``).
     ///
-    /// PostgresNIO 1.33 never answers a statement written to a connection whose channel has
-    /// closed: the statement's promise is dropped with the closed channel's pipeline, and its
-    /// caller waits forever. A PostgreSQL restart between two statements of a transaction does
-    /// that. `body` runs in a task of its own; once the connection has closed and `grace` has
-    /// passed without an outcome, the caller gets the error and `body` is left to its hung
-    /// statement. PostgreSQL rolled the transaction back when the connection ended; a `COMMIT`
-    /// whose answer was lost is the caller's to handle, as with any connection error.
+    /// Cancelling the caller reaches the lease and `body` but does not stop waiting for the
+    /// outcome: a write the caller stopped waiting for could still commit after a refusal.
     func withTransactionEndingOnClose<T: Sendable>(
-        logger: Logger, grace: Duration = .milliseconds(200),
-        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let race = DeadlineRace<T>()
-        let leased = LeasedConnection()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-                race.start(continuation)
-                let work = Task {
-                    let result: Result<T, any Error>
-                    do {
-                        result = .success(
-                            try await self.withTransaction(logger: logger) { connection in
-                                leased.connection.withLock { $0 = connection }
-                                return try await body(connection)
-                            })
-                    } catch { result = .failure(error) }
-                    race.finish(result)
-                }
-                // Polled, not a `closeFuture` callback: those stay registered for the life of
-                // the pooled connection, one more per transaction.
-                let watch = Task {
-                    while !Task.isCancelled {
-                        try? await Task.sleep(for: grace)
-                        guard leased.connection.withLock({ $0?.isClosed }) == true else { continue }
-                        try? await Task.sleep(for: grace)
-                        guard !Task.isCancelled else { return }
-                        race.finish(.failure(ConnectionClosedMidTransaction()))
-                    }
-                }
-                race.track(work: work, timer: watch)
+        try await endingOnConnectionClose(whenCancelled: .awaitOutcome) { leased in
+            try await self.withTransaction(logger: logger) { connection in
+                leased(connection)
+                return try await body(connection)
             }
-        } onCancel: {
-            // The transaction's outcome is still awaited (a write the caller stopped waiting for
-            // could commit after a refusal): the cancellation only reaches its lease and body.
-            race.cancelWork()
+        }
+    }
+}
+
+/// What a cancelled caller of ``endingOnConnectionClose(whenCancelled:grace:_:)`` does.
+enum CancelledCaller {
+    /// Waits for the outcome (writes).
+    case awaitOutcome
+    /// Returns at once with `CancellationError` (reads: nothing of theirs can land later).
+    case returnAtOnce
+}
+
+/// Runs `work`, which leases one connection and hands it to `leased`, and returns its outcome,
+/// or ``ConnectionClosedMidTransaction`` once that connection has closed and `grace` has
+/// passed without one.
+///
+/// PostgresNIO 1.33 never answers a statement written to a connection whose channel has
+/// closed: the statement's promise is dropped with the closed channel's pipeline, and its
+/// caller waits forever, cancelled or not. A PostgreSQL restart between two statements of a
+/// transaction does that. `work` runs in a task of its own and is left to its hung statement;
+/// PostgreSQL rolled the transaction back when the connection ended, and a `COMMIT` whose
+/// answer was lost is the caller's to handle, as with any connection error.
+func endingOnConnectionClose<T: Sendable>(
+    whenCancelled: CancelledCaller, grace: Duration = .milliseconds(200),
+    _ work: @escaping @Sendable (_ leased: @escaping @Sendable (PostgresConnection) -> Void) async throws -> T
+) async throws -> T {
+    let race = DeadlineRace<T>()
+    let leased = LeasedConnection()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            race.start(continuation)
+            let work = Task {
+                let result: Result<T, any Error>
+                do {
+                    result = .success(try await work { connection in leased.connection.withLock { $0 = connection } })
+                } catch { result = .failure(error) }
+                race.finish(result)
+            }
+            // Polled, not a `closeFuture` callback: those stay registered for the life of the
+            // pooled connection, one more per call.
+            let watch = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: grace)
+                    guard leased.connection.withLock({ $0?.isClosed }) == true else { continue }
+                    try? await Task.sleep(for: grace)
+                    guard !Task.isCancelled else { return }
+                    race.finish(.failure(ConnectionClosedMidTransaction()))
+                }
+            }
+            race.track(work: work, timer: watch)
+        }
+    } onCancel: {
+        switch whenCancelled {
+        case .awaitOutcome: race.cancelWork()
+        case .returnAtOnce: race.finish(.failure(CancellationError()))
         }
     }
 }
@@ -102,7 +124,7 @@ private final class LeasedConnection: Sendable {
 }
 
 /// The connection of a transaction closed and its statement was never answered
-/// (``PostgresClient/withTransactionEndingOnClose(logger:grace:_:)``): a connection error.
+/// (``endingOnConnectionClose(whenCancelled:grace:_:)``): a connection error.
 struct ConnectionClosedMidTransaction: Error {}
 
 /// The first of work, timer (or closed connection) and cancellation to finish resumes the

@@ -17,7 +17,7 @@ struct PostgresQueryStore: QueryStore {
     }
 
     /// One read-only REPEATABLE READ transaction (``CrashDatabase/withReadSnapshot(_:)``).
-    func read<T: Sendable>(_ body: (Reader) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (Reader) async throws -> T) async throws -> T {
         try await database.withReadSnapshot { connection in try await body(Reader(database: database, connection: connection)) }
     }
 

@@ -19,7 +19,7 @@ struct QueryService<Store: QueryStore>: Sendable {
     /// `body` over one read snapshot, taken once the rollups hold every report of `project`
     /// committed before the call (read-your-writes: ``QueryStore/awaitRollups(project:)``). Every
     /// read of the rollups goes through it; the reports list, which reads reports alone, does not.
-    func read<T: Sendable>(_ project: ProjectRef, _ body: (Store.Reader) async throws -> T) async throws -> T {
+    func read<T: Sendable>(_ project: ProjectRef, _ body: @escaping @Sendable (Store.Reader) async throws -> T) async throws -> T {
         try await store.awaitRollups(project: project.id)
         return try await store.read(body)
     }
@@ -36,7 +36,7 @@ struct QueryService<Store: QueryStore>: Sendable {
             window = cursorWindow
             if let trend { try window.checkBuckets(trend, parameter: "trend") }
         }
-        let (body, last, snapshot) = try await read(project) { reader in
+        let (body, last, snapshot) = try await read(project) { [window] reader in
             // Counted from the retention's cut-off on; trends keep the asked buckets (zero before it).
             let since = try await reader.retainedSince(project: project.id, now: now())
             let counted = window.retained(since: since)
@@ -154,7 +154,7 @@ struct QueryService<Store: QueryStore>: Sendable {
             }
             after = (cursor.key, id)
         }
-        var body = try await store.read { reader -> ReportListBody in
+        var body = try await store.read { [after] reader -> ReportListBody in
             let since = try await reader.retainedSince(project: project.id, now: now())
             guard let row = try await reader.groupRows(project: project.id, ids: [group])[group], row.lastSeen >= since else {
                 throw APIError.noCrashGroup(group, in: project)

@@ -10,7 +10,7 @@ protocol QueryStore: ReadTokenLookup {
     associatedtype Reader: QueryReader
 
     /// Runs `body` over one read snapshot.
-    func read<T: Sendable>(_ body: (Reader) async throws -> T) async throws -> T
+    func read<T: Sendable>(_ body: @escaping @Sendable (Reader) async throws -> T) async throws -> T
     /// Returns once the rollups hold every report of `project` committed before the call
     /// (read-your-writes; ``RollupFreshness``). Stores whose rollups are written with the
     /// reports have nothing to wait for.

@@ -39,7 +39,7 @@ struct PostgresRollupStore: RollupStore {
     ///   on the cycle's connection (tests interrupt the cycle there).
     ///
     /// A connection that closes mid-cycle (PostgreSQL restarts) ends it with an error
-    /// (``PostgresClient/withTransactionEndingOnClose(logger:grace:_:)``): a cycle that waited
+    /// (``PostgresClient/withTransactionEndingOnClose(logger:_:)``): a cycle that waited
     /// for a statement's answer forever would hold this process's gate (``RollupCycles``), and
     /// every reader behind it.
     func aggregate(afterTaking: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws -> RollupCycle {
