@@ -23,7 +23,7 @@ struct PostgresProjectSettingsStore: ProjectSettingsStore {
     }
 
     func update(
-        project: Int64, _ change: @Sendable (ProjectSettings) throws -> ProjectSettings
+        project: Int64, _ change: @escaping @Sendable (ProjectSettings) throws -> ProjectSettings
     ) async throws -> ProjectSettings {
         do {
             return try await locked(project: project, change)
@@ -35,9 +35,9 @@ struct PostgresProjectSettingsStore: ProjectSettingsStore {
     }
 
     private func locked(
-        project: Int64, _ change: @Sendable (ProjectSettings) throws -> ProjectSettings
+        project: Int64, _ change: @escaping @Sendable (ProjectSettings) throws -> ProjectSettings
     ) async throws -> ProjectSettings {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.withTransactionEndingOnClose(logger: logger) { connection in
             try await connection.query(
                 "INSERT INTO project_settings (project_id) VALUES (\(project)) ON CONFLICT (project_id) DO NOTHING",
                 logger: logger)

@@ -7,7 +7,7 @@ protocol ProjectSettingsStore: Sendable {
     /// Replaces the project's settings with `change` of the current ones, atomically (two
     /// changes at once never lose one); nothing is written when `change` throws.
     func update(
-        project: Int64, _ change: @Sendable (ProjectSettings) throws -> ProjectSettings
+        project: Int64, _ change: @escaping @Sendable (ProjectSettings) throws -> ProjectSettings
     ) async throws -> ProjectSettings
     /// Reports of the project newly stored since the last UTC midnight (`quotaUsedToday`), erased
     /// ones included: the daily quota's counter.
