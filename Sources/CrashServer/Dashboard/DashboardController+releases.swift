@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Mustache
 
 /// The Releases pages (release-health.md, "Dashboard"): the releases list with window,
 /// environment and app filters, and a release's page with its series, top crash groups and
@@ -138,12 +139,45 @@ struct ReleaseRowView: Sendable {
     }
 }
 
+/// A release row answers Mustache from a switch, not a `Mirror` (see `GroupView: MustacheParent`).
+extension ReleaseRowView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "version": version
+        case "href": href
+        case "sessions": sessions
+        case "crashFreeSessions": crashFreeSessions
+        case "crashFreeUsers": crashFreeUsers
+        case "users": users
+        case "adoption": adoption
+        case "firstSeen": firstSeen
+        case "firstSeenExact": firstSeenExact
+        default: nil
+        }
+    }
+}
+
 struct SeriesRowView: Sendable {
     var label: String
     var sessions: String
     var crashed: String
     var errored: String
     var abnormal: String
+}
+
+/// A series row answers Mustache from a switch, not a `Mirror` (see `GroupView:
+/// MustacheParent`): a 7-day release page lists up to 168 of them.
+extension SeriesRowView: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "label": label
+        case "sessions": sessions
+        case "crashed": crashed
+        case "errored": errored
+        case "abnormal": abnormal
+        default: nil
+        }
+    }
 }
 
 struct ReleaseView: Sendable {

@@ -1,5 +1,6 @@
 import CrashWire
 import Foundation
+import Mustache
 
 /// Text and geometry the pages show: numbers, times, sparklines and bar charts. Everything
 /// here is plain values; escaping is the templates' job (`{{ }}` only).
@@ -133,6 +134,26 @@ struct ChartView: Sendable {
         var seen = Set<Int>()
         ticks = marks.filter { seen.insert($0).inserted && $0 < count }.map {
             DashboardFormat.bucket(points[$0].t, hourly: hourly)
+        }
+    }
+}
+
+/// A bar answers Mustache from a switch, not a `Mirror` (see `GroupView: MustacheParent`): a
+/// 7-day chart draws 168 bars of 11 lookups each, and a `Mirror` lookup reflects all nine
+/// fields every time.
+extension ChartView.Bar: MustacheParent {
+    func child(named name: String) -> Any? {
+        switch name {
+        case "label": label
+        case "total": total
+        case "fatal": fatal
+        case "x": x
+        case "w": w
+        case "y": y
+        case "h": h
+        case "fy": fy
+        case "fh": fh
+        default: nil
         }
     }
 }
