@@ -326,11 +326,13 @@ extension PostgresQueryStore.Reader {
 
     /// Groups whose first report ever is of `version` (and `app`), ignored ones left out. A merge
     /// target's first report is the earliest of it and its members, which are never listed.
+    /// The version's facet rows are found by `group_facets_rank` (project, facet, value): without
+    /// the project there, PostgreSQL scans every facet row of the database.
     func groupsIntroduced(project: Int64, version: String, app: String?, window: TimeWindow) async throws -> [Int64] {
         let rows = try await connection.query(
             """
             SELECT DISTINCT o.id FROM crash_groups g
-            JOIN group_facets fv ON fv.group_id = g.id AND fv.facet = 'version' AND fv.value = \(version)
+            JOIN group_facets fv ON fv.group_id = g.id AND fv.project_id = \(project) AND fv.facet = 'version' AND fv.value = \(version)
             JOIN crash_groups o ON o.id = COALESCE(g.merged_into, g.id)
             WHERE g.project_id = \(project) AND o.status <> 'ignored' AND fv.first_seen = g.first_seen
               AND NOT EXISTS (SELECT 1 FROM crash_groups x WHERE (x.id = o.id OR x.merged_into = o.id) AND x.first_seen < g.first_seen)
