@@ -34,11 +34,23 @@ struct IngestBody: Sendable {
     /// ``readingInPlaceBytes``; the rest of it is read on ``ReadingExecutor`` threads. Chunks
     /// are fed in slices of ``sliceBytes`` so that the switch comes in time: 16 KB of gzip can
     /// decode to 16 MiB, which took a cooperative thread for about 100 ms when fed whole.
-    /// Once the body is read whole, the share is settled (``BodyByteBudget/Reservation/settle()``):
-    /// requests being read may wait for its bytes to come back rather than be refused.
+    /// Once the body is read whole, the share is settled
+    /// (``BodyByteBudget/Reservation/settle(holding:received:)``): requests being read may wait
+    /// for its bytes to come back rather than be refused.
     func read(_ body: RequestBody, into sink: some IngestBodySink, holding share: BodyByteBudget.Reservation) async throws {
         try await read(Stream(body), into: sink, holding: share)
-        share.settle()
+        share.settle(holding: sink.receivedBytes + sink.decodedBytes, received: sink.receivedBytes)
+    }
+
+    /// Before the body is read: the room a body of its declared `Content-Length` is expected to
+    /// hold, received plus decoded, taken at once or after a wait in line
+    /// (``BodyByteBudget/Reservation/admit(declaredBytes:compressed:atMost:)``); 503 when there
+    /// is none in time. Nothing for a body of undeclared length.
+    func admit(_ headers: HTTPFields, coding: ContentCoding, holding share: BodyByteBudget.Reservation) async throws {
+        guard let declared = headers.value(.contentLength).flatMap(Int.init), declared > 0 else { return }
+        // An identity body keeps at most what it received (the JSON without white space).
+        let decoded = coding == .identity ? declared : maxDecompressedBytes
+        try await share.admit(declaredBytes: declared, compressed: coding != .identity, atMost: declared + decoded)
     }
 
     /// Reads the rest of `stream` into `sink`, as ``read(_:into:holding:)``.
@@ -117,6 +129,7 @@ struct IngestBody: Sendable {
         let coding = try Self.compression(request.headers.value(.contentEncoding))
         try checkDeclaredLength(request.headers)
         let share = BodyByteBudget.Reservation(budget, project: project)
+        try await admit(request.headers, coding: coding, holding: share)
         return (try await read(request.body, format: coding, holding: share), share)
     }
 
@@ -161,7 +174,7 @@ struct IngestBody: Sendable {
     func readRest(_ whole: WholeBodyReading, holding share: BodyByteBudget.Reservation) async throws -> [UInt8] {
         try await read(whole.stream, into: whole.sink, holding: share)
         try Self.ingestError { try whole.sink.reader.finish() }
-        share.settle()
+        share.settle(holding: whole.sink.receivedBytes + whole.sink.decodedBytes, received: whole.sink.receivedBytes)
         return whole.sink.bytes
     }
 

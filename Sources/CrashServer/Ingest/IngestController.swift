@@ -36,6 +36,7 @@ struct IngestController: Sendable {
         try body.checkDeclaredLength(request.headers)
         // Held until the request ends, reports included (they are no larger than the body).
         let share = BodyByteBudget.Reservation(body.budget, project: project.id)
+        try await body.admit(request.headers, coding: coding, holding: share)
         try await body.read(request.body, into: reader, holding: share)
         let scrubber = try await authenticator.scrubber(for: project)
         // The decoded batch ends here: what waits for the commit is the items, whose stacks are

@@ -22,17 +22,37 @@ import Synchronization
 /// half of the budget, so a request alone is never refused.
 ///
 /// **Waiting for bytes that come back.** A request whose body has been read whole is
-/// *settled* (``Reservation/settle()``): what it holds comes back when the server is done with
-/// it (its reports committed or refused within the ingest deadline), without waiting on any
-/// client. A request still being read that would pass its project's half or the whole waits
-/// for room, up to ``maxWait``, when the settled requests in its way hold enough to make room
-/// (``Reservation/growWaiting(to:)``): a busy fleet of one project (64 SDKs sending batches of
-/// 100, about 370 KB each received plus decoded) queues behind its own commits instead of
-/// being refused. It is refused at once when the bytes in its way belong to requests still
-/// being received: a stalled sender may hold them for the whole read timeout, and a request
-/// that waited for it would keep its own bytes from everyone as long. Waiters wait only on
-/// settled requests, which wait on nothing here, so no set of waiters can wait on each other.
-/// Every refusal is counted and logged at a bounded rate (``refusals``).
+/// *settled* (``Reservation/settle(holding:received:)``): what it holds comes back when the
+/// server is done with it (its reports committed or refused within the ingest deadline),
+/// without waiting on any client. A request that would pass its project's half or the whole
+/// waits for room, up to ``maxWait`` from its first wait, when the settled requests in its way
+/// hold enough to make room (``Reservation/growWaiting(to:)``): a busy fleet of one project
+/// (64 SDKs sending batches of 100, about 370 KB each received plus decoded) queues behind its
+/// own commits instead of being refused. A request that already holds bytes is refused at
+/// once when the bytes in its way belong to requests still being received: a stalled sender
+/// may hold them for the whole read timeout, and a request that waited for it would keep its
+/// own bytes from everyone as long. A request that holds nothing yet may wait for those too,
+/// but at most ``patience``: it keeps nothing from anyone, and holds back no one meanwhile.
+///
+/// **Served in order.** Waiters form one line in arrival order, and bytes that come back go
+/// to the oldest waiter that fits. A waiter that waits for settled bytes holds back the later
+/// requests of its project (and, when only the whole budget is short, every later request):
+/// a stream of small requests cannot starve a large one, and what holds the later ones back
+/// is a commit, which ends, never a client. A waiter that waits for bytes of requests still
+/// being received holds back no one: requests that fit go first, so a stalled sender makes
+/// no one wait. Waiters wait on settled requests, which wait on nothing here, or on earlier
+/// waiters that do, so no set of waiters can wait on each other.
+///
+/// **Room before the body.** A request whose size is declared takes, before it reads a byte,
+/// the room its body is expected to hold (``Reservation/admit(declaredBytes:compressed:atMost:)``):
+/// the declared bytes times the ratio of held to received bytes of its project's settled
+/// bodies (of every project's, before its first; before any, the most the body may hold, or
+/// after ``patience`` as much of it as is free), and gives back what it did not use once its
+/// body is read. So the requests let in are those
+/// whose bodies fit whole, and the others wait before they hold anything: 64 SDKs sending
+/// batches of 1,000 (3.3 MB each, received plus decoded) into a 17 MiB half read five bodies
+/// at a time, instead of reading all at once and refusing most halfway. Every refusal is
+/// counted and logged at a bounded rate (``refusals``).
 final class BodyByteBudget: Sendable {
     /// Whose bytes a reservation holds.
     enum Owner: Hashable, Sendable {
@@ -43,11 +63,65 @@ final class BodyByteBudget: Sendable {
     }
 
     let limit: Int
-    /// The longest a request waits for settled requests to give bytes back
-    /// (``Reservation/growWaiting(to:)``) before it is refused.
+    /// The longest a request waits for room, counted from its first wait, before it is refused.
     let maxWait: Duration
+    /// The longest a request that holds nothing waits for bytes held by requests still being
+    /// received (a stalled sender's, perhaps, until the read timeout).
+    let patience: Duration
     /// Every refusal, by reason (`request`, `project`, `unidentified`, `budget`, `wait`).
     let refusals: RefusalLog
+    /// Sleeps for a duration: `Task.sleep`, or a clock a test moves.
+    private let sleep: @Sendable (Duration) async -> Void
+
+    /// What became of a request to grow.
+    fileprivate enum Growth {
+        /// The reservation holds `total` bytes now.
+        case granted(total: Int)
+        case refused(Refusal)
+        /// In line, as waiter `id` (``BodyByteBudget/wait(_:for:)``).
+        case waiting(id: Int)
+    }
+
+    /// A body's size before it is read: its declared bytes, and whether they are compressed.
+    fileprivate struct Expected {
+        let declared: Int
+        let compressed: Bool
+        /// The most the body may hold, received plus decoded (at most half of the budget).
+        let atMost: Int
+    }
+
+    /// A request in line for room.
+    private struct Waiter {
+        let id: Int
+        let ticket: Int
+        let owner: Owner
+        /// What it asks to hold: recomputed from `expected`, when it has one, as ratios are learned.
+        var total: Int
+        let expected: Expected?
+        /// It held nothing when it came: it may wait for bytes of requests being received.
+        let fresh: Bool
+        /// Until ``BodyByteBudget/patience`` has passed.
+        var patient = true
+        /// Its task, once it sleeps.
+        var continuation: CheckedContinuation<Growth, Never>?
+        /// What became of it before it slept.
+        var outcome: Growth?
+    }
+
+    /// Whose settled bodies a ratio was learned from: a project's, or every project's (nil).
+    private struct RatioKey: Hashable {
+        let owner: Owner?
+        let compressed: Bool
+    }
+
+    /// Why `more` bytes do not fit now.
+    private struct Shortfall {
+        let refusal: Refusal
+        /// Settled requests hold the bytes missing: they come back without a client.
+        let comesBack: Bool
+        /// The owner's share has room: only the whole budget is short.
+        let wholeOnly: Bool
+    }
 
     private struct State {
         var used = 0
@@ -60,13 +134,11 @@ final class BodyByteBudget: Sendable {
         var settled: [Owner: Int] = [:]
         var settledTotal = 0
         var nextTicket = 0
-        /// Counts the times bytes came back: a waiter sleeps only while it is unchanged.
-        var returns = 0
-        /// Requests waiting for bytes to come back, by waiter id.
-        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-        /// Waiters cancelled before they slept: they do not sleep.
-        var cancelledWaiters: Set<Int> = []
+        /// Requests waiting for room (and those decided before they slept), in arrival order.
+        var line: [Waiter] = []
         var nextWaiter = 0
+        /// Bytes held per byte received by settled bodies (a moving average).
+        var ratios: [RatioKey: Double] = [:]
 
         /// Adds `bytes` (negative: gives back) to what `ticket` of `owner` holds, and to the
         /// settled sums when it is settled.
@@ -74,26 +146,49 @@ final class BodyByteBudget: Sendable {
             used += bytes
             owners[owner, default: 0] += bytes
             if owners[owner] == 0 { owners[owner] = nil }
-            if settledTickets.contains(ticket) {
-                settled[owner, default: 0] += bytes
-                if settled[owner] == 0 { settled[owner] = nil }
-                settledTotal += bytes
-            }
+            if settledTickets.contains(ticket) { addSettled(bytes, owner: owner) }
         }
 
-        /// Bytes came back: every waiter looks again.
-        mutating func wakeWaiters() -> [CheckedContinuation<Void, Never>] {
-            returns += 1
-            defer { waiters.removeAll() }
-            return Array(waiters.values)
+        /// Adds `bytes` to the settled sums of `owner`.
+        mutating func addSettled(_ bytes: Int, owner: Owner) {
+            settled[owner, default: 0] += bytes
+            if settled[owner] == 0 { settled[owner] = nil }
+            settledTotal += bytes
+        }
+
+        /// What a body of `expected` size will hold, by the ratios learned so far. Before any,
+        /// the most it may hold while the request is `patient`, then as much of that as is `free`
+        /// (its owner's room now), and at least its declared bytes.
+        func bytes(_ expected: Expected, of owner: Owner, free: Int, patient: Bool) -> Int {
+            let ratio =
+                ratios[RatioKey(owner: owner, compressed: expected.compressed)]
+                ?? ratios[RatioKey(owner: nil, compressed: expected.compressed)]
+            guard let ratio else { return patient ? expected.atMost : max(expected.declared, min(expected.atMost, free)) }
+            return min(expected.atMost, Int((Double(expected.declared) * ratio).rounded(.up)))
+        }
+
+        /// Learns that a settled body of `owner` held `held` bytes for `received`.
+        mutating func learn(held: Int, received: Int, compressed: Bool, owner: Owner) {
+            guard received > 0 else { return }
+            let ratio = Double(held) / Double(received)
+            for key in [RatioKey(owner: owner, compressed: compressed), RatioKey(owner: nil, compressed: compressed)] {
+                let old = ratios[key] ?? ratio
+                ratios[key] = old + (ratio - old) / 4
+            }
         }
     }
 
     private let state = Mutex(State())
 
-    init(limit: Int, maxWait: Duration = .seconds(10), logger: Logger = Logger(label: "crashguard.body-budget")) {
+    init(
+        limit: Int, maxWait: Duration = .seconds(10), patience: Duration = .seconds(1),
+        logger: Logger = Logger(label: "crashguard.body-budget"),
+        sleep: @escaping @Sendable (Duration) async -> Void = { try? await Task.sleep(for: $0) }
+    ) {
         self.limit = limit
         self.maxWait = maxWait
+        self.patience = patience
+        self.sleep = sleep
         refusals = RefusalLog(subject: "ingest body budget", logger: logger)
     }
 
@@ -122,8 +217,8 @@ final class BodyByteBudget: Sendable {
     /// Reservations open now: requests being read or stored.
     var openNow: Int { state.withLock { $0.held.count } }
 
-    /// Requests waiting now for settled requests to give bytes back.
-    var waitingNow: Int { state.withLock { $0.waiters.count } }
+    /// Requests waiting now for room.
+    var waitingNow: Int { state.withLock { $0.line.count { $0.outcome == nil } } }
 
     private func open() -> Int {
         state.withLock { state in
@@ -136,113 +231,203 @@ final class BodyByteBudget: Sendable {
     /// Why a reservation could not grow.
     enum Refusal {
         case request, owner, budget
-        /// It waited ``BodyByteBudget/maxWait`` for settled requests to give bytes back.
+        /// It waited ``BodyByteBudget/maxWait`` for room.
         case wait
     }
 
-    /// What became of a request to grow.
-    private enum Growth {
-        case granted
-        case refused(Refusal)
-        /// No room now, but settled requests hold enough to make it: look again once bytes
-        /// came back after `returns`.
-        case wait(returns: Int)
+    /// What `owner` may take now: the room in its share and in the whole.
+    private func free(of owner: Owner, in state: State) -> Int {
+        min(cap(of: owner) - (state.owners[owner] ?? 0), limit - state.used)
     }
 
-    /// Sets reservation `ticket` of `owner` to `total` bytes. Growing past the request's, its
-    /// owner's or the budget's share takes nothing: a refusal, or (with `mayWait`) a wait when
-    /// settled requests hold the bytes missing from the owner's share and from the whole.
-    private func set(_ ticket: Int, of owner: Owner, to total: Int, mayWait: Bool = false) -> Growth {
-        let (growth, woken) = state.withLock { state -> (Growth, [CheckedContinuation<Void, Never>]) in
-            let held = state.held[ticket] ?? 0
-            let more = total - held
-            if more > 0 {
-                if total > half { return (.refused(.request), []) }
-                let ownerMissing = (state.owners[owner] ?? 0) + more - cap(of: owner)
-                let budgetMissing = state.used + more - limit
-                if ownerMissing > 0 || budgetMissing > 0 {
-                    let comesBack = ownerMissing <= (state.settled[owner] ?? 0) && budgetMissing <= state.settledTotal
-                    if mayWait && comesBack { return (.wait(returns: state.returns), []) }
-                    return (.refused(ownerMissing > 0 ? .owner : .budget), [])
-                }
+    /// What keeps `owner` from taking `more` bytes now; nil when they fit.
+    private func shortfall(_ more: Int, of owner: Owner, in state: State) -> Shortfall? {
+        let ownerMissing = (state.owners[owner] ?? 0) + more - cap(of: owner)
+        let budgetMissing = state.used + more - limit
+        guard ownerMissing > 0 || budgetMissing > 0 else { return nil }
+        return Shortfall(
+            refusal: ownerMissing > 0 ? .owner : .budget,
+            comesBack: ownerMissing <= (state.settled[owner] ?? 0) && budgetMissing <= state.settledTotal,
+            wholeOnly: ownerMissing <= 0)
+    }
+
+    /// Goes down the line in order: grants each waiter that fits and that no earlier waiter
+    /// holds back, refuses each that may wait no longer, and returns the sleeping ones decided.
+    private func serve(_ state: inout State) -> [(CheckedContinuation<Growth, Never>, Growth)] {
+        var decided: [(CheckedContinuation<Growth, Never>, Growth)] = []
+        var heldBack: Set<Owner> = []
+        var allHeldBack = false
+        var index = 0
+        while index < state.line.count {
+            let waiter = state.line[index]
+            guard waiter.outcome == nil else {
+                index += 1
+                continue
             }
-            state.add(more, ticket: ticket, owner: owner)
-            state.held[ticket] = total
-            return (.granted, more < 0 ? state.wakeWaiters() : [])
+            let held = state.held[waiter.ticket] ?? 0
+            let total =
+                waiter.expected.map {
+                    max(held + 1, state.bytes($0, of: waiter.owner, free: free(of: waiter.owner, in: state), patient: waiter.patient))
+                }
+                ?? waiter.total
+            state.line[index].total = total
+            let more = total - held
+            var decision: Growth?
+            if let shortfall = shortfall(more, of: waiter.owner, in: state) {
+                if shortfall.comesBack {
+                    heldBack.insert(waiter.owner)
+                    allHeldBack = allHeldBack || shortfall.wholeOnly
+                } else if !waiter.fresh || !waiter.patient {
+                    decision = .refused(shortfall.refusal)
+                }
+            } else if !heldBack.contains(waiter.owner) && !allHeldBack {
+                state.add(more, ticket: waiter.ticket, owner: waiter.owner)
+                state.held[waiter.ticket] = total
+                decision = .granted(total: total)
+            }
+            guard let decision else {
+                index += 1
+                continue
+            }
+            if let continuation = waiter.continuation {
+                state.line.remove(at: index)
+                decided.append((continuation, decision))
+            } else {
+                state.line[index].outcome = decision
+                index += 1
+            }
         }
-        for waiter in woken { waiter.resume() }
-        return growth
+        return decided
+    }
+
+    /// Runs `change` on the state and then serves the line (bytes may have come back, or a
+    /// waiter left it or changed); resumes the waiters decided, outside the lock.
+    private func changing<T>(_ change: (inout State) -> T) -> T {
+        let (result, decided) = state.withLock { state in
+            let result = change(&state)
+            return (result, serve(&state))
+        }
+        for (waiter, growth) in decided { waiter.resume(returning: growth) }
+        return result
+    }
+
+    /// Sets reservation `ticket` of `owner` to `total` bytes (with `expected`, to at least what
+    /// that body will hold). Growing past the request's, its owner's or the budget's share takes
+    /// nothing: a refusal, or (with `mayWait`) a place in line, which may be decided at once.
+    private func set(
+        _ ticket: Int, of owner: Owner, to total: Int, mayWait: Bool = false, expected: Expected? = nil
+    ) -> Growth {
+        let growth = changing { state -> Growth in
+            let held = state.held[ticket] ?? 0
+            let total = expected.map { max(total, state.bytes($0, of: owner, free: free(of: owner, in: state), patient: true)) } ?? total
+            let more = total - held
+            guard more > 0 else {
+                state.add(more, ticket: ticket, owner: owner)
+                state.held[ticket] = total
+                return .granted(total: total)
+            }
+            if total > half { return .refused(.request) }
+            let shortfall = shortfall(more, of: owner, in: state)
+            guard mayWait && (shortfall != nil || state.line.contains { $0.outcome == nil }) else {
+                if let shortfall { return .refused(shortfall.refusal) }
+                state.add(more, ticket: ticket, owner: owner)
+                state.held[ticket] = total
+                return .granted(total: total)
+            }
+            let id = state.nextWaiter
+            state.nextWaiter += 1
+            state.line.append(Waiter(id: id, ticket: ticket, owner: owner, total: total, expected: expected, fresh: held == 0))
+            return .waiting(id: id)
+        }
+        // Decided as it took its place in line (most are: room, or a refusal): no wait.
+        guard case .waiting(let id) = growth else { return growth }
+        return state.withLock { state in
+            guard let index = state.line.firstIndex(where: { $0.id == id }), let outcome = state.line[index].outcome else {
+                return growth
+            }
+            state.line.remove(at: index)
+            return outcome
+        }
+    }
+
+    /// Waits for waiter `id` to be decided: granted room, refused, or out of time after
+    /// `wait` (its patience ends first), or cancelled.
+    private func wait(_ id: Int, for wait: Duration) async -> Growth {
+        let timer = Task { [sleep, patience] in
+            let patient = min(patience, wait)
+            await sleep(patient)
+            guard !Task.isCancelled else { return }
+            self.changing { state in
+                if let index = state.line.firstIndex(where: { $0.id == id }) { state.line[index].patient = false }
+            }
+            await sleep(wait - patient)
+            guard !Task.isCancelled else { return }
+            self.expire(id)
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Growth, Never>) in
+                let outcome = state.withLock { state -> Growth? in
+                    guard let index = state.line.firstIndex(where: { $0.id == id }) else { return .refused(.wait) }
+                    guard let outcome = state.line[index].outcome else {
+                        state.line[index].continuation = continuation
+                        return nil
+                    }
+                    state.line.remove(at: index)
+                    return outcome
+                }
+                if let outcome { continuation.resume(returning: outcome) }
+            }
+        } onCancel: {
+            expire(id)
+        }
+    }
+
+    /// Refuses waiter `id` for want of time, unless it was decided; it leaves the line.
+    private func expire(_ id: Int) {
+        let continuation = changing { state -> CheckedContinuation<Growth, Never>? in
+            guard let index = state.line.firstIndex(where: { $0.id == id }), state.line[index].outcome == nil else { return nil }
+            guard let continuation = state.line[index].continuation else {
+                state.line[index].outcome = .refused(.wait)
+                return nil
+            }
+            state.line.remove(at: index)
+            return continuation
+        }
+        continuation?.resume(returning: .refused(.wait))
     }
 
     /// Moves what reservation `ticket` holds from `old` to `new`; a refusal (and nothing
     /// moved) when `new` has no room for it.
     private func move(_ ticket: Int, from old: Owner, to new: Owner) -> Refusal? {
-        let (refusal, woken) = state.withLock { state -> (Refusal?, [CheckedContinuation<Void, Never>]) in
+        changing { state -> Refusal? in
             let held = state.held[ticket] ?? 0
-            guard old != new, held > 0 else { return (nil, []) }
-            if (state.owners[new] ?? 0) + held > cap(of: new) { return (.owner, []) }
+            guard old != new, held > 0 else { return nil }
+            if (state.owners[new] ?? 0) + held > cap(of: new) { return .owner }
             state.add(-held, ticket: ticket, owner: old)
             state.add(held, ticket: ticket, owner: new)
-            return (nil, state.wakeWaiters())
+            return nil
         }
-        for waiter in woken { waiter.resume() }
-        return refusal
     }
 
     private func close(_ ticket: Int, of owner: Owner) {
-        let woken = state.withLock { state in
+        changing { state in
             let held = state.held.removeValue(forKey: ticket) ?? 0
             state.add(-held, ticket: ticket, owner: owner)
             state.settledTickets.remove(ticket)
-            return held > 0 ? state.wakeWaiters() : []
         }
-        for waiter in woken { waiter.resume() }
     }
 
     /// Marks reservation `ticket` of `owner` settled: what it holds comes back without a client.
-    private func settle(_ ticket: Int, of owner: Owner) {
+    /// With `learning`, its body held `held` bytes for `received`, which the ratios learn.
+    private func settle(_ ticket: Int, of owner: Owner, learning: (held: Int, received: Int, compressed: Bool)?) {
         state.withLock { state in
-            guard state.settledTickets.insert(ticket).inserted else { return }
-            let held = state.held[ticket] ?? 0
-            state.settled[owner, default: 0] += held
-            if state.settled[owner] == 0 { state.settled[owner] = nil }
-            state.settledTotal += held
-        }
-    }
-
-    /// Returns once bytes came back after `returns`, the task is cancelled or `deadline` passes.
-    private func awaitReturn(after returns: Int, until deadline: ContinuousClock.Instant) async {
-        let id = state.withLock { state in
-            defer { state.nextWaiter += 1 }
-            return state.nextWaiter
-        }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-                        let now = self.state.withLock { state in
-                            if state.cancelledWaiters.remove(id) != nil || state.returns != returns { return true }
-                            state.waiters[id] = waiter
-                            return false
-                        }
-                        if now { waiter.resume() }
-                    }
-                } onCancel: {
-                    let waiter = self.state.withLock { state in
-                        let waiter = state.waiters.removeValue(forKey: id)
-                        if waiter == nil { state.cancelledWaiters.insert(id) }
-                        return waiter
-                    }
-                    waiter?.resume()
-                }
+            if let learning {
+                state.learn(held: learning.held, received: learning.received, compressed: learning.compressed, owner: owner)
             }
-            group.addTask { try? await Task.sleep(until: deadline) }
-            await group.next()
-            group.cancelAll()
+            guard state.settledTickets.insert(ticket).inserted else { return }
+            state.addSettled(state.held[ticket] ?? 0, owner: owner)
         }
-        // A waiter woken by bytes coming back has left `waiters` and is not in `cancelledWaiters`;
-        // one whose cancellation came first left its id there, removed here.
-        state.withLock { _ = $0.cancelledWaiters.remove(id) }
     }
 
     /// One request's share: grows as the body is read (and may shrink, for bytes written
@@ -257,6 +442,10 @@ final class BodyByteBudget: Sendable {
         let ticket: Int
         private(set) var owner: Owner
         private(set) var held = 0
+        /// When the request's waits for room end, from its first.
+        private var deadline: ContinuousClock.Instant?
+        /// Whether its body is compressed, when it was let in by its declared size.
+        private var compressed: Bool?
 
         /// A reservation of `project`'s requests (its database id), or of a request whose
         /// project is not known yet (`nil`: see ``assign(to:)``).
@@ -273,37 +462,59 @@ final class BodyByteBudget: Sendable {
         /// held when refused.
         func grow(to total: Int) throws {
             guard total > held else { return }
-            if case .refused(let refusal) = budget.set(ticket, of: owner, to: total) { throw refused(refusal, owner) }
-            held = total
-        }
-
-        /// Grows the share to `total` bytes as ``grow(to:)`` does, but waits (up to the budget's
-        /// `maxWait`) while the bytes missing are held by settled requests, which give them
-        /// back when the server is done with them; throws 503 when they are held by requests
-        /// still being received, or when the wait ends without room.
-        func growWaiting(to total: Int) async throws {
-            guard total > held else { return }
-            var deadline: ContinuousClock.Instant?
-            while true {
-                switch budget.set(ticket, of: owner, to: total, mayWait: true) {
-                case .granted:
-                    held = total
-                    return
-                case .refused(let refusal):
-                    throw refused(refusal, owner)
-                case .wait(let returns):
-                    let now = ContinuousClock.now
-                    let until = deadline ?? now + budget.maxWait
-                    deadline = until
-                    guard now < until, !Task.isCancelled else { throw refused(.wait, owner) }
-                    await budget.awaitReturn(after: returns, until: until)
-                }
+            switch budget.set(ticket, of: owner, to: total) {
+            case .granted(let total): held = total
+            case .refused(let refusal): throw refused(refusal, owner)
+            case .waiting: preconditionFailure("a request that may not wait is never in line")
             }
         }
 
-        /// The body is read whole: what the share holds now comes back when the server is done
-        /// with the request, without waiting on its client, so other requests may wait for it.
-        func settle() { budget.settle(ticket, of: owner) }
+        /// Grows the share to `total` bytes as ``grow(to:)`` does, but waits in line for room
+        /// (``BodyByteBudget``: served in order, for at most the budget's `maxWait` from the
+        /// request's first wait) while the bytes missing are held by settled requests, which give
+        /// them back when the server is done with them, or, while the share holds nothing, for at
+        /// most the budget's `patience` for bytes of requests still being received. Throws 503
+        /// otherwise, or when the wait ends without room.
+        func growWaiting(to total: Int) async throws {
+            guard total > held else { return }
+            try await growWaiting(to: total, expected: nil)
+        }
+
+        private func growWaiting(to total: Int, expected: Expected?) async throws {
+            var growth = budget.set(ticket, of: owner, to: total, mayWait: true, expected: expected)
+            if case .waiting(let id) = growth {
+                let now = ContinuousClock.now
+                let deadline = self.deadline ?? now + budget.maxWait
+                self.deadline = deadline
+                growth = await budget.wait(id, for: now < deadline ? now.duration(to: deadline) : .zero)
+            }
+            switch growth {
+            case .granted(let total): held = total
+            case .refused(let refusal): throw refused(refusal, owner)
+            case .waiting: preconditionFailure("a wait ends decided")
+            }
+        }
+
+        /// Before the body is read: takes (waiting in line, as ``growWaiting(to:)``) the room a
+        /// body of `declaredBytes` (as received: `compressed` or not) is expected to hold, by the
+        /// ratio of held to received bytes of its project's settled bodies, at most `atMost`
+        /// (what the body may hold by the limits); ``settle(holding:received:)`` gives back what
+        /// it did not use. Nothing for a request whose project is not known yet.
+        func admit(declaredBytes: Int, compressed: Bool, atMost: Int) async throws {
+            guard case .project = owner, held == 0, declaredBytes > 0 else { return }
+            self.compressed = compressed
+            let expected = Expected(declared: declaredBytes, compressed: compressed, atMost: min(atMost, budget.half))
+            try await growWaiting(to: 1, expected: expected)
+        }
+
+        /// The body is read whole, and holds `total` bytes of which it received `received`:
+        /// what the share holds beyond `total` (room taken for it before it was read) comes
+        /// back now, and the rest when the server is done with the request, without waiting on
+        /// its client, so other requests may wait for it.
+        func settle(holding total: Int, received: Int) {
+            budget.settle(ticket, of: owner, learning: compressed.map { (total, received, $0) })
+            shrink(to: total)
+        }
 
         /// Gives back all but `total` bytes (bytes no longer in memory: written to disk).
         func shrink(to total: Int) {

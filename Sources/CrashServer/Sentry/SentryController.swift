@@ -48,6 +48,7 @@ struct SentryController: Sendable {
         let format = try IngestBody.compression(request.headers[.contentEncoding])
         try body.checkDeclaredLength(request.headers)
         let share = BodyByteBudget.Reservation(body.budget, project: context.ingestProject?.id)
+        try await body.admit(request.headers, coding: format, holding: share)
         let whole = try body.wholeBody(request.body, format: format)
         var project = context.ingestProject
         if project == nil {
@@ -132,6 +133,7 @@ struct SentryController: Sendable {
 
     private func readBody(_ request: Request, format: ContentCoding, holding share: BodyByteBudget.Reservation) async throws -> [UInt8] {
         try body.checkDeclaredLength(request.headers)
+        try await body.admit(request.headers, coding: format, holding: share)
         let bytes = try await body.read(request.body, format: format, holding: share)
         guard !bytes.isEmpty else { throw APIError.badRequest("body is empty") }
         return bytes
