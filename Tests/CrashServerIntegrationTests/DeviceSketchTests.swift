@@ -102,6 +102,41 @@ import Testing
         }
     }
 
+    /// A window's edge days: whole day rows only where the rest of the day adds nothing or
+    /// little (``TimeWindow/sketchPlan(now:notBefore:)``). 500 reports on 500 devices in a
+    /// window from 20:00 three days ago to noon yesterday, with 200 more devices that evening
+    /// and 200 that morning: neither edge day's row may count them. The default window, which
+    /// ends now and reads today as its day row, counts them all and today's 300 devices too.
+    @Test func edgeDaysCountOnlyTheWindowsDevicesAndTodaysDayRowItsReports() async throws {
+        let p = try await makeProject()
+        let start = utcMidnight(daysAgo: 3).addingTimeInterval(20 * TimeWindow.hour)
+        let end = utcMidnight(daysAgo: 1).addingTimeInterval(12 * TimeWindow.hour)
+        func spread(_ n: Int, from: Date, step: Double, device: String) -> [TestReport] {
+            (0..<n).map { queryReport("edge", at: from.addingTimeInterval(Double($0) * step), device: "\(device)\($0)") }
+        }
+        let now = Date()
+        let batch =
+            spread(100, from: start.addingTimeInterval(TimeWindow.hour), step: 20, device: "head")
+            + spread(300, from: utcMidnight(daysAgo: 2), step: 200, device: "in")
+            + spread(100, from: utcMidnight(daysAgo: 1).addingTimeInterval(6 * TimeWindow.hour), step: 20, device: "tail")
+            + spread(200, from: utcMidnight(daysAgo: 3).addingTimeInterval(5 * TimeWindow.hour), step: 10, device: "before")
+            + spread(200, from: end.addingTimeInterval(6 * TimeWindow.hour), step: 10, device: "after")
+            + spread(300, from: now.addingTimeInterval(-200), step: 0.5, device: "today")
+        try await withApp { client in
+            try await client.send(batch, key: p.ingestKey)
+            let path = "/v1/projects/\(p.project)/crashes"
+            let window = try await client.query(path + "?from=\(q(start))&to=\(q(end))", token: p.readToken)
+            let edge = try #require(window.json.groups.titled("edge"))
+            #expect(edge["count"] as? Int == 500)
+            let devices = try #require(edge["devices"] as? Int)
+            #expect(abs(devices - 500) <= 45, "estimate \(devices) for the window's 500 devices")
+            let week = try #require(try await client.query(path, token: p.readToken).json.groups.titled("edge"))
+            #expect(week["count"] as? Int == 1_200)
+            let all = try #require(week["devices"] as? Int)
+            #expect(abs(all - 1_200) <= 108, "estimate \(all) for 1,200 devices")
+        }
+    }
+
     /// 1,500 reports over 600 devices in one group (above the exact limit: estimated), a
     /// version filter (900 reports, 300 devices: still estimated), a rare version of the same
     /// group (30 reports on 10 devices: few, but an exact count would read all 1,530 reports of

@@ -201,7 +201,9 @@ final class InMemoryCrashStore: QueryStore {
             }
         }
 
-        func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64] {
+        func deviceCounts(
+            project: Int64, counts: [Int64: Int64], window: TimeWindow, since: Date, filters: GroupFilters
+        ) async throws -> [Int64: Int64] {
             var devices: [Int64: Set<String>] = [:]
             for r in matching(project, window, filters) where counts[r.group] != nil && !r.deviceID.isEmpty {
                 devices[r.group, default: []].insert(r.deviceID)

@@ -66,6 +66,40 @@ import Testing
         #expect(query.sql == "ts >= $1 AND ts < $2")
     }
 
+    /// The device sketches of a window: an edge day is its day row only where the rest of the
+    /// day adds nothing (after now) or little (at most 1/14 of the window before it, inside
+    /// retention); otherwise its hours.
+    @Test func sketchPlanReadsAnEdgeDayWholeOnlyWhereItAddsNothingOrLittle() {
+        func d(_ text: String) -> Date { Self.date("2026-11-\(text):00Z") }
+        func hours(_ from: String, _ to: String) -> TimeRange { TimeRange(from: d(from), to: d(to)) }
+        let old = d("01T00:00")
+        // The default 7 days at 03:40: 3 hours of the first day before the window (at most 12),
+        // today's elapsed hours and the rest of today after now: 8 day rows, no hour.
+        let week = TimeWindow.lastSevenDays(now: d("28T03:40"))
+        var plan = week.sketchPlan(now: d("28T03:40"), notBefore: old)
+        #expect(plan.days == hours("21T00:00", "29T00:00"))
+        #expect(plan.hoursHead.from == plan.hoursHead.to && plan.hoursTail.from == plan.hoursTail.to)
+        // At 21:40, 21 hours would be added before it: the first day's 3 hours stay hourly.
+        plan = TimeWindow.lastSevenDays(now: d("28T21:40")).sketchPlan(now: d("28T21:40"), notBefore: old)
+        #expect(plan.hoursHead == hours("21T21:00", "22T00:00"))
+        #expect(plan.days == hours("22T00:00", "29T00:00"))
+        // The same 03:40 window with the retention's cut-off after the first day's start.
+        plan = week.sketchPlan(now: d("28T03:40"), notBefore: d("21T01:15"))
+        #expect(plan.hoursHead == hours("21T03:00", "22T00:00"))
+        #expect(plan.days == hours("22T00:00", "29T00:00"))
+        // A window that ended at noon yesterday: its afternoon holds reports, so hours.
+        let past = TimeWindow(from: d("20T00:00"), to: d("27T12:00"))
+        plan = past.sketchPlan(now: d("28T21:40"), notBefore: old)
+        #expect(plan.days == hours("20T00:00", "27T00:00"))
+        #expect(plan.hoursTail == hours("27T00:00", "27T12:00"))
+        // Within one day, and a window of a few hours: hours unless the day adds nothing.
+        plan = TimeWindow(from: d("28T05:00"), to: d("28T09:30")).sketchPlan(now: d("28T21:40"), notBefore: old)
+        #expect(plan.hoursHead == hours("28T05:00", "28T10:00") && plan.days.from == plan.days.to)
+        plan = TimeWindow(from: d("28T00:00"), to: d("28T21:40")).sketchPlan(now: d("28T21:40"), notBefore: old)
+        #expect(plan.days == hours("28T00:00", "29T00:00"))
+        #expect(plan.hoursHead.from == plan.hoursHead.to)
+    }
+
     @Test func topBuildsATypedListRequestAndNamesABadOption() throws {
         let now = Self.date("2026-11-28T12:10:00Z")
         var table = TopCrashesTable()

@@ -62,9 +62,10 @@ extension PostgresQueryStore.Reader {
     /// Exact (from raw reports, `reports_group_ts`) for groups with at most
     /// ``exactDeviceLimit`` reports in the window, and whenever a report filter or term other
     /// than one version is set; otherwise estimated from the HyperLogLog sketches of the whole hours and days the
-    /// window touches (about 3 % standard error), for all versions or the filtered one.
+    /// window touches (about 3 % standard error), for all versions or the filtered one: a partial
+    /// day at an edge is one day row where that adds (nearly) nothing (``TimeWindow/sketchPlan(now:notBefore:)``).
     func deviceCounts(
-        project: Int64, counts: [Int64: Int64], window: TimeWindow, filters f: GroupFilters
+        project: Int64, counts: [Int64: Int64], window: TimeWindow, since: Date, filters f: GroupFilters
     ) async throws -> [Int64: Int64] {
         var sketchable = f.level == .versions
         var whole: Set<Int64> = []
@@ -104,7 +105,7 @@ extension PostgresQueryStore.Reader {
             for try await (id, n) in rows.decode((Int64, Int64).self) { out[id] = n }
         }
         if !estimated.isEmpty {
-            let plan = TimeWindow(from: TimeWindow.floor(window.from, TimeWindow.hour), to: TimeWindow.ceil(window.to, TimeWindow.hour)).plan
+            let plan = window.sketchPlan(now: Date(), notBefore: since)
             let version = f.reports.versions.first ?? ""
             // One row per group: its sketches concatenated (a list of entries in any order is
             // a valid stored form to merge). A row per sketch cost a row-stream step each, about

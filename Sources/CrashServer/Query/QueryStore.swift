@@ -48,7 +48,12 @@ protocol QueryReader: Sendable {
     func groupRows(project: Int64, ids: [Int64]) async throws -> [Int64: GroupRow]
     /// The versions of each group's reports at or after `since`, highest first.
     func versions(ids: [Int64], since: Date) async throws -> [Int64: [String]]
-    func deviceCounts(project: Int64, counts: [Int64: Int64], window: TimeWindow, filters: GroupFilters) async throws -> [Int64: Int64]
+    /// Distinct devices per group in `window`, which starts at or after `since` (the retention's
+    /// cut-off: no estimate reads a day that starts before it).
+    func deviceCounts(
+        project: Int64, counts: [Int64: Int64], window: TimeWindow, since: Date, filters: GroupFilters
+    ) async throws
+        -> [Int64: Int64]
     func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64]
     func environmentTimes(ids: [Int64], environments: [String]) async throws -> [Int64: (first: Date, last: Date)]
     /// The environments the project has reports at or after `since` in (the retention's
@@ -90,7 +95,7 @@ extension QueryReader {
         let rows = try await groupRows(project: project, ids: ids)
         let versionLists = try await self.versions(ids: ids, since: since)
         let devices = try await deviceCounts(
-            project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window.retained(since: since),
+            project: project, counts: Dictionary(counts, uniquingKeysWith: max), window: window.retained(since: since), since: since,
             filters: filters)
         // With `environment=`, first and last seen within those environments, where the group
         // has a report kept there; a first time past the cut-off is that of the oldest report kept.
