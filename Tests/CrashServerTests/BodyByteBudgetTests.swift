@@ -196,15 +196,19 @@ import Testing
     }
 
     /// A request let in by its declared size takes what its body is expected to hold before
-    /// reading: the most it may hold until a body was read, then the ratio learned from settled
-    /// bodies; it gives back what it did not use when it settles. A second request that would
+    /// reading: by the first ratio until a body was read (at most what it may hold), then by
+    /// the ratio learned from settled bodies; it gives back what it did not use when it settles. A second request that would
     /// not fit whole waits before it holds anything, and is let in once the first settles.
     @Test func aRequestTakesTheRoomItsBodyIsExpectedToHoldBeforeReadingIt() async throws {
         let clock = TestClock()
         let budget = Self.budget(clock, limit: 200)
-        // No body read yet: the most it may hold.
+        // No body read yet: 8 times its declared bytes, compressed, at most what it may hold.
+        let capped = BodyByteBudget.Reservation(budget, project: 3)
+        try await capped.admit(declaredBytes: 10, compressed: true, atMost: 50)
+        #expect(capped.held == 50)
+        capped.release()
         let first = BodyByteBudget.Reservation(budget, project: 1)
-        try await first.admit(declaredBytes: 10, compressed: true, atMost: 80)
+        try await first.admit(declaredBytes: 10, compressed: true, atMost: 100)
         #expect(first.held == 80)
         // Its body held 50 bytes for 10 received: the 30 not used come back.
         first.settle(holding: 50, received: 10)
@@ -224,9 +228,9 @@ import Testing
         withExtendedLifetime(first) {}
         first.release()
         #expect(try await third.value == 40)
-        // An uncompressed body: its own ratio, none learned yet.
+        // An uncompressed body: its own ratio, none learned yet (twice its declared bytes).
         let plain = BodyByteBudget.Reservation(budget, project: 2)
-        try await plain.admit(declaredBytes: 10, compressed: false, atMost: 20)
+        try await plain.admit(declaredBytes: 10, compressed: false, atMost: 100)
         #expect(plain.held == 20)
         withExtendedLifetime((second, plain)) {}
     }

@@ -46,9 +46,8 @@ import Synchronization
 /// **Room before the body.** A request whose size is declared takes, before it reads a byte,
 /// the room its body is expected to hold (``Reservation/admit(declaredBytes:compressed:atMost:)``):
 /// the declared bytes times the ratio of held to received bytes of its project's settled
-/// bodies (of every project's, before its first; before any, the most the body may hold, or
-/// after ``patience`` as much of it as is free), and gives back what it did not use once its
-/// body is read. So the requests let in are those
+/// bodies (of every project's, before its first; before any, ``firstRatio(compressed:)``),
+/// and gives back what it did not use once its body is read. So the requests let in are those
 /// whose bodies fit whole, and the others wait before they hold anything: 64 SDKs sending
 /// batches of 1,000 (3.3 MB each, received plus decoded) into a 17 MiB half read five bodies
 /// at a time, instead of reading all at once and refusing most halfway. Every refusal is
@@ -156,14 +155,13 @@ final class BodyByteBudget: Sendable {
             settledTotal += bytes
         }
 
-        /// What a body of `expected` size will hold, by the ratios learned so far. Before any,
-        /// the most it may hold while the request is `patient`, then as much of that as is `free`
-        /// (its owner's room now), and at least its declared bytes.
-        func bytes(_ expected: Expected, of owner: Owner, free: Int, patient: Bool) -> Int {
+        /// What a body of `expected` size will hold, by the ratios learned so far; before any,
+        /// by ``BodyByteBudget/firstRatio(compressed:)``.
+        func bytes(_ expected: Expected, of owner: Owner) -> Int {
             let ratio =
                 ratios[RatioKey(owner: owner, compressed: expected.compressed)]
                 ?? ratios[RatioKey(owner: nil, compressed: expected.compressed)]
-            guard let ratio else { return patient ? expected.atMost : max(expected.declared, min(expected.atMost, free)) }
+                ?? BodyByteBudget.firstRatio(compressed: expected.compressed)
             return min(expected.atMost, Int((Double(expected.declared) * ratio).rounded(.up)))
         }
 
@@ -228,16 +226,16 @@ final class BodyByteBudget: Sendable {
         }
     }
 
+    /// Bytes held per byte received that a body is expected to hold before any body of its
+    /// coding was read: an uncompressed body keeps at most what it received, and JSON under
+    /// gzip decodes to 5 to 12 times its size (batches of 100 and 1,000 reports).
+    static func firstRatio(compressed: Bool) -> Double { compressed ? 8 : 2 }
+
     /// Why a reservation could not grow.
     enum Refusal {
         case request, owner, budget
         /// It waited ``BodyByteBudget/maxWait`` for room.
         case wait
-    }
-
-    /// What `owner` may take now: the room in its share and in the whole.
-    private func free(of owner: Owner, in state: State) -> Int {
-        min(cap(of: owner) - (state.owners[owner] ?? 0), limit - state.used)
     }
 
     /// What keeps `owner` from taking `more` bytes now; nil when they fit.
@@ -266,9 +264,7 @@ final class BodyByteBudget: Sendable {
             }
             let held = state.held[waiter.ticket] ?? 0
             let total =
-                waiter.expected.map {
-                    max(held + 1, state.bytes($0, of: waiter.owner, free: free(of: waiter.owner, in: state), patient: waiter.patient))
-                }
+                waiter.expected.map { max(held + 1, state.bytes($0, of: waiter.owner)) }
                 ?? waiter.total
             state.line[index].total = total
             let more = total - held
@@ -319,7 +315,7 @@ final class BodyByteBudget: Sendable {
     ) -> Growth {
         let growth = changing { state -> Growth in
             let held = state.held[ticket] ?? 0
-            let total = expected.map { max(total, state.bytes($0, of: owner, free: free(of: owner, in: state), patient: true)) } ?? total
+            let total = expected.map { max(total, state.bytes($0, of: owner)) } ?? total
             let more = total - held
             guard more > 0 else {
                 state.add(more, ticket: ticket, owner: owner)
