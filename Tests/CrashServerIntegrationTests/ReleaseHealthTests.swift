@@ -538,6 +538,35 @@ import Testing
         }
     }
 
+    /// The users of a window's sub-hour edges, read from the sessions themselves (one row per
+    /// version, the hashes in arrays): each version its own users, a user with two sessions
+    /// counted once, crashed users only from crashed sessions, a session outside not at all.
+    @Test func subHourEdgesCountUsersPerVersion() async throws {
+        let project = try await makeProject()
+        try await withApp { client in
+            let at = { (minutes: Double) in Self.hour.addingTimeInterval(minutes * 60) }
+            let sessions: [Any] = [
+                Self.session(Self.sid(11), status: "exited", did: "a", started: at(15)),
+                Self.session(Self.sid(12), status: "crashed", did: "b", started: at(20)),
+                Self.session(Self.sid(13), status: "exited", did: "b", started: at(25)),
+                Self.session(Self.sid(14), status: "crashed", did: "c", started: at(30)),
+                Self.session(Self.sid(15), status: "crashed", did: "a", release: "com.acme.shop@2.3.0", started: at(35)),
+                Self.session(Self.sid(16), status: "exited", did: "d", release: "com.acme.shop@2.3.0", started: at(40)),
+                Self.session(Self.sid(17), status: "crashed", did: "e", started: at(5)),
+            ]
+            _ = try await client.postSessions(key: project.ingestKey, Self.body(sessions))
+            let window = "from=\(RFC3339.format(at(10)))&to=\(RFC3339.format(at(50)))"
+            let rows = try await client.releases(project, window)
+            let figures = Dictionary(
+                uniqueKeysWithValues: rows.map {
+                    ($0["version"] as? String ?? "", [$0["users"] as? Int64, $0["crashedUsers"] as? Int64])
+                })
+            #expect(figures == ["2.4.0": [3, 2], "2.3.0": [2, 1]])
+            let detail = try await client.release(project, "2.4.0", window)
+            #expect([detail["users"] as? Int64, detail["crashedUsers"] as? Int64] == [3, 2])
+        }
+    }
+
     @Test func theDetailHasItsSeriesAndZeroesForUnknownVersions() async throws {
         let project = try await makeProject()
         try await withApp { client in
