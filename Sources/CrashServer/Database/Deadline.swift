@@ -19,25 +19,9 @@ func withDeadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable ()
 func withDeadline<T: Sendable, C: Clock>(
     _ limit: C.Duration, clock: C, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let race = DeadlineRace<T>()
-    return try await withTaskCancellationHandler {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            race.start(continuation)
-            let work = Task {
-                let result: Result<T, any Error>
-                do { result = .success(try await body()) } catch { result = .failure(error) }
-                race.finish(result)
-            }
-            let timer = Task {
-                try? await clock.sleep(for: limit)
-                guard !Task.isCancelled else { return }
-                work.cancel()
-                race.finish(.failure(DeadlineExceeded()))
-            }
-            race.track(work: work, timer: timer)
-        }
-    } onCancel: {
-        race.finish(.failure(CancellationError()))
+    try await race(body, whenCancelled: .returnAtOnce) {
+        try? await clock.sleep(for: limit)
+        return DeadlineExceeded()
     }
 }
 
@@ -63,7 +47,8 @@ extension PostgresClient {
     }
 }
 
-/// What a cancelled caller of ``endingOnConnectionClose(whenCancelled:grace:_:)`` does.
+/// What a cancelled caller of ``endingOnConnectionClose(whenCancelled:grace:_:)`` does (a
+/// cancelled caller of ``withDeadline(_:clock:_:)`` returns at once).
 enum CancelledCaller {
     /// Waits for the outcome (writes).
     case awaitOutcome
@@ -85,30 +70,47 @@ func endingOnConnectionClose<T: Sendable>(
     whenCancelled: CancelledCaller, grace: Duration = .milliseconds(200),
     _ work: @escaping @Sendable (_ leased: @escaping @Sendable (PostgresConnection) -> Void) async throws -> T
 ) async throws -> T {
-    let race = DeadlineRace<T>()
     let leased = LeasedConnection()
+    return try await race(
+        { try await work { connection in leased.connection.withLock { $0 = connection } } }, whenCancelled: whenCancelled
+    ) {
+        // Polled, not a `closeFuture` callback: those stay registered for the life of the
+        // pooled connection, one more per call.
+        while !Task.isCancelled {
+            try? await Task.sleep(for: grace)
+            guard leased.connection.withLock({ $0?.isClosed }) == true else { continue }
+            try? await Task.sleep(for: grace)
+            return ConnectionClosedMidTransaction()
+        }
+        return nil
+    }
+}
+
+/// Runs `body` in a task of its own and returns its outcome, or the error `rival` returns
+/// first, whichever comes first: the one runner of ``withDeadline(_:clock:_:)`` (whose rival is
+/// a timer) and ``endingOnConnectionClose(whenCancelled:grace:_:)`` (a closed connection).
+///
+/// `rival` runs in a task of its own too, cancelled once the race is decided; it returns `nil`
+/// when cancelled. An error ends the race and cancels `body`, which is left to finish on its
+/// own: the caller returns even when `body` ignores cancellation.
+private func race<T: Sendable>(
+    _ body: @escaping @Sendable () async throws -> T, whenCancelled: CancelledCaller,
+    against rival: @escaping @Sendable () async -> (any Error)?
+) async throws -> T {
+    let race = DeadlineRace<T>()
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             race.start(continuation)
             let work = Task {
                 let result: Result<T, any Error>
-                do {
-                    result = .success(try await work { connection in leased.connection.withLock { $0 = connection } })
-                } catch { result = .failure(error) }
+                do { result = .success(try await body()) } catch { result = .failure(error) }
                 race.finish(result)
             }
-            // Polled, not a `closeFuture` callback: those stay registered for the life of the
-            // pooled connection, one more per call.
-            let watch = Task {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: grace)
-                    guard leased.connection.withLock({ $0?.isClosed }) == true else { continue }
-                    try? await Task.sleep(for: grace)
-                    guard !Task.isCancelled else { return }
-                    race.finish(.failure(ConnectionClosedMidTransaction()))
-                }
+            let rivalTask = Task {
+                guard let error = await rival(), !Task.isCancelled else { return }
+                race.finish(.failure(error))
             }
-            race.track(work: work, timer: watch)
+            race.track(work: work, rival: rivalTask)
         }
     } onCancel: {
         switch whenCancelled {
@@ -134,7 +136,7 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         var continuation: CheckedContinuation<T, any Error>?
         var pending: Result<T, any Error>?
         var work: Task<Void, Never>?
-        var timer: Task<Void, Never>?
+        var rival: Task<Void, Never>?
         var done = false
         var workCancelled = false
     }
@@ -150,13 +152,13 @@ private final class DeadlineRace<T: Sendable>: Sendable {
         if let early { continuation.resume(with: early) }
     }
 
-    func track(work: Task<Void, Never>, timer: Task<Void, Never>?) {
+    func track(work: Task<Void, Never>, rival: Task<Void, Never>) {
         let (finished, cancelled) = state.withLock { state -> (Bool, Bool) in
             state.work = work
-            state.timer = timer
+            state.rival = rival
             return (state.done, state.workCancelled)
         }
-        if finished { timer?.cancel() }
+        if finished { rival.cancel() }
         if cancelled { work.cancel() }
     }
 
@@ -169,14 +171,14 @@ private final class DeadlineRace<T: Sendable>: Sendable {
     }
 
     func finish(_ result: Result<T, any Error>) {
-        let (continuation, timer, work) = state.withLock { state -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?, Task<Void, Never>?) in
+        let (continuation, rival, work) = state.withLock { state -> (CheckedContinuation<T, any Error>?, Task<Void, Never>?, Task<Void, Never>?) in
             guard !state.done else { return (nil, nil, nil) }
             state.done = true
             if state.continuation == nil { state.pending = result }
             defer { state.continuation = nil }
-            return (state.continuation, state.timer, state.work)
+            return (state.continuation, state.rival, state.work)
         }
-        timer?.cancel()
+        rival?.cancel()
         if case .failure = result { work?.cancel() }
         continuation?.resume(with: result)
     }
