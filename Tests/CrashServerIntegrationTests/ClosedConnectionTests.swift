@@ -54,4 +54,16 @@ import Testing
             #expect(ended == "connection error")
         }
     }
+
+    /// Start-up retries a connection error (`prepareDatabase`); a migration left to the driver
+    /// would wait forever instead.
+    @Test func aMigrationWhoseConnectionClosesEndsWithAConnectionError() async throws {
+        try await withTestDatabase { db in
+            let ended = try await Self.outcome {
+                try await PostgresSchemaMaintenance(database: db).migrate(
+                    statements: ["SELECT 1", "SELECT 1"], reapplyingRecordedSchema: true, afterStatement: Self.terminate)
+            }
+            #expect(ended == "connection error")
+        }
+    }
 }

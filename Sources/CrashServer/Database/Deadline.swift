@@ -127,10 +127,13 @@ private final class LeasedConnection: Sendable {
 
 /// The connection of a transaction closed and its statement was never answered
 /// (``endingOnConnectionClose(whenCancelled:grace:_:)``): a connection error.
-struct ConnectionClosedMidTransaction: Error {}
+struct ConnectionClosedMidTransaction: Error, CustomStringConvertible {
+    /// What a command-line tool prints and the logs say.
+    var description: String { "the database closed the connection during a transaction (rolled back); try again" }
+}
 
-/// The first of work, timer (or closed connection) and cancellation to finish resumes the
-/// caller, once.
+/// The first of work, rival (a timer or a closed connection) and cancellation to finish resumes
+/// the caller, once.
 private final class DeadlineRace<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T, any Error>?

@@ -24,6 +24,10 @@ public struct PostgresSchemaMaintenance: SchemaMaintenance {
     /// `schema_versions`, so a server that connects as a role without DDL rights (the compose
     /// stack's, Deploy/README.md) starts; on one that needs the schema applied, such a role
     /// gets a ``SchemaPrivilegeError`` naming `crash-server migrate`.
+    ///
+    /// A connection PostgreSQL closes between two of its statements (a restart) ends it with a
+    /// connection error (``endingOnConnectionClose(whenCancelled:grace:_:)``), which start-up
+    /// retries (`prepareDatabase`).
     public func migrate() async throws {
         try await migrate(statements: Schema.statements, reapplyingRecordedSchema: false)
     }
@@ -31,9 +35,13 @@ public struct PostgresSchemaMaintenance: SchemaMaintenance {
     /// `reapplyingRecordedSchema` runs every statement even when the schema's digest is
     /// already recorded: tests use it to prove each statement is idempotent on a database
     /// that already has it (the digest check alone would make a second `migrate()` a no-op).
-    func migrate(statements: [String], reapplyingRecordedSchema: Bool) async throws {
+    /// `afterStatement` runs after each of `statements`: tests end the connection there.
+    func migrate(
+        statements: [String], reapplyingRecordedSchema: Bool,
+        afterStatement: @escaping @Sendable (PostgresConnection) async throws -> Void = { _ in }
+    ) async throws {
         let digest = SHA256.hash(data: Array(Schema.sql.utf8)).map { String(format: "%02x", $0) }.joined()
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.withTransactionEndingOnClose(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Schema.migrationLockID))", logger: logger)
             try await connection.query("SET LOCAL client_min_messages = warning", logger: logger)
             // Looked up first: CREATE TABLE IF NOT EXISTS needs the right to create even when the
@@ -59,6 +67,7 @@ public struct PostgresSchemaMaintenance: SchemaMaintenance {
                 try await SchemaPrivilegeError.mapping {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
+                try await afterStatement(connection)
             }
             try await connection.query(
                 "INSERT INTO schema_versions (sha256) VALUES (\(digest)) ON CONFLICT (sha256) DO NOTHING", logger: logger)
@@ -74,7 +83,7 @@ public struct PostgresSchemaMaintenance: SchemaMaintenance {
     /// under an advisory lock: replicas that run it at the same time take turns, and the
     /// second finds nothing left to do.
     func maintainPartitions(from: Date, to: Date, dropBefore: Date) async throws -> (created: Int, dropped: Int) {
-        try await client.withTransaction(logger: logger) { connection in
+        try await client.withTransactionEndingOnClose(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockID))", logger: logger)
             var created = 0
             var dropped = 0
