@@ -17,17 +17,16 @@ struct PipelineCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var traffic: TrafficOptions
-    @Option(help: "Distinct bodies (cycled through).") var bodies = 50
-    @Option(help: "Seconds to measure.") var seconds: Double = 3
+    @OptionGroup var cpu: CPURunOptions
 
     func run() async throws {
         let (batch, seed) = (traffic.batch, traffic.repeatableSeed)
-        let made = try await Traffic(signatures: traffic.signatures, seed: seed).bodies(requests: max(1, bodies), batch: max(1, batch))
+        let made = try await cpu.bodies(of: traffic)
         let gzip = made.reduce(0) { $0 + $1.gzip.count } / made.count
         let json = made.reduce(0) { $0 + $1.rawBytes } / made.count
         print("inputs: \(made.count) bodies of \(batch) reports (seed \(seed)), \(json) B JSON, \(gzip) B gzip on average; one thread used")
         let now = Date()
-        let bodiesPerSecond = try Bench.callsPerCPUSecond(made, seconds: seconds) { body in
+        let bodiesPerSecond = try Bench.callsPerCPUSecond(made, seconds: cpu.seconds) { body in
             let read = try IngestBodyReader.read(body.gzip, contentEncoding: "gzip", now: now)
             guard read.accepted.count == read.count else {
                 print("pipeline FAILED: \(read.count - read.accepted.count) of \(read.count) reports of a body rejected")

@@ -21,8 +21,7 @@ struct ScrubCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var traffic: TrafficOptions
-    @Option(help: "Distinct bodies (cycled through).") var bodies = 50
-    @Option(help: "Seconds to measure each figure.") var seconds: Double = 3
+    @OptionGroup var cpu: CPURunOptions
     @Option(help: "Share of reports (0 to 1) whose reason and context hold secrets.") var secrets: Double = 0.1
     @Option(help: "Extra RE2 patterns of the 'every rule' figure (1 to 20).") var patterns = 5
 
@@ -31,8 +30,7 @@ struct ScrubCommand: AsyncParsableCommand {
             throw ValidationError("--secrets is 0 to 1, --patterns 1 to 20")
         }
         let seed = traffic.repeatableSeed
-        let made = try await Traffic(signatures: traffic.signatures, seed: seed).bodies(
-            requests: max(1, bodies), batch: max(1, traffic.batch))
+        let made = try await cpu.bodies(of: traffic)
         let inputs = try made.enumerated().map { n, body in try Self.withSecrets(body.gzip, share: secrets, seed: seed &+ UInt64(n)) }
         let reports = made[0].reports
         let load = Bench.shell("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || sysctl -n vm.loadavg")
@@ -49,7 +47,7 @@ struct ScrubCommand: AsyncParsableCommand {
         let now = Date()
         var baseline = 0.0
         for (label, scrubber) in [("no scrubber", nil), ("default rules", ReportScrubber()), ("every rule, \(patterns) patterns", every)] {
-            let perBody = try Bench.callsPerCPUSecond(inputs, seconds: seconds) { body in
+            let perBody = try Bench.callsPerCPUSecond(inputs, seconds: cpu.seconds) { body in
                 let reader = try IngestBodyReader(
                     contentEncoding: "gzip", maxBodyBytes: .max, maxDecompressedBytes: WireProtocol.defaultMaxDecompressedBytes)
                 try reader.feed(body)

@@ -15,3 +15,18 @@ struct TrafficOptions: ParsableArguments {
     /// The seed of a figure that builds compare: the given one, else 1.
     var repeatableSeed: UInt64 { seed ?? 1 }
 }
+
+/// The options of the one-thread CPU runs, `pipeline` and `scrub`: how many bodies of the traffic
+/// are made before the clock starts, and how long each figure is measured. `load` does not take
+/// this group: its `--seconds` is the wall time to send for, and `--distinct-bodies` its
+/// bodies, made only when given.
+struct CPURunOptions: ParsableArguments {
+    @Option(help: "Distinct bodies (cycled through).") var bodies = 50
+    @Option(help: "Seconds to measure each figure.") var seconds: Double = 3
+
+    /// The bodies of `traffic` the run cycles through, seeded repeatably so that builds compare.
+    func bodies(of traffic: TrafficOptions) async throws -> [Traffic.Body] {
+        try await Traffic(signatures: traffic.signatures, seed: traffic.repeatableSeed).bodies(
+            requests: max(1, bodies), batch: max(1, traffic.batch))
+    }
+}
