@@ -89,6 +89,14 @@ import Testing
         }
     }
 
+    /// A request that waits in line for `bytes` (``waiter(_:project:bytes:)``), once it is in line.
+    static func inLine(_ budget: BodyByteBudget, project: Int64, bytes: Int) async -> Task<Int, any Error> {
+        let before = budget.waitingNow
+        let task = waiter(budget, project: project, bytes: bytes)
+        while budget.waitingNow <= before { await Task.yield() }
+        return task
+    }
+
     /// Lets the other tasks run a while: what they would do with bytes that came back, they do.
     static func settle(until done: () -> Bool = { false }) async {
         for _ in 0..<2_000 where !done() { await Task.yield() }
@@ -102,10 +110,8 @@ import Testing
         let budget = Self.budget(clock)
         var first: BodyByteBudget.Reservation? = try Self.settled(budget, project: 1, bytes: 25)
         var second: BodyByteBudget.Reservation? = try Self.settled(budget, project: 1, bytes: 25)
-        let large = Self.waiter(budget, project: 1, bytes: 30)
-        while budget.waitingNow < 1 { await Task.yield() }
-        let small = Self.waiter(budget, project: 1, bytes: 10)
-        while budget.waitingNow < 2 { await Task.yield() }
+        let large = await Self.inLine(budget, project: 1, bytes: 30)
+        let small = await Self.inLine(budget, project: 1, bytes: 10)
         // 25 bytes come back: room for the small one, not for the large one, which is first.
         second = nil
         await Self.settle { budget.inUse(by: .project(1)) != 25 }
@@ -126,11 +132,9 @@ import Testing
         let clock = TestClock()
         let budget = Self.budget(clock)
         let settled = try Self.settled(budget, project: 1, bytes: 45)
-        let waiting = Self.waiter(budget, project: 1, bytes: 10)
-        while budget.waitingNow < 1 { await Task.yield() }
+        let waiting = await Self.inLine(budget, project: 1, bytes: 10)
         // Project 1 has 5 bytes free, but its 1 byte would go before the waiter: it queues.
-        let behind = Self.waiter(budget, project: 1, bytes: 1)
-        while budget.waitingNow < 2 { await Task.yield() }
+        let behind = await Self.inLine(budget, project: 1, bytes: 1)
         let other = BodyByteBudget.Reservation(budget, project: 2)
         try await other.growWaiting(to: 40)
         #expect(other.held == 40)
@@ -150,8 +154,7 @@ import Testing
         let budget = Self.budget(clock)
         let receiving = BodyByteBudget.Reservation(budget, project: 1)
         try receiving.grow(to: 40)
-        let patient = Self.waiter(budget, project: 1, bytes: 20)
-        while budget.waitingNow < 1 { await Task.yield() }
+        let patient = await Self.inLine(budget, project: 1, bytes: 20)
         let small = BodyByteBudget.Reservation(budget, project: 1)
         try await small.growWaiting(to: 5)
         #expect(small.held == 5)
@@ -184,10 +187,8 @@ import Testing
         await #expect(throws: APIError.self) { try await timedOut.value }
         #expect(budget.refusals.counts == ["wait": 1])
 
-        let cancelled = Self.waiter(budget, project: 1, bytes: 30)
-        while budget.waitingNow < 1 { await Task.yield() }
-        let next = Self.waiter(budget, project: 1, bytes: 20)
-        while budget.waitingNow < 2 { await Task.yield() }
+        let cancelled = await Self.inLine(budget, project: 1, bytes: 30)
+        let next = await Self.inLine(budget, project: 1, bytes: 20)
         cancelled.cancel()
         await #expect(throws: APIError.self) { try await cancelled.value }
         #expect(budget.waitingNow == 1)
