@@ -172,6 +172,34 @@ import Testing
         withExtendedLifetime((receiving, small)) {}
     }
 
+    /// A request that holds nothing stays in line past its patience when, during it, the
+    /// requests in its way settled: requests let in together after a group commit are all
+    /// being read for a moment, and the line behind them must not be refused for that.
+    @Test func aWaiterThatSawRoomComingStaysPastItsPatience() async throws {
+        let clock = TestClock()
+        let budget = Self.budget(clock)
+        let first = BodyByteBudget.Reservation(budget, project: 1)
+        try first.grow(to: 25)
+        let second = BodyByteBudget.Reservation(budget, project: 1)
+        try second.grow(to: 25)
+        let waiting = await Self.inLine(budget, project: 1, bytes: 30)
+        first.settle(holding: 25, received: 25)
+        second.settle(holding: 25, received: 25)
+        // Their commits end; a request that does not wait takes the room the first gave back,
+        // and is being read when the patience passes.
+        first.release()
+        let next = BodyByteBudget.Reservation(budget, project: 1)
+        try next.grow(to: 25)
+        second.release()
+        while clock.sleeping < 1 { await Task.yield() }
+        clock.advance(by: .seconds(1))
+        await Self.settle()
+        #expect(budget.waitingNow == 1)
+        next.release()
+        #expect(try await waiting.value == 30)
+        #expect(budget.refusals.counts.isEmpty)
+    }
+
     /// A wait for settled bytes ends, refused, at the budget's `maxWait`; a cancelled waiter
     /// leaves the line at once, and the one behind it moves up.
     @Test func aWaitEndsAtMaxWaitOrWhenCancelled() async throws {
@@ -179,11 +207,12 @@ import Testing
         let budget = Self.budget(clock)
         let settled = try Self.settled(budget, project: 1, bytes: 50)
         let timedOut = Self.waiter(budget, project: 1, bytes: 30)
-        while clock.sleeping < 1 { await Task.yield() }
-        clock.advance(by: .seconds(1))
-        while clock.sleeping < 1 { await Task.yield() }
-        #expect(budget.waitingNow == 1)
-        clock.advance(by: .seconds(9))
+        // It waits for settled bytes: patient at every second, refused at the tenth.
+        for _ in 0..<10 {
+            while clock.sleeping < 1 { await Task.yield() }
+            #expect(budget.waitingNow == 1)
+            clock.advance(by: .seconds(1))
+        }
         await #expect(throws: APIError.self) { try await timedOut.value }
         #expect(budget.refusals.counts == ["wait": 1])
 

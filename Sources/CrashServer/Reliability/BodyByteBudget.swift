@@ -31,8 +31,10 @@ import Synchronization
 /// own commits instead of being refused. A request that already holds bytes is refused at
 /// once when the bytes in its way belong to requests still being received: a stalled sender
 /// may hold them for the whole read timeout, and a request that waited for it would keep its
-/// own bytes from everyone as long. A request that holds nothing yet may wait for those too,
-/// but at most ``patience``: it keeps nothing from anyone, and holds back no one meanwhile.
+/// own bytes from everyone as long. A request that holds nothing yet may wait for those too:
+/// it keeps nothing from anyone, and holds back no one meanwhile; but it is refused once a whole
+/// ``patience`` passed in which settled requests never held the bytes it lacks (a stalled
+/// sender's half), not when requests let in a moment ago are still being read.
 ///
 /// **Served in order.** Waiters form one line in arrival order, and bytes that come back go
 /// to the oldest waiter that fits. A waiter that waits for settled bytes holds back the later
@@ -64,8 +66,8 @@ final class BodyByteBudget: Sendable {
     let limit: Int
     /// The longest a request waits for room, counted from its first wait, before it is refused.
     let maxWait: Duration
-    /// The longest a request that holds nothing waits for bytes held by requests still being
-    /// received (a stalled sender's, perhaps, until the read timeout).
+    /// The longest a request that holds nothing waits while all the bytes it lacks are held by
+    /// requests still being received (a stalled sender's, perhaps, until the read timeout).
     let patience: Duration
     /// Every refusal, by reason (`request`, `project`, `unidentified`, `budget`, `wait`).
     let refusals: RefusalLog
@@ -99,8 +101,11 @@ final class BodyByteBudget: Sendable {
         let expected: Expected?
         /// It held nothing when it came: it may wait for bytes of requests being received.
         let fresh: Bool
-        /// Until ``BodyByteBudget/patience`` has passed.
+        /// False once a whole ``BodyByteBudget/patience`` passed in which settled requests never
+        /// held the bytes it lacks.
         var patient = true
+        /// Settled requests held the bytes it lacked, or it fitted, since the last patience passed.
+        var sawRoom = false
         /// Its task, once it sleeps.
         var continuation: CheckedContinuation<Growth, Never>?
         /// What became of it before it slept.
@@ -269,7 +274,9 @@ final class BodyByteBudget: Sendable {
             state.line[index].total = total
             let more = total - held
             var decision: Growth?
-            if let shortfall = shortfall(more, of: waiter.owner, in: state) {
+            let shortfall = shortfall(more, of: waiter.owner, in: state)
+            state.line[index].sawRoom = waiter.sawRoom || shortfall?.comesBack ?? true
+            if let shortfall {
                 if shortfall.comesBack {
                     heldBack.insert(waiter.owner)
                     allHeldBack = allHeldBack || shortfall.wholeOnly
@@ -350,13 +357,19 @@ final class BodyByteBudget: Sendable {
     /// `wait` (its patience ends first), or cancelled.
     private func wait(_ id: Int, for wait: Duration) async -> Growth {
         let timer = Task { [sleep, patience] in
-            let patient = min(patience, wait)
-            await sleep(patient)
-            guard !Task.isCancelled else { return }
-            self.changing { state in
-                if let index = state.line.firstIndex(where: { $0.id == id }) { state.line[index].patient = false }
+            var left = wait
+            while left > patience {
+                await sleep(patience)
+                left -= patience
+                guard !Task.isCancelled else { return }
+                // Patient for the next stretch only if room could have come in this one.
+                self.changing { state in
+                    guard let index = state.line.firstIndex(where: { $0.id == id }) else { return }
+                    state.line[index].patient = state.line[index].sawRoom
+                    state.line[index].sawRoom = false
+                }
             }
-            await sleep(wait - patient)
+            await sleep(left)
             guard !Task.isCancelled else { return }
             self.expire(id)
         }
@@ -417,7 +430,8 @@ final class BodyByteBudget: Sendable {
     /// Marks reservation `ticket` of `owner` settled: what it holds comes back without a client.
     /// With `learning`, its body held `held` bytes for `received`, which the ratios learn.
     private func settle(_ ticket: Int, of owner: Owner, learning: (held: Int, received: Int, compressed: Bool)?) {
-        state.withLock { state in
+        // Served: waiters for bytes it holds now wait for bytes that come back.
+        changing { state in
             if let learning {
                 state.learn(held: learning.held, received: learning.received, compressed: learning.compressed, owner: owner)
             }
