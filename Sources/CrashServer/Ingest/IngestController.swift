@@ -29,18 +29,32 @@ struct IngestController: Sendable {
         let project = try context.requireIngestProject()
         try Self.checkContentType(request.headers.value(.contentType))
         let coding = try IngestBody.compression(request.headers.value(.contentEncoding))
+        // Held until the request ends, reports included (they are no larger than the body).
+        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
+        let (items, count, rejected, quota) = try await decode(request, project: project, coding: coding, holding: share)
+        metrics.recordScrubbed(items, door: "reports")
+        let response = try await store(
+            items, count: count, rejected: rejected, project: project, quota: quota, logger: context.logger)
+        withExtendedLifetime(share) {}
+        return Self.accepted(response)
+    }
+
+    /// Reads the body into `share` and decodes it into the items to store: its reports, the
+    /// count it held and those refused. The reader (the decoded body and its decoder's state,
+    /// about 90 KB for gzip) ends here, before the commit is awaited: what waits for it is the
+    /// items, whose stacks are one buffer each instead of a string per frame
+    /// (``IngestItem/stack``): the body's own text.
+    private func decode(
+        _ request: Request, project: ProjectRef, coding: ContentCoding, holding share: BodyByteBudget.Reservation
+    ) async throws -> (items: [IngestItem], count: Int, rejected: [IngestResponse.Rejection], quota: QuotaClaim?) {
         let reader = try IngestBody.ingestError {
             try IngestBodyReader(
                 coding: coding, maxBodyBytes: body.maxBodyBytes, maxDecompressedBytes: body.maxDecompressedBytes)
         }
         try body.checkDeclaredLength(request.headers)
-        // Held until the request ends, reports included (they are no larger than the body).
-        let share = BodyByteBudget.Reservation(body.budget, project: project.id)
         try await body.admit(request.headers, coding: coding, holding: share)
         try await body.read(request.body, into: reader, holding: share)
         let scrubber = try await authenticator.scrubber(for: project)
-        // The decoded batch ends here: what waits for the commit is the items, whose stacks are
-        // one buffer each instead of a string per frame (``IngestItem/stack``): the body's own text.
         let limits = try await limits.limits(of: project.id)
         let quota = limits.dailyQuota.map(QuotaClaim.init(limit:))
         let (items, count, rejected) = try await IngestBody.reading(reader.outputBytes) {
@@ -56,11 +70,7 @@ struct IngestController: Sendable {
                 return (items, batch.count, batch.rejected)
             }
         }
-        metrics.recordScrubbed(items, door: "reports")
-        let response = try await store(
-            items, count: count, rejected: rejected, project: project, quota: quota, logger: context.logger)
-        withExtendedLifetime(share) {}
-        return Self.accepted(response)
+        return (items, count, rejected, quota)
     }
 
     /// Commits `items`, the valid reports of a body of `count`, and counts outcomes.
