@@ -134,30 +134,29 @@ import Testing
         func key(_ version: String) -> RollupUserSets.Key {
             RollupUserSets.Key(piece: 0, from: Self.start, to: Self.now, project: 1, version: version, filters: SessionFilters())
         }
-        let stamp = RollupUserSets.Stamp(bucket: Self.start, app: "a", environment: "production", xmin: 7)
+        let stamp: RollupUserSets.Stamps = #"{"(\"2026-11-02 00:00:00+00\",a,production,7)"}"#
         var sketch = RollupUserSets.Sets()
         for i in 0..<300 { sketch.users.insert(Int64(i) &* Int64(bitPattern: 0x9E37_79B9_7F4A_7C15)) }
         #expect(sketch.users.isSketch)
 
-        sets.store(key("1"), stamps: [stamp], sets: sketch)
-        #expect(sets.sets(key("1"), stamps: [stamp])?.users == sketch.users)
-        var changed = stamp
-        changed.xmin = 8
-        #expect(sets.sets(key("1"), stamps: [changed]) == nil)
-        #expect(sets.sets(key("1"), stamps: [stamp]) == nil)  // dropped with the stale entry
+        sets.store(key("1"), stamps: stamp, sets: sketch)
+        #expect(sets.sets(key("1"), stamps: stamp)?.users == sketch.users)
+        let changed: RollupUserSets.Stamps = #"{"(\"2026-11-02 00:00:00+00\",a,production,8)"}"#
+        #expect(sets.sets(key("1"), stamps: changed) == nil)
+        #expect(sets.sets(key("1"), stamps: stamp) == nil)  // dropped with the stale entry
 
-        sets.store(key("1"), stamps: [stamp], sets: sketch)
+        sets.store(key("1"), stamps: stamp, sets: sketch)
         clock.withLock { $0 = $0.advanced(by: .seconds(61)) }
-        #expect(sets.sets(key("1"), stamps: [stamp]) == nil)
+        #expect(sets.sets(key("1"), stamps: stamp) == nil)
 
         // Room for two sketches: a third drops the least recently used.
-        sets.store(key("1"), stamps: [stamp], sets: sketch)
-        sets.store(key("2"), stamps: [stamp], sets: sketch)
-        #expect(sets.sets(key("1"), stamps: [stamp]) != nil)
-        sets.store(key("3"), stamps: [stamp], sets: sketch)
-        #expect(sets.sets(key("2"), stamps: [stamp]) == nil)
-        #expect(sets.sets(key("1"), stamps: [stamp]) != nil)
-        #expect(sets.sets(key("3"), stamps: [stamp]) != nil)
+        sets.store(key("1"), stamps: stamp, sets: sketch)
+        sets.store(key("2"), stamps: stamp, sets: sketch)
+        #expect(sets.sets(key("1"), stamps: stamp) != nil)
+        sets.store(key("3"), stamps: stamp, sets: sketch)
+        #expect(sets.sets(key("2"), stamps: stamp) == nil)
+        #expect(sets.sets(key("1"), stamps: stamp) != nil)
+        #expect(sets.sets(key("3"), stamps: stamp) != nil)
         #expect(sets.bytes <= sets.budget)
     }
 }

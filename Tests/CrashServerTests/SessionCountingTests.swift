@@ -189,6 +189,27 @@ import Testing
         let error = abs(Double(sketch.estimate - Int64(n))) / Double(n)
         #expect(error < 0.02, "estimate \(sketch.estimate) for \(n)")
     }
+
+    /// The estimate sums 2^-rank in fixed point while every rank is at most 38: the same sum,
+    /// hence the same count, as adding the powers one by one in floating point, whatever the
+    /// ranks (higher ones, of 1024 device registers or 16,384 user registers).
+    @Test(arguments: [(1024, 12), (16_384, 30), (16_384, 38), (16_384, 39), (16_384, 255), (1024, 60)])
+    func theEstimateSumsAsFloatingPointDoes(_ count: Int, _ highest: Int) {
+        var generator = SystemRandomNumberGenerator()
+        for fill in [0.05, 0.5, 1.0] {
+            let registers = (0..<count).map { _ in
+                Double.random(in: 0..<1, using: &generator) < fill ? UInt8.random(in: 1...UInt8(highest), using: &generator) : 0
+            }
+            let m = Double(count)
+            var sum = 0.0
+            for rank in registers { sum += 1 / pow(2, Double(rank)) }
+            let zeros = registers.filter { $0 == 0 }.count
+            let raw = 0.7213 / (1 + 1.079 / m) * m * m / sum
+            let expected =
+                raw <= 2.5 * m && zeros > 0 ? Int64((m * log(m / Double(zeros))).rounded()) : Int64(raw.rounded())
+            #expect(HyperLogLog.estimate(registers) == expected, "\(count) registers up to rank \(highest), fill \(fill)")
+        }
+    }
 }
 
 /// RFC 3339 text of the current time, for test bodies.

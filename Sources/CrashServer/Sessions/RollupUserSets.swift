@@ -27,17 +27,10 @@ final class RollupUserSets: Sendable {
         var filters: SessionFilters
     }
 
-    /// One row of a piece, in the version read.
-    struct Stamp: Hashable, Sendable, Comparable {
-        var bucket: Date
-        var app: String
-        var environment: String
-        var xmin: Int64
-
-        static func < (a: Stamp, b: Stamp) -> Bool {
-            (a.bucket, a.app, a.environment, a.xmin) < (b.bucket, b.app, b.environment, b.xmin)
-        }
-    }
+    /// The rows of a piece in the versions read: PostgreSQL's text of the array of their keys
+    /// and `xmin` in key order (one value per piece and version, ``PostgresSessionStore``'s
+    /// stamp read), equal exactly when the rows and their versions are.
+    typealias Stamps = String
 
     /// The union of a piece's rows.
     struct Sets: Sendable {
@@ -46,7 +39,7 @@ final class RollupUserSets: Sendable {
     }
 
     private struct Entry {
-        var stamps: [Stamp]
+        var stamps: Stamps
         var sets: Sets
         var bytes: Int
         var stored: ContinuousClock.Instant
@@ -74,8 +67,8 @@ final class RollupUserSets: Sendable {
         self.now = now
     }
 
-    /// The union stored for `key` when its rows are exactly `stamps` (sorted), else nil.
-    func sets(_ key: Key, stamps: [Stamp]) -> Sets? {
+    /// The union stored for `key` when its rows are exactly `stamps`, else nil.
+    func sets(_ key: Key, stamps: Stamps) -> Sets? {
         let instant = self.now()
         return state.withLock { state in
             guard var entry = state.entries[key] else { return nil }
@@ -91,10 +84,10 @@ final class RollupUserSets: Sendable {
         }
     }
 
-    /// Stores the union of the rows `stamps` (sorted) for `key`, then drops the least recently
-    /// used entries while over the budget.
-    func store(_ key: Key, stamps: [Stamp], sets: Sets) {
-        let bytes = sets.users.storedBytes + sets.crashedUsers.storedBytes + stamps.count * 48 + key.version.utf8.count + 96
+    /// Stores the union of the rows `stamps` for `key`, then drops the least recently used
+    /// entries while over the budget.
+    func store(_ key: Key, stamps: Stamps, sets: Sets) {
+        let bytes = sets.users.storedBytes + sets.crashedUsers.storedBytes + stamps.utf8.count + key.version.utf8.count + 96
         guard bytes <= budget else { return }
         let instant = self.now()
         state.withLock { state in
