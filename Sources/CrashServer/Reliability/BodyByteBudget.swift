@@ -51,7 +51,7 @@ import Synchronization
 /// bodies (of every project's, before its first; before any, ``firstRatio(compressed:)``),
 /// and gives back what it did not use once its body is read. So the requests let in are those
 /// whose bodies fit whole, and the others wait before they hold anything: 64 SDKs sending
-/// batches of 1,000 (3.3 MB each, received plus decoded) into a 17 MiB half read five bodies
+/// batches of 1,000 (3.7 MB each, received plus decoded) into a 17 MiB half read four bodies
 /// at a time, instead of reading all at once and refusing most halfway. Every refusal is
 /// counted and logged at a bounded rate (``refusals``).
 final class BodyByteBudget: Sendable {
@@ -482,9 +482,10 @@ final class BodyByteBudget: Sendable {
         /// Grows the share to `total` bytes as ``grow(to:)`` does, but waits in line for room
         /// (``BodyByteBudget``: served in order, for at most the budget's `maxWait` from the
         /// request's first wait) while the bytes missing are held by settled requests, which give
-        /// them back when the server is done with them, or, while the share holds nothing, for at
-        /// most the budget's `patience` for bytes of requests still being received. Throws 503
-        /// otherwise, or when the wait ends without room.
+        /// them back when the server is done with them, or, while the share holds nothing, for
+        /// bytes of requests still being received until a whole `patience` of the budget passed in
+        /// which settled requests never held them. Throws 503 otherwise, or when the wait ends
+        /// without room.
         func growWaiting(to total: Int) async throws {
             guard total > held else { return }
             try await growWaiting(to: total, expected: nil)
