@@ -35,6 +35,12 @@ struct PostgresIngestStore: IngestStore {
     /// The transaction sends `COMMIT` only if `gate` lets it: once the batcher's deadline has
     /// passed it rolls back instead.
     ///
+    /// A statement PostgresNIO wrote after its connection had closed is never answered
+    /// (``endingOnConnectionClose(whenCancelled:grace:_:)``); one written before is failed as
+    /// soon as the close is seen. So a statement still unanswered a second after its connection
+    /// closed never reached PostgreSQL, a `COMMIT` included: the transaction was rolled back,
+    /// and the batch is refused (503) rather than answered "outcome unknown" (500).
+    ///
     /// - Returns: the keys of the reports stored by this call.
     /// - Throws: ``CommitOutcomeUnknown`` when the connection failed after `COMMIT` was sent,
     ///   before its answer; any other error means nothing was stored.
@@ -42,11 +48,14 @@ struct PostgresIngestStore: IngestStore {
         var attempt = 0
         while true {
             do {
-                return try await client.withTransaction(logger: logger) { connection in
-                    try gate.begin { Task { try? await connection.close() } }
-                    let fresh = try await storeInTransaction(items, connection)
-                    try gate.commit()
-                    return fresh
+                return try await endingOnConnectionClose(whenCancelled: .awaitOutcome, grace: .seconds(1)) { leased in
+                    try await client.withTransaction(logger: logger) { connection in
+                        leased(connection)
+                        try gate.begin { Task { try? await connection.close() } }
+                        let fresh = try await storeInTransaction(items, connection)
+                        try gate.commit()
+                        return fresh
+                    }
                 }
             } catch let error where ["40P01", "40001"].contains(sqlState(error)) && attempt < 5 {
                 attempt += 1
