@@ -55,6 +55,30 @@ import Testing
         }
     }
 
+    /// A batch's `COMMIT` written after its connection closed never reached PostgreSQL: the
+    /// batch ends with a connection error (503), not "outcome unknown" (500), and nothing of it
+    /// is stored.
+    @Test func anIngestCommitWrittenToAClosedConnectionEndsWithAConnectionError() async throws {
+        let project = try await makeProject()
+        let reports = try RollupEquivalenceTests.decoded(RollupEquivalenceTests.reports(seed: 7)).prefix(5)
+        try await withTestDatabase { db in
+            let owner = try #require(
+                try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(project.ingestKey))?.project)
+            let items = reports.map { IngestItem(project: owner, report: $0) }
+            let store = PostgresIngestStore(database: db, beforeCommit: Self.terminate)
+            let ended = try await withDeadline(.seconds(30)) { () -> String in
+                do {
+                    _ = try await store.store(items, gate: CommitGate())
+                    return "answered"
+                } catch {
+                    return "\(type(of: error))"
+                }
+            }
+            #expect(ended == "ConnectionClosedMidTransaction")
+            #expect(try await db.storedReportIDs(slug: project.project).isEmpty)
+        }
+    }
+
     /// Start-up retries a connection error (`prepareDatabase`); a migration left to the driver
     /// would wait forever instead.
     @Test func aMigrationWhoseConnectionClosesEndsWithAConnectionError() async throws {

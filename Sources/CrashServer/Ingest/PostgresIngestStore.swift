@@ -23,10 +23,14 @@ struct PostgresIngestStore: IngestStore {
     /// (``writeReports(_:_:regressed:_:)``).
     let maxStatementBytes: Int
     let logger: Logger
+    /// Runs right before `COMMIT` is sent, on the transaction's connection: tests end the
+    /// connection there.
+    let beforeCommit: @Sendable (PostgresConnection) async throws -> Void
 
-    init(database: CrashDatabase) {
+    init(database: CrashDatabase, beforeCommit: @escaping @Sendable (PostgresConnection) async throws -> Void = { _ in }) {
         client = database.ingestClient
         maxStatementBytes = database.maxStatementBytes
+        self.beforeCommit = beforeCommit
         logger = database.logger
     }
 
@@ -54,6 +58,7 @@ struct PostgresIngestStore: IngestStore {
                         try gate.begin { Task { try? await connection.close() } }
                         let fresh = try await storeInTransaction(items, connection)
                         try gate.commit()
+                        try await beforeCommit(connection)
                         return fresh
                     }
                 }
