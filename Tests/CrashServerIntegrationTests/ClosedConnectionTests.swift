@@ -79,6 +79,82 @@ import Testing
         }
     }
 
+    /// The server's pools with room for one connection (`CRASHGUARD_DB_POOL_SIZE=1`), without the
+    /// migration: these tests need no tables.
+    static func withPoolOfOne<T: Sendable>(_ body: @Sendable (CrashDatabase) async throws -> T) async throws -> T {
+        try await withDatabase(TestEnvironment.configuration { $0.databasePoolSize = 1 }, logger: TestEnvironment.logger, body)
+    }
+
+    /// A transaction whose connection PostgreSQL closes between two statements stays parked on
+    /// the dropped statement for good, but the pool lets go of that connection when it closes: a
+    /// pool of one, with three transactions parked so, still serves the next at once.
+    @Test func transactionsParkedOnClosedConnectionsLeaveThePoolItsConnections() async throws {
+        try await Self.withPoolOfOne { db in
+            let outcomes = try await withDeadline(.seconds(2)) { () -> [String] in
+                var parked: [Task<String, any Error>] = []
+                for _ in 0..<3 {
+                    let (written, writing) = AsyncStream<Void>.makeStream()
+                    parked.append(
+                        Task {
+                            try await Self.outcome {
+                                try await db.client.withTransactionEndingOnClose(logger: TestEnvironment.logger) { connection in
+                                    try await Self.terminate(connection)
+                                    writing.yield()
+                                    try await connection.query("SELECT 1", logger: TestEnvironment.logger)
+                                }
+                            }
+                        })
+                    for await _ in written { break }
+                }
+                let next = try await Self.outcome {
+                    try await db.client.withTransactionEndingOnClose(logger: TestEnvironment.logger) { connection in
+                        _ = try await connection.query("SELECT 1", logger: TestEnvironment.logger)
+                    }
+                }
+                var outcomes = [next]
+                for task in parked { outcomes.append(try await task.value) }
+                return outcomes
+            }
+            #expect(outcomes == ["answered"] + Array(repeating: "connection error", count: 3))
+        }
+    }
+
+    /// A transaction waiting for a pool's only connection gets a new one when PostgreSQL closes
+    /// that connection under the transaction holding it: PostgresNIO's pool replaces a closed
+    /// connection only to keep its minimum, so the pools keep one (``CrashDatabase``).
+    @Test func aTransactionWaitingForAConnectionThatClosesGetsAnother() async throws {
+        try await Self.withPoolOfOne { db in
+            let (leased, leasing) = AsyncStream<Void>.makeStream()
+            let (queued, queuing) = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await Self.outcome {
+                    try await db.client.withTransactionEndingOnClose(logger: TestEnvironment.logger) { connection in
+                        leasing.yield()
+                        for await _ in queued { break }
+                        try await Self.terminate(connection)
+                    }
+                }
+            }
+            for await _ in leased { break }
+            let waiter = Task {
+                try await withDeadline(.seconds(1)) {
+                    try await Self.outcome {
+                        try await db.client.withTransactionEndingOnClose(logger: TestEnvironment.logger) { connection in
+                            _ = try await connection.query("SELECT 1", logger: TestEnvironment.logger)
+                        }
+                    }
+                }
+            }
+            // The waiter's lease request reaches the pool, and waits in its queue, well within this.
+            try await Task.sleep(for: .milliseconds(100))
+            queuing.yield()
+            let waited: String
+            do { waited = try await waiter.value } catch { waited = "\(type(of: error))" }
+            #expect(waited == "answered")
+            #expect(try await holder.value == "connection error")
+        }
+    }
+
     /// Start-up retries a connection error (`prepareDatabase`); a migration left to the driver
     /// would wait forever instead.
     @Test func aMigrationWhoseConnectionClosesEndsWithAConnectionError() async throws {

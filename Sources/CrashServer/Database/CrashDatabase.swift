@@ -48,7 +48,11 @@ public struct CrashDatabase: Sendable {
     public init(configuration: ServerConfiguration, logger: Logger) throws {
         var config = try PostgresClient.Configuration(url: configuration.databaseURL)
         config.options.maximumConnections = configuration.databasePoolSize
-        config.options.minimumConnections = 0
+        // PostgresNIO's pool replaces a closed connection only to keep this minimum: with none,
+        // a lease waiting in its queue when the connections it waited for closed (a PostgreSQL
+        // restart) would wait for the next lease to come along. With one, the pool connects again
+        // at once and serves the queue (docs/server.md, "A statement the driver never answers").
+        config.options.minimumConnections = 1
         config.options.connectTimeout = .seconds(3)
         let session = [("TimeZone", "UTC"), ("jit", "off")]
         config.options.additionalStartupParameters = session + [("application_name", "crash-server")]
