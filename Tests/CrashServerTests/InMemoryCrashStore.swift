@@ -31,6 +31,16 @@ final class InMemoryCrashStore: QueryStore {
     }
 
     private let state = Mutex(State())
+    /// The per-row reads asked for (`versions`, `deviceCounts`, `groupTrends`), by name, in order.
+    private let rowReads = Mutex<[String]>([])
+
+    /// The per-row reads asked for since the last call, by name, in order.
+    func takeRowReads() -> [String] {
+        rowReads.withLock { reads in
+            defer { reads = [] }
+            return reads
+        }
+    }
 
     /// Adds a project readable with `readToken`.
     @discardableResult
@@ -81,7 +91,7 @@ final class InMemoryCrashStore: QueryStore {
     func project(readToken: String) async throws -> ProjectRef? { state.withLock { $0.projects[readToken] } }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (Reader) async throws -> T) async throws -> T {
-        try await body(Reader(state: state.withLock { $0 }))
+        try await body(Reader(state: state.withLock { $0 }, logRowRead: { name in self.rowReads.withLock { $0.append(name) } }))
     }
 
     func saveListSnapshot(_ snapshot: String) async throws -> Int64 {
@@ -96,6 +106,7 @@ final class InMemoryCrashStore: QueryStore {
     /// Reads over a copy of the state.
     struct Reader: QueryReader {
         let state: State
+        let logRowRead: @Sendable (String) -> Void
 
         private func matching(_ project: Int64, _ window: TimeWindow, _ f: GroupFilters) -> [Report] {
             state.reports.filter { r in
@@ -189,6 +200,7 @@ final class InMemoryCrashStore: QueryStore {
         }
 
         func versions(ids: [Int64], since: Date) async throws -> [Int64: [String]] {
+            logRowRead("versions")
             var out: [Int64: Set<String>] = [:]
             for r in state.reports where ids.contains(r.group) && r.stored.timestamp >= since {
                 out[r.group, default: []].insert(r.stored.app.version)
@@ -204,6 +216,7 @@ final class InMemoryCrashStore: QueryStore {
         func deviceCounts(
             project: Int64, counts: [Int64: Int64], window: TimeWindow, since: Date, filters: GroupFilters
         ) async throws -> [Int64: Int64] {
+            logRowRead("deviceCounts")
             var devices: [Int64: Set<String>] = [:]
             for r in matching(project, window, filters) where counts[r.group] != nil && !r.deviceID.isEmpty {
                 devices[r.group, default: []].insert(r.deviceID)
@@ -308,6 +321,7 @@ final class InMemoryCrashStore: QueryStore {
         ) async throws
             -> [Int64: [Date: Int64]]
         {
+            logRowRead("groupTrends")
             var out: [Int64: [Date: Int64]] = [:]
             for r in matching(project, window, filters) where ids.contains(r.group) {
                 out[r.group, default: [:]][TimeWindow.floor(r.stored.timestamp, unit.seconds), default: 0] += 1

@@ -143,6 +143,28 @@ import Testing
         #expect(throws: APIError.self) { try DashboardQuery(values: ["status": "closed"]).crashList(project: project, limit: 2) }
     }
 
+    /// The crash page's merge choices are the default list's first page, in its order, as the
+    /// groups' rows: the ranking alone, with no trends, devices or versions read for rows that
+    /// show an id and a title.
+    @Test func mergeChoicesRankTheDefaultListWithoutItsRowsReads() async throws {
+        let store = InMemoryCrashStore()
+        let project = store.addProject(slug: "merge-choices", readToken: "crt_merge_choices")
+        let now = Date()
+        for i in 0..<4 {
+            for n in 0...i { store.add(project, signature: "crash \(i)", at: now.addingTimeInterval(-Double(n + 1) * 600)) }
+        }
+        store.add(project, signature: "last month", at: now.addingTimeInterval(-20 * 86_400))
+        store.add(project, signature: "last month", at: now.addingTimeInterval(-21 * 86_400))
+        let service = QueryService(store: store)
+        let request = try DashboardQuery(values: [:]).crashList(project: project, limit: 3, now: now)
+        let list = try await service.groups(project, request).groups
+        #expect(store.takeRowReads().contains("groupTrends"))
+        let rows = try await service.rankedRows(project, request)
+        #expect(rows.map { String($0.id) } == list.map(\.id))
+        #expect(rows.map(\.title) == ["custom: crash 3", "custom: crash 2", "custom: crash 1"])
+        #expect(store.takeRowReads() == [])
+    }
+
     /// The dashboard's Releases pages and `GET .../releases` with the same window and filters
     /// are the same typed requests; a bad value is the API's 400 on both.
     @Test func dashboardReleasePagesAndRESTAreTheSameRequests() throws {

@@ -19,9 +19,11 @@ extension DashboardController {
     func mergePanel(_ project: ProjectRef, group: GroupBody) async throws -> MergePanelView {
         var choices: [MergeChoiceView] = []
         if group.mergedInto == nil {
+            // The ranking and the rows' titles only: a list page would also compute devices,
+            // versions and 50 hourly trends for a select that shows none of them.
             let list = try DashboardQuery(values: [:]).crashList(project: project, limit: Self.mergeChoices)
-            choices = try await store.queries.groups(project, list).groups.filter { $0.id != group.id }.map {
-                MergeChoiceView(id: $0.id, title: $0.title)
+            choices = try await store.queries.rankedRows(project, list).filter { String($0.id) != group.id }.map {
+                MergeChoiceView(id: String($0.id), title: $0.title)
             }
         }
         return MergePanelView(

@@ -57,12 +57,7 @@ struct QueryService<Store: QueryStore>: Sendable {
             let page: [GroupRanking.Entry]
             switch sort {
             case .count:
-                page = try await ranking.byCount(
-                    candidates: { after, atLeast, batch in
-                        try await reader.countCandidates(
-                            project: project.id, window: counted, filters: filters, after: after, atLeast: atLeast, limit: batch)
-                    },
-                    counts: counts)
+                page = try await ranking.byCount(reader, project: project.id, window: counted, filters: filters, counts: counts)
             case .lastSeen, .firstSeen:
                 // Under a cursor, keys are those of the first page's snapshot, so groups that
                 // got reports since keep their place.
@@ -112,6 +107,23 @@ struct QueryService<Store: QueryStore>: Sendable {
             ).encode()
         }
         return list
+    }
+
+    /// The first page of `request` by count as the groups' stored rows, in the list's order:
+    /// the ranking alone, without the rows' devices, versions or trends (the dashboard's merge
+    /// choices show an id and a title). Counted on current data; a cursor or another sort is
+    /// not read.
+    func rankedRows(_ project: ProjectRef, _ request: GroupListRequest) async throws -> [GroupRow] {
+        try await read(project) { reader in
+            let since = try await reader.retainedSince(project: project.id, now: now())
+            let (window, filters) = (request.window.retained(since: since), request.filters)
+            let page = try await GroupRanking(limit: request.limit, after: nil).byCount(
+                reader, project: project.id, window: window, filters: filters,
+                counts: { ids in try await reader.windowCounts(project: project.id, ids: ids, window: window, filters: filters, snapshot: nil) })
+            let shown = page.prefix(request.limit).map(\.id)
+            let rows = try await reader.groupRows(project: project.id, ids: shown)
+            return shown.compactMap { rows[$0] }
+        }
     }
 
     /// A group's detail over the request's window, its latest reports symbolicated when a
@@ -224,5 +236,18 @@ struct QueryService<Store: QueryStore>: Sendable {
             StatsBody.Series(key: key, points: buckets.map { TimeCount(t: $0, count: byKey[key]?[$0] ?? 0) })
         }
         return StatsBody(series: series, truncated: truncated ? true : nil)
+    }
+}
+
+extension GroupRanking {
+    /// ``byCount(candidates:counts:)`` over `reader`'s groups by their count's upper bound in `window`.
+    func byCount<Reader: QueryReader>(
+        _ reader: Reader, project: Int64, window: TimeWindow, filters: GroupFilters, counts: ([Int64]?) async throws -> [Int64: Int64]
+    ) async throws -> [Entry] {
+        try await byCount(
+            candidates: { after, atLeast, batch in
+                try await reader.countCandidates(project: project, window: window, filters: filters, after: after, atLeast: atLeast, limit: batch)
+            },
+            counts: counts)
     }
 }
