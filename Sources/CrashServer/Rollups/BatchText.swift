@@ -5,8 +5,9 @@ import CrashWire
 ///
 /// The rollup rows are added up in dictionaries and written sorted by key. With the strings in
 /// the keys, a report's strings were hashed some 30 times and compared again by every sort
-/// (docs/performance.md). Here each value is hashed once per report; the keys hold ranks, which
-/// hash and compare as integers and sort exactly as the strings do.
+/// (docs/performance.md). Here each value is hashed once per pending row that holds it
+/// (``RollupFactTable``) and sorted once per cycle; the keys hold ranks, which hash and compare
+/// as integers and sort exactly as the strings do.
 struct BatchText {
     /// The ranks of one report's values.
     struct Ranks {
@@ -22,8 +23,11 @@ struct BatchText {
     private(set) var strings: [String]
     /// The ranks of each report's values, in the order of the reports.
     private(set) var reports: [Ranks]
-    /// Every value's rank.
-    private var ranks: [String: Int32]
+    /// The rank of each of the table's text ids.
+    private let rankOfID: [Int32]
+    /// The ranks of ``fixed``, in its order.
+    private let fixedRanks: [Int32]
+    private let table: RollupFactTable
 
     /// Values every batch's keys may use besides the reports' own: the all-versions version
     /// and the facet names.
@@ -35,48 +39,38 @@ struct BatchText {
     }
 
     init(facts: [RollupFact]) {
-        // First come, first numbered; then renumbered in the strings' order.
-        var ids: [String: Int32] = [:]
-        var distinct: [String] = []
-        func id(_ value: String) -> Int32 {
-            let next = Int32(distinct.count)
-            // One hash: the default is stored when the value is new.
-            let found = Self.read(&ids[value, default: next])
-            if found == next { distinct.append(value) }
-            return found
-        }
-        for value in Self.fixed { _ = id(value) }
-        var reports: [Ranks] = []
-        reports.reserveCapacity(facts.count)
-        for r in facts {
-            reports.append(
-                Ranks(
-                    app: id(r.app), version: id(r.version), os: id(r.os), model: id(r.model), kind: id(r.kind),
-                    environment: id(r.environment)))
-        }
-        let order = distinct.indices.sorted { distinct[$0] < distinct[$1] }
-        var rankOfID = [Int32](repeating: 0, count: distinct.count)
+        var table = RollupFactTable()
+        for fact in facts { table.append(fact) }
+        self.init(table)
+    }
+
+    /// The texts of `table`'s reports: its distinct texts sorted once, each report's ids mapped
+    /// to ranks through an array.
+    init(_ table: RollupFactTable) {
+        let texts = table.texts
+        let order = texts.indices.sorted { texts[$0] < texts[$1] }
+        var rankOfID = [Int32](repeating: 0, count: texts.count)
         for (rank, id) in order.enumerated() { rankOfID[id] = Int32(rank) }
-        strings = order.map { distinct[$0] }
-        self.reports = reports.map {
+        strings = order.map { texts[$0] }
+        reports = table.reports.map {
             Ranks(
                 app: rankOfID[Int($0.app)], version: rankOfID[Int($0.version)], os: rankOfID[Int($0.os)],
                 model: rankOfID[Int($0.model)], kind: rankOfID[Int($0.kind)], environment: rankOfID[Int($0.environment)])
         }
-        ranks = ids.mapValues { rankOfID[Int($0)] }
+        self.rankOfID = rankOfID
+        fixedRanks = BatchText.fixed.map { rankOfID[Int(table.id(of: $0)!)] }
+        self.table = table
     }
-
-    @inline(__always) private static func read(_ value: inout Int32) -> Int32 { value }
 
     subscript(rank: Int32) -> String { strings[Int(rank)] }
 
     /// The rank of `value`; nil when no report of the batch has it.
-    func rank(of value: String) -> Int32? { ranks[value] }
+    func rank(of value: String) -> Int32? { table.id(of: value).map { rankOfID[Int($0)] } }
 
-    /// The ranks of the facet names and the all-versions version.
-    var all: Int32 { ranks[""]! }
-    var appFacet: Int32 { ranks["app"]! }
-    var versionFacet: Int32 { ranks["version"]! }
-    var osFacet: Int32 { ranks["os"]! }
-    var environmentFacet: Int32 { ranks["environment"]! }
+    /// The ranks of the facet names and the all-versions version (``fixed``).
+    var all: Int32 { fixedRanks[0] }
+    var appFacet: Int32 { fixedRanks[1] }
+    var versionFacet: Int32 { fixedRanks[2] }
+    var osFacet: Int32 { fixedRanks[3] }
+    var environmentFacet: Int32 { fixedRanks[4] }
 }

@@ -61,8 +61,8 @@ struct PostgresRollupStore: RollupStore {
                 """, connection)
             try await afterTaking(connection)
             try await fold.fold(facts.facts, connection)
-            let full = facts.rows >= cycleRows || facts.facts.count >= cycleReports
-            return .folded(rows: facts.rows, reports: facts.facts.count, full: full)
+            let full = facts.rows >= cycleRows || facts.facts.reports.count >= cycleReports
+            return .folded(rows: facts.rows, reports: facts.facts.reports.count, full: full)
         }
     }
 
@@ -123,24 +123,24 @@ struct RollupFold: Sendable {
         let facts = try await take(
             "DELETE FROM rollup_pending WHERE project_id = \(project) RETURNING project_id, facts", connection)
         try await fold(facts.facts, connection)
-        return facts.facts.count
+        return facts.facts.reports.count
     }
 
     /// The rows `delete` took, decoded.
-    func take(_ delete: PostgresQuery, _ connection: PostgresConnection) async throws -> (rows: Int, facts: [RollupFact]) {
-        var facts: [RollupFact] = []
+    func take(_ delete: PostgresQuery, _ connection: PostgresConnection) async throws -> (rows: Int, facts: RollupFactTable) {
+        var facts = RollupFactTable()
         var rows = 0
         for try await (project, encoded) in try await connection.query(delete, logger: logger).decode((Int64, ByteBuffer).self) {
-            try RollupFacts.decode(encoded, project: project, into: &facts)
+            try facts.append(encoded, project: project)
             rows += 1
         }
         return (rows, facts)
     }
 
     /// Adds `facts` to every rollup, each key once, in one statement.
-    func fold(_ facts: [RollupFact], _ connection: PostgresConnection) async throws {
-        guard !facts.isEmpty else { return }
-        let text = BatchText(facts: facts)
+    func fold(_ table: RollupFactTable, _ connection: PostgresConnection) async throws {
+        guard !table.reports.isEmpty else { return }
+        let (facts, text) = (table.reports, BatchText(table))
         var counts: [HourlyKey: (n: Int64, fatal: Int64)] = [:]
         for (fact, ranks) in zip(facts, text.reports) {
             let key = HourlyKey(

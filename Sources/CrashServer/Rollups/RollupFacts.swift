@@ -35,9 +35,6 @@ struct RollupFact: Sendable, Equatable {
             os: r.device?.os ?? "", model: r.device?.model ?? "", kind: r.kind.rawValue,
             environment: r.environment ?? ReportLimits.defaultEnvironment, device: r.device?.id ?? "")
     }
-
-    /// The device sketch register of the report's device id; nil without one.
-    var register: (index: Int, rank: UInt8)? { device.isEmpty ? nil : DeviceSketch.register(for: device) }
 }
 
 /// The facts of one project's reports as one `rollup_pending.facts` value: each distinct text
@@ -90,39 +87,134 @@ enum RollupFacts {
 
     /// The facts `buffer` holds, of `project`, appended to `facts`.
     static func decode(_ buffer: ByteBuffer, project: Int64, into facts: inout [RollupFact]) throws {
-        var buffer = buffer
-        guard buffer.readInteger(as: UInt8.self) == format, let textCount = buffer.readInteger(as: UInt32.self) else {
-            throw RollupFactsError(description: "rollup facts of project \(project): unknown format")
-        }
-        var texts: [String] = []
-        texts.reserveCapacity(Int(textCount))
-        for _ in 0..<textCount {
-            guard let length = buffer.readInteger(as: UInt32.self), let text = buffer.readString(length: Int(length)) else {
-                throw RollupFactsError(description: "rollup facts of project \(project): truncated text")
-            }
-            texts.append(text)
-        }
-        guard let count = buffer.readInteger(as: UInt32.self) else {
-            throw RollupFactsError(description: "rollup facts of project \(project): no report count")
-        }
-        facts.reserveCapacity(facts.count + Int(count))
-        for _ in 0..<count {
-            guard let group = buffer.readInteger(as: Int64.self), let bits = buffer.readInteger(as: UInt64.self),
-                let fatal = buffer.readInteger(as: UInt8.self)
-            else { throw RollupFactsError(description: "rollup facts of project \(project): truncated report") }
-            var values: [String] = []
-            values.reserveCapacity(7)
-            for _ in 0..<7 {
-                guard let place = buffer.readInteger(as: UInt32.self), Int(place) < texts.count else {
-                    throw RollupFactsError(description: "rollup facts of project \(project): a text out of range")
-                }
-                values.append(texts[Int(place)])
-            }
+        var table = RollupFactTable(keepingDevices: true)
+        try table.append(buffer, project: project)
+        facts.reserveCapacity(facts.count + table.reports.count)
+        for r in table.reports {
+            let t = table.texts
             facts.append(
                 RollupFact(
+                    project: r.project, group: r.group, time: r.time, fatal: r.fatal, app: t[Int(r.app)], version: t[Int(r.version)],
+                    os: t[Int(r.os)], model: t[Int(r.model)], kind: t[Int(r.kind)], environment: t[Int(r.environment)],
+                    device: t[Int(r.device)]))
+        }
+    }
+}
+
+/// Rollup facts as an aggregator cycle folds them: each distinct text of all its rows once
+/// (`texts`, by id), and each report as the ids of its texts and its device's sketch register.
+///
+/// A `rollup_pending.facts` value holds each of its texts once; decoding makes a `String` of a
+/// text, finds its id (one hash) or its device register (one SHA-256), only the first time a
+/// report of the value uses it, so a report costs a few integer reads and array lookups.
+struct RollupFactTable {
+    struct Report {
+        var project: Int64
+        var group: Int64
+        var time: Date
+        var fatal: Bool
+        /// Ids in ``RollupFactTable/texts``.
+        var app: Int32, version: Int32, os: Int32, model: Int32, kind: Int32, environment: Int32
+        /// The id of the device id among the texts when the table keeps devices, else -1.
+        var device: Int32
+        /// The device sketch register (``DeviceSketch/register(for:)``) as `index << 8 | rank`;
+        /// 0 for no device id (a rank is at least 1).
+        var register: UInt32
+
+        /// The register as ``DeviceSketch`` takes it; nil for no device id.
+        var deviceRegister: (index: Int, rank: UInt8)? {
+            register == 0 ? nil : (Int(register >> 8), UInt8(truncatingIfNeeded: register))
+        }
+    }
+
+    /// The distinct texts, in the order first used: `texts[id]`. ``BatchText/fixed`` comes first.
+    private(set) var texts: [String] = []
+    private var ids: [String: Int32] = [:]
+    private(set) var reports: [Report] = []
+    /// Whether device ids are texts too (``Report/device``); the fold needs only their registers.
+    let keepingDevices: Bool
+
+    init(keepingDevices: Bool = false) {
+        self.keepingDevices = keepingDevices
+        for text in BatchText.fixed { _ = id(text) }
+    }
+
+    /// The id of `text`, made when it is new.
+    mutating func id(_ text: String) -> Int32 {
+        let next = Int32(texts.count)
+        // One hash: the default is stored when the text is new.
+        let found = Self.read(&ids[text, default: next])
+        if found == next { texts.append(text) }
+        return found
+    }
+
+    @inline(__always) private static func read(_ value: inout Int32) -> Int32 { value }
+
+    /// The id of a text, if any report used it.
+    func id(of text: String) -> Int32? { ids[text] }
+
+    static func register(_ device: String) -> UInt32 {
+        guard !device.isEmpty else { return 0 }
+        let (index, rank) = DeviceSketch.register(for: device)
+        return UInt32(index) << 8 | UInt32(rank)
+    }
+
+    /// Adds one fact.
+    mutating func append(_ fact: RollupFact) {
+        reports.append(
+            Report(
+                project: fact.project, group: fact.group, time: fact.time, fatal: fact.fatal, app: id(fact.app), version: id(fact.version),
+                os: id(fact.os), model: id(fact.model), kind: id(fact.kind), environment: id(fact.environment),
+                device: keepingDevices ? id(fact.device) : -1, register: Self.register(fact.device)))
+    }
+
+    /// Adds the facts of `project` that `buffer` (``RollupFacts``'s layout) holds.
+    mutating func append(_ buffer: ByteBuffer, project: Int64) throws {
+        let whole = buffer
+        var buffer = buffer
+        func failure(_ what: String) -> RollupFactsError { RollupFactsError(description: "rollup facts of project \(project): \(what)") }
+        guard buffer.readInteger(as: UInt8.self) == RollupFacts.format, let textCount = buffer.readInteger(as: UInt32.self) else {
+            throw failure("unknown format")
+        }
+        // Where each of the value's texts is; read when a report first uses it.
+        var spans: [(at: Int, length: Int)] = []
+        spans.reserveCapacity(Int(textCount))
+        for _ in 0..<textCount {
+            guard let length = buffer.readInteger(as: UInt32.self), buffer.readableBytes >= Int(length) else {
+                throw failure("truncated text")
+            }
+            spans.append((buffer.readerIndex, Int(length)))
+            buffer.moveReaderIndex(forwardBy: Int(length))
+        }
+        guard let count = buffer.readInteger(as: UInt32.self) else { throw failure("no report count") }
+        // Per text of the value: its id here (-1: not yet), its register (UInt32.max: not yet).
+        var textIDs = [Int32](repeating: -1, count: spans.count)
+        var registers = [UInt32](repeating: .max, count: spans.count)
+        func text(_ place: Int) -> String { whole.getString(at: spans[place].at, length: spans[place].length)! }
+        func textID() throws -> Int32 {
+            guard let place = buffer.readInteger(as: UInt32.self).map(Int.init), place < spans.count else {
+                throw failure("a text out of range")
+            }
+            if textIDs[place] < 0 { textIDs[place] = id(text(place)) }
+            return textIDs[place]
+        }
+        reports.reserveCapacity(reports.count + Int(count))
+        for _ in 0..<count {
+            guard let group = buffer.readInteger(as: Int64.self), let bits = buffer.readInteger(as: UInt64.self),
+                let fatal = buffer.readInteger(as: UInt8.self), buffer.readableBytes >= 7 * 4
+            else { throw failure("truncated report") }
+            let (app, version, os, model, kind, environment) = (try textID(), try textID(), try textID(), try textID(), try textID(), try textID())
+            guard let device = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self).map(Int.init), device < spans.count else {
+                throw failure("a text out of range")
+            }
+            if registers[device] == .max { registers[device] = Self.register(text(device)) }
+            let deviceID = keepingDevices ? try textID() : -1
+            if !keepingDevices { buffer.moveReaderIndex(forwardBy: 4) }
+            reports.append(
+                Report(
                     project: project, group: group, time: Date(timeIntervalSinceReferenceDate: Double(bitPattern: bits)), fatal: fatal != 0,
-                    app: values[0], version: values[1], os: values[2], model: values[3], kind: values[4], environment: values[5],
-                    device: values[6]))
+                    app: app, version: version, os: os, model: model, kind: kind, environment: environment, device: deviceID,
+                    register: registers[device]))
         }
     }
 }

@@ -28,7 +28,7 @@ extension RollupFold {
         static let empty = QueryRollupRows(days: [], facets: [], models: [], projects: [])
     }
 
-    static func queryRollupRows(_ facts: [RollupFact], _ text: BatchText) -> QueryRollupRows {
+    static func queryRollupRows(_ facts: [RollupFactTable.Report], _ text: BatchText) -> QueryRollupRows {
         var days: [DayKey: Int64] = [:]
         var facets: [FacetKey: (n: Int64, first: Date, last: Date)] = [:]
         var models: [ModelKey: Int64] = [:]
@@ -42,13 +42,14 @@ extension RollupFold {
                 project: fact.project, group: group, day: day, app: ranks.app, version: ranks.version, os: ranks.os,
                 environment: ranks.environment)
             days[dayKey, default: 0] += 1
-            for (facet, value) in [
-                (appFacet, ranks.app), (versionFacet, ranks.version), (osFacet, ranks.os), (environmentFacet, ranks.environment),
-            ] {
-                // One hash per facet: the entry is made (or found) and changed in place.
-                let facetKey = FacetKey(project: fact.project, group: group, facet: facet, value: value)
-                Self.count(&facets[facetKey, default: (0, time, time)], at: time)
+            // One hash per facet: the entry is made (or found) and changed in place.
+            func count(_ facet: Int32, _ value: Int32) {
+                Self.count(&facets[FacetKey(project: fact.project, group: group, facet: facet, value: value), default: (0, time, time)], at: time)
             }
+            count(appFacet, ranks.app)
+            count(versionFacet, ranks.version)
+            count(osFacet, ranks.os)
+            count(environmentFacet, ranks.environment)
             models[ModelKey(group: group, hour: hour, model: ranks.model), default: 0] += 1
             let projectKey = ProjectKey(
                 project: fact.project, hour: hour, kind: ranks.kind, version: ranks.version, environment: ranks.environment)

@@ -34,24 +34,23 @@ extension RollupFold {
     /// sketches are read here, merged, and sent back only when a register grew (an empty sketch
     /// in the statement keeps the stored one).
     func versionRollupRows(
-        _ facts: [RollupFact], _ text: BatchText, _ connection: PostgresConnection
+        _ facts: [RollupFactTable.Report], _ text: BatchText, _ connection: PostgresConnection
     ) async throws -> (hourly: [VersionRollupRow], daily: [VersionRollupRow]) {
         // One entry per key, made (or found) and changed in place: one hash per key and report.
         var entries: [VersionRollupKey: (n: Int64, registers: [(index: Int, rank: UInt8)])] = [:]
         entries.reserveCapacity(facts.count)
         let all = text.all
         for (fact, ranks) in zip(facts, text.reports) {
-            let (group, register) = (fact.group, fact.register)
+            let (group, register) = (fact.group, fact.deviceRegister)
             let hour = TimeWindow.floor(fact.time, TimeWindow.hour)
             let day = TimeWindow.floor(fact.time, TimeWindow.day)
-            for version in [all, ranks.version] {
-                for key in [
-                    VersionRollupKey(group: group, version: version, daily: false, bucket: hour),
-                    VersionRollupKey(group: group, version: version, daily: true, bucket: day),
-                ] {
-                    Self.count(&entries[key, default: (0, [])], register)
-                }
+            func count(_ version: Int32, daily: Bool, _ bucket: Date) {
+                Self.count(&entries[VersionRollupKey(group: group, version: version, daily: daily, bucket: bucket), default: (0, [])], register)
             }
+            count(all, daily: false, hour)
+            count(all, daily: true, day)
+            count(ranks.version, daily: false, hour)
+            count(ranks.version, daily: true, day)
         }
         let sorted = entries.sorted { $0.key < $1.key }
         // The stored sketch of each key with devices, read by its place in the statement's arrays.
