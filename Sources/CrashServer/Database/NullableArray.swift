@@ -1,59 +1,74 @@
 import NIOCore
 import PostgresNIO
 
-/// A one-dimensional PostgreSQL array bound in binary whose elements may be NULL: a column of
-/// the ingest statements' `unnest(...)` that is nullable. PostgresNIO's `[Element]` binds
-/// cannot carry a NULL element, and the nullable columns must keep NULL apart from `""` (a
-/// device field may be an empty string, an absent one is NULL).
-struct NullableArray<Element: NullableArrayElement>: PostgresNonThrowingEncodable {
-    var elements: [Element?]
+/// A column of an ingest statement's `unnest(...)`: a one-dimensional PostgreSQL array bound in
+/// binary with one element per row of `rows`, each written by `element` straight from its row
+/// into the bind's buffer, NULL where it writes nothing.
+///
+/// - Elements may be NULL: PostgresNIO's `[Element]` binds cannot carry a NULL element, and the
+///   nullable columns must keep NULL apart from `""` (a device field may be an empty string, an
+///   absent one is NULL).
+/// - No array of the column's values is built first: binding a batch's `reports` rows as
+///   `items.map(\.report)` and then one array per column copied every report and retained each
+///   of its strings again for each column (docs/performance.md).
+struct NullableArray<Row>: PostgresDynamicTypeEncodable {
+    let rows: [Row]
+    let psqlType: PostgresDataType
+    var psqlFormat: PostgresFormat { .binary }
+    private let elementType: PostgresDataType
+    /// Writes the element of a row in its type's binary (receive) form; false for NULL.
+    private let element: (Row, inout ByteBuffer) -> Bool
 
-    init(_ elements: [Element?]) { self.elements = elements }
+    /// A column of `type` (`arrayType` the array's) whose `element` writes a row's element in
+    /// binary, or writes nothing and returns false for NULL.
+    init(
+        _ rows: [Row], of type: PostgresDataType, arrayType: PostgresDataType,
+        element: @escaping (Row, inout ByteBuffer) -> Bool
+    ) {
+        self.rows = rows
+        elementType = type
+        psqlType = arrayType
+        self.element = element
+    }
 
-    static var psqlType: PostgresDataType { Element.psqlArrayType }
-    static var psqlFormat: PostgresFormat { .binary }
+    /// A column of `value` of each row (nil: NULL), encoded as PostgresNIO encodes a `Value`.
+    init<Value: PostgresArrayEncodable & PostgresNonThrowingEncodable>(_ rows: [Row], _ value: @escaping (Row) -> Value?) {
+        self.init(rows, of: Value.psqlType, arrayType: Value.psqlArrayType) { row, buffer in
+            guard let value = value(row) else { return false }
+            value.encode(into: &buffer, context: .default)
+            return true
+        }
+    }
+
+    /// A `text` column of JSON written by `json` (``JSONWriter``), or NULL where it writes nothing.
+    static func json(_ rows: [Row], _ json: @escaping (Row, inout ByteBuffer) -> Bool) -> Self {
+        Self(rows, of: .text, arrayType: .textArray, element: json)
+    }
 
     /// The binary array format of PostgreSQL's `array_recv`: dimensions (0 for an empty
     /// array), a has-NULLs flag, the element type; per dimension its length and lower bound;
     /// then each element as a length (-1 for NULL) and its bytes.
     func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
-        buffer.writeInteger(Int32(elements.isEmpty ? 0 : 1))
-        buffer.writeInteger(Int32(elements.contains { $0 == nil } ? 1 : 0))
-        buffer.writeInteger(Element.psqlElementType.rawValue)
-        guard !elements.isEmpty else { return }
-        buffer.writeInteger(Int32(elements.count))
+        buffer.writeInteger(Int32(rows.isEmpty ? 0 : 1))
+        let hasNullsIndex = buffer.writerIndex
+        buffer.writeInteger(Int32(0))
+        buffer.writeInteger(elementType.rawValue)
+        guard !rows.isEmpty else { return }
+        buffer.writeInteger(Int32(rows.count))
         buffer.writeInteger(Int32(1))
-        for element in elements {
-            guard let element else {
-                buffer.writeInteger(Int32(-1))
-                continue
-            }
+        var hasNulls = false
+        for row in rows {
             let lengthIndex = buffer.writerIndex
             buffer.writeInteger(Int32(0))
-            element.encodeElement(into: &buffer)
+            guard element(row, &buffer) else {
+                buffer.setInteger(Int32(-1), at: lengthIndex)
+                hasNulls = true
+                continue
+            }
             buffer.setInteger(Int32(buffer.writerIndex - lengthIndex - 4), at: lengthIndex)
         }
+        if hasNulls { buffer.setInteger(Int32(1), at: hasNullsIndex) }
     }
-}
-
-/// An element type of a ``NullableArray``: its PostgreSQL types and binary form.
-protocol NullableArrayElement {
-    static var psqlElementType: PostgresDataType { get }
-    static var psqlArrayType: PostgresDataType { get }
-    /// Writes the element's binary form (the receive format of its type).
-    func encodeElement(into buffer: inout ByteBuffer)
-}
-
-extension String: NullableArrayElement {
-    static var psqlElementType: PostgresDataType { .text }
-    static var psqlArrayType: PostgresDataType { .textArray }
-    func encodeElement(into buffer: inout ByteBuffer) { buffer.writeString(self) }
-}
-
-extension Bool: NullableArrayElement {
-    static var psqlElementType: PostgresDataType { .bool }
-    static var psqlArrayType: PostgresDataType { .boolArray }
-    func encodeElement(into buffer: inout ByteBuffer) { buffer.writeInteger(UInt8(self ? 1 : 0)) }
 }
 
 /// A report's `stack` or `fingerprint` (an array of strings) or `context` (an object of
@@ -61,20 +76,25 @@ extension Bool: NullableArrayElement {
 /// bind: no JSON `String` per report. The columns are `text`, not `jsonb`: nothing queries
 /// inside them (the API reads them back as text), the reader has checked the body's JSON,
 /// and PostgreSQL would parse it again to build `jsonb` (docs/performance.md).
-enum JSONColumn: NullableArrayElement {
-    case strings([String])
-    case object([String: String])
-    /// JSON text already written by ``JSONWriter`` (``IngestItem/stack``).
-    case written([UInt8])
+enum JSONColumn {
+    /// Writes `values` as a JSON array; false (NULL) when nil.
+    static func strings(_ values: [String]?, into buffer: inout ByteBuffer) -> Bool {
+        guard let values else { return false }
+        JSONWriter.strings(values, into: &buffer)
+        return true
+    }
 
-    static var psqlElementType: PostgresDataType { .text }
-    static var psqlArrayType: PostgresDataType { .textArray }
+    /// Writes `values` as a JSON object; false (NULL) when nil.
+    static func object(_ values: [String: String]?, into buffer: inout ByteBuffer) -> Bool {
+        guard let values else { return false }
+        JSONWriter.object(values, into: &buffer)
+        return true
+    }
 
-    func encodeElement(into buffer: inout ByteBuffer) {
-        switch self {
-        case .strings(let values): JSONWriter.strings(values, into: &buffer)
-        case .object(let values): JSONWriter.object(values, into: &buffer)
-        case .written(let text): buffer.writeBytes(text)
-        }
+    /// Writes JSON text already written (``IngestItem/stack``); false (NULL) when nil.
+    static func written(_ text: [UInt8]?, into buffer: inout ByteBuffer) -> Bool {
+        guard let text else { return false }
+        buffer.writeBytes(text)
+        return true
     }
 }

@@ -77,27 +77,31 @@ extension IngestSQL {
         static let sql = query(Input()).sql
 
         static func query(_ input: Input) -> PostgresQuery {
-            let reports = input.stored.map(\.report)
+            let stored = input.stored
             let (pending, alerts) = (input.pending, input.alerts)
-            // Nullable report columns keep NULL apart from `""` (``NullableArray``); `stack`,
-            // `fingerprint` and `context` are JSON `text` elements written by ``JSONWriter``. The
-            // groups of the alerts are probed by id (`LATERAL`): as a join, the generic plan made on
-            // a fresh database read the whole of `crash_groups` (docs/performance.md).
+            // Each report column is written from the items into the bind (``NullableArray``),
+            // which keeps NULL apart from `""`; `stack`, `fingerprint` and `context` are JSON `text`
+            // elements (``JSONColumn``). The groups of the alerts are probed by id (`LATERAL`): as a
+            // join, the generic plan made on a fresh database read the whole of `crash_groups`
+            // (docs/performance.md).
             return """
                 WITH new_reports AS (
                     INSERT INTO reports (project_id, id, group_id, ts, kind, reason, stack, fatal, app_id, app_version,
                                          app_build, os, os_version, model, device_id, fingerprint, context, environment,
                                          scrubbed)
                     SELECT
-                        unnest(\(input.stored.map(\.projectID))), unnest(\(reports.map(\.id))), unnest(\(input.groupIDs)), unnest(\(reports.map(\.timestamp))),
-                        unnest(\(reports.map(\.kind.rawValue))), unnest(\(reports.map(\.reason))), unnest(\(NullableArray(input.stored.map { $0.stack.map(JSONColumn.written) }))),
-                        unnest(\(NullableArray(reports.map(\.fatal)))), unnest(\(reports.map(\.app.id))), unnest(\(reports.map(\.app.version))),
-                        unnest(\(NullableArray(reports.map(\.app.build)))), unnest(\(NullableArray(reports.map { $0.device?.os }))),
-                        unnest(\(NullableArray(reports.map { $0.device?.osVersion }))), unnest(\(NullableArray(reports.map { $0.device?.model }))),
-                        unnest(\(NullableArray(reports.map { $0.device?.id }))), unnest(\(NullableArray(reports.map { $0.fingerprint.map(JSONColumn.strings) }))),
-                        unnest(\(NullableArray(reports.map { $0.context.map(JSONColumn.object) }))),
-                        unnest(\(reports.map { $0.environment ?? ReportLimits.defaultEnvironment })),
-                        unnest(\(input.stored.map(\.scrubbed)))
+                        unnest(\(NullableArray(stored) { $0.projectID })), unnest(\(NullableArray(stored) { $0.report.id })),
+                        unnest(\(input.groupIDs)), unnest(\(NullableArray(stored) { $0.report.timestamp })),
+                        unnest(\(NullableArray(stored) { $0.report.kind.rawValue })), unnest(\(NullableArray(stored) { $0.report.reason })),
+                        unnest(\(NullableArray.json(stored) { JSONColumn.written($0.stack, into: &$1) })),
+                        unnest(\(NullableArray(stored) { $0.report.fatal })), unnest(\(NullableArray(stored) { $0.report.app.id })),
+                        unnest(\(NullableArray(stored) { $0.report.app.version })), unnest(\(NullableArray(stored) { $0.report.app.build })),
+                        unnest(\(NullableArray(stored) { $0.report.device?.os })), unnest(\(NullableArray(stored) { $0.report.device?.osVersion })),
+                        unnest(\(NullableArray(stored) { $0.report.device?.model })), unnest(\(NullableArray(stored) { $0.report.device?.id })),
+                        unnest(\(NullableArray.json(stored) { JSONColumn.strings($0.report.fingerprint, into: &$1) })),
+                        unnest(\(NullableArray.json(stored) { JSONColumn.object($0.report.context, into: &$1) })),
+                        unnest(\(NullableArray(stored) { $0.report.environment ?? ReportLimits.defaultEnvironment })),
+                        unnest(\(NullableArray(stored) { $0.scrubbed }))
                 ), pending AS (
                     INSERT INTO rollup_pending (project_id, reports, facts)
                     SELECT unnest(\(pending.projects)), unnest(\(pending.reports)), unnest(\(pending.facts))
