@@ -39,7 +39,7 @@ struct IngestBody: Sendable {
     /// for its bytes to come back rather than be refused.
     func read(_ body: RequestBody, into sink: some IngestBodySink, holding share: BodyByteBudget.Reservation) async throws {
         try await read(Stream(body), into: sink, holding: share)
-        share.settle(holding: sink.receivedBytes + sink.decodedBytes, received: sink.receivedBytes)
+        share.settle(after: sink)
     }
 
     /// Before the body is read: the room a body of its declared `Content-Length` is expected to
@@ -173,8 +173,9 @@ struct IngestBody: Sendable {
     /// The share is settled, as ``read(_:into:holding:)`` settles it.
     func readRest(_ whole: WholeBodyReading, holding share: BodyByteBudget.Reservation) async throws -> [UInt8] {
         try await read(whole.stream, into: whole.sink, holding: share)
+        // After `finish()`: its final flush may still decode bytes.
         try Self.ingestError { try whole.sink.reader.finish() }
-        share.settle(holding: whole.sink.receivedBytes + whole.sink.decodedBytes, received: whole.sink.receivedBytes)
+        share.settle(after: whole.sink)
         return whole.sink.bytes
     }
 
@@ -205,6 +206,14 @@ protocol IngestBodySink: AnyObject {
 }
 
 extension IngestBodyReader: IngestBodySink {}
+
+extension BodyByteBudget.Reservation {
+    /// Settles the share at what `sink` holds, its body read whole
+    /// (``settle(holding:received:)``): received plus decoded bytes.
+    fileprivate func settle(after sink: some IngestBodySink) {
+        settle(holding: sink.receivedBytes + sink.decodedBytes, received: sink.receivedBytes)
+    }
+}
 
 /// A body being read whole: see ``IngestBody/wholeBody(_:format:)``.
 struct WholeBodyReading {
