@@ -79,10 +79,12 @@ import Testing
         }
     }
 
-    /// The server's pools with room for one connection (`CRASHGUARD_DB_POOL_SIZE=1`), without the
-    /// migration: these tests need no tables.
+    /// The server's pools (the connections they keep included) with room for one connection
+    /// (`CRASHGUARD_DB_POOL_SIZE=1`), without the migration: these tests need no tables.
     static func withPoolOfOne<T: Sendable>(_ body: @Sendable (CrashDatabase) async throws -> T) async throws -> T {
-        try await withDatabase(TestEnvironment.configuration { $0.databasePoolSize = 1 }, logger: TestEnvironment.logger, body)
+        try await withDatabase(
+            TestEnvironment.configuration { $0.databasePoolSize = 1 }, logger: TestEnvironment.logger,
+            minimumConnections: CrashDatabase.keptConnections, body)
     }
 
     /// A transaction whose connection PostgreSQL closes between two statements stays parked on

@@ -43,16 +43,20 @@ public struct CrashDatabase: Sendable {
     /// readers' (``RollupFreshness``).
     let rollupCycles = RollupCycles()
 
-    /// Creates the pools for `configuration.databaseURL`; sessions run in UTC, without JIT
-    /// (its compile time, 15 ms and more, exceeded the run time of the query API's reads).
-    public init(configuration: ServerConfiguration, logger: Logger) throws {
+    /// The connections each of the server's pools keeps open. PostgresNIO's pool replaces a
+    /// closed connection only to keep its minimum: with none, a lease waiting in its queue when
+    /// the connections it waited for closed (a PostgreSQL restart) would wait for the next lease
+    /// to come along. With one, the pool connects again at once and serves the queue
+    /// (docs/server.md, "A statement the driver never answers").
+    public static let keptConnections = 1
+
+    /// Creates the pools for `configuration.databaseURL`, each keeping `minimumConnections`
+    /// open; sessions run in UTC, without JIT (its compile time, 15 ms and more, exceeded the
+    /// run time of the query API's reads).
+    public init(configuration: ServerConfiguration, logger: Logger, minimumConnections: Int = keptConnections) throws {
         var config = try PostgresClient.Configuration(url: configuration.databaseURL)
         config.options.maximumConnections = configuration.databasePoolSize
-        // PostgresNIO's pool replaces a closed connection only to keep this minimum: with none,
-        // a lease waiting in its queue when the connections it waited for closed (a PostgreSQL
-        // restart) would wait for the next lease to come along. With one, the pool connects again
-        // at once and serves the queue (docs/server.md, "A statement the driver never answers").
-        config.options.minimumConnections = 1
+        config.options.minimumConnections = minimumConnections
         config.options.connectTimeout = .seconds(3)
         let session = [("TimeZone", "UTC"), ("jit", "off")]
         config.options.additionalStartupParameters = session + [("application_name", "crash-server")]
@@ -179,12 +183,15 @@ struct QueryTimeouts: Sendable {
 }
 
 /// Runs `body` with a database whose pool runs for exactly as long as `body` does:
-/// for the command-line tools, which have no service group.
+/// for the command-line tools, which have no service group. Its pools connect only when a
+/// lease asks (`minimumConnections` 0): a command that uses one pool opens one connection,
+/// not one per pool.
 public func withDatabase<T: Sendable>(
-    _ configuration: ServerConfiguration, logger: Logger, _ body: @Sendable (CrashDatabase) async throws -> T
+    _ configuration: ServerConfiguration, logger: Logger, minimumConnections: Int = 0,
+    _ body: @Sendable (CrashDatabase) async throws -> T
 ) async throws -> T {
     try await checkReachable(configuration.databaseURL, logger: logger)
-    let db = try CrashDatabase(configuration: configuration, logger: logger)
+    let db = try CrashDatabase(configuration: configuration, logger: logger, minimumConnections: minimumConnections)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await db.client.run() }
         group.addTask { await db.ingestClient.run() }
