@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import PostgresNIO
 
@@ -38,6 +39,12 @@ struct NullableArray<Row>: PostgresDynamicTypeEncodable {
             value.encode(into: &buffer, context: .default)
             return true
         }
+    }
+
+    /// A `timestamptz` column of `value` of each row (nil: NULL), rounded to the microsecond
+    /// (``PostgresTimestamp``): PostgresNIO's `Date` encoding truncates.
+    init(_ rows: [Row], _ value: @escaping (Row) -> Date?) {
+        self.init(rows) { value($0).map { PostgresTimestamp(date: $0) } }
     }
 
     /// A `text` column of JSON written by `json` (``JSONWriter``), or NULL where it writes nothing.
