@@ -39,7 +39,7 @@ extension PostgresClient {
         logger: Logger, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await endingOnConnectionClose(whenCancelled: .awaitOutcome) { leased in
-            try await self.withTransaction(logger: logger) { connection in
+            try await self.withTransactionClosingRefused(logger: logger) { connection in
                 leased(connection)
                 return try await body(connection)
             }

@@ -37,18 +37,37 @@ extension PostgresConnection {
     /// A statement that PostgreSQL refused to prepare stays refused on that connection
     /// (PostgresNIO keeps the error for its name), and preparing can fail for a passing reason: a
     /// `lock_timeout` while parse analysis waits for a lock on a table (partition maintenance
-    /// queued behind a long read). So on an error from the database the connection is closed,
-    /// and the pool opens a fresh one; the transaction is rolled back either way.
+    /// queued behind a long read). So the transactions that run these statements close their
+    /// connection after an error from the database, once it is rolled back
+    /// (``PostgresClient/withTransactionClosingRefused(logger:_:)``), and the pool opens a fresh one.
     func run<Statement: FixedStatement>(
         _ statement: Statement.Type, _ input: Statement.Input, logger: Logger
     ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         let query = Statement.query(input)
         assert(query.sql == Statement.sql, "\(Statement.self): its text changed with its input")
-        do {
-            return try await execute(Prepared<Statement>(binds: query.binds), logger: logger)
-        } catch let error as PSQLError where error.code == .server {
-            Task { try? await self.close() }
-            throw error
+        return try await execute(Prepared<Statement>(binds: query.binds), logger: logger)
+    }
+}
+
+extension PostgresClient {
+    /// `withTransaction`, and a connection on which the database refused a statement of the
+    /// transaction is closed after its `ROLLBACK`, before the pool gets it back: a prepared
+    /// statement's refusal stays with its connection (``FixedStatement``).
+    ///
+    /// Closed at once instead, the close raced the `ROLLBACK`: written to the closed channel it
+    /// was never answered, and the transaction ended as a lost connection (503 "database
+    /// unreachable", the database marked down) instead of with its own error (503 "database
+    /// busy" for a lock timeout while preparing).
+    func withTransactionClosingRefused<T: Sendable>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withConnection { connection in
+            do {
+                return try await connection.withTransaction(logger: logger) { try await body($0) }
+            } catch let error as PostgresTransactionError where (error.closureError as? PSQLError)?.code == .server {
+                try? await connection.close()
+                throw error
+            }
         }
     }
 }

@@ -53,7 +53,7 @@ struct PostgresIngestStore: IngestStore {
         while true {
             do {
                 return try await endingOnConnectionClose(whenCancelled: .awaitOutcome, grace: .seconds(1)) { leased in
-                    try await client.withTransaction(logger: logger) { connection in
+                    try await client.withTransactionClosingRefused(logger: logger) { connection in
                         leased(connection)
                         try gate.begin { Task { try? await connection.close() } }
                         let fresh = try await storeInTransaction(items, connection)
