@@ -1090,3 +1090,74 @@ CREATE TABLE IF NOT EXISTS project_erased_days (
     reports    bigint NOT NULL,
     PRIMARY KEY (project_id, day)
 );
+
+-- environments: device sketches and counts per environment (docs/server.md, "The rollup
+-- aggregator"). Per group, environment, app version ('' for all versions) and UTC day: the
+-- report count and the device sketch (DeviceSketch.swift's stored form, as in
+-- group_version_daily). The crash list under `environment=` (alone or with one version) reads its
+-- whole days here and its edge hours from group_hourly (counts) and the reports (devices): one
+-- row per group, environment and day instead of one per app, version and OS, and no device
+-- count over every raw report of the window. Daily only: an hourly copy would cost about as
+-- many bytes again per report, for the edges of a window alone. Folded by RollupAggregator with
+-- the other rollups; erasure subtracts its counts and rebuilds its sketches of the days it erased
+-- device ids from (ReportEraser).
+-- A project's group_environment_daily rows recomputed from its stored reports: what the
+-- aggregator folds batch by batch. Used by `crash-bench seed`, by RollupEquivalenceTests and
+-- to fill the table when it is made (below). With p_folded, the reports of batches still pending
+-- (rollup_pending: their transaction's 32-bit id is the row's xmin) are left out: what the
+-- aggregator has folded.
+CREATE OR REPLACE FUNCTION crashguard_environment_rollups(p_project bigint, p_folded boolean DEFAULT false)
+RETURNS TABLE (group_id bigint, environment text, app_version text, day timestamptz, count bigint, sketch bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT s.g, s.e, s.v, s.b, sum(s.n)::bigint,
+           COALESCE(string_agg(int2send(s.register::int2) || substring(int2send(s.rank::int2) FROM 2 FOR 1), ''::bytea
+                               ORDER BY s.register), ''::bytea)
+    FROM (
+        SELECT r.group_id AS g, r.environment AS e, x.v, date_trunc('day', r.ts, 'UTC') AS b, d.register, max(d.rank) AS rank,
+               count(*) AS n
+        FROM reports r
+        CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
+        LEFT JOIN LATERAL (SELECT * FROM crashguard_device_register(r.device_id) WHERE r.device_id <> '') d ON true
+        WHERE r.project_id = p_project
+          AND NOT (p_folded AND EXISTS (SELECT 1 FROM rollup_pending q
+                                        WHERE q.project_id = p_project AND q.xmin::text::bigint = (r.xact::text::bigint & 4294967295)))
+        GROUP BY 1, 2, 3, 4, 5
+    ) s GROUP BY 1, 2, 3, 4
+$$;
+-- The device sketches of every group_environment_daily row of the days (p_groups[i], p_days[i]),
+-- from the reports stored now (rows of environments and versions left with no device id are
+-- absent). Erasure rebuilds the sketches of the days it took device ids from with it.
+CREATE OR REPLACE FUNCTION crashguard_environment_sketches(p_groups bigint[], p_days timestamptz[])
+RETURNS TABLE (group_id bigint, environment text, app_version text, day timestamptz, sketch bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT s.g, s.e, s.v, s.b,
+           string_agg(int2send(s.register::int2) || substring(int2send(s.rank::int2) FROM 2 FOR 1), ''::bytea ORDER BY s.register)
+    FROM (
+        SELECT c.g, r.environment AS e, x.v, c.b, d.register, max(d.rank) AS rank
+        FROM (SELECT DISTINCT g, b FROM unnest(p_groups, p_days) AS k(g, b)) c
+        JOIN reports r ON r.group_id = c.g AND r.ts >= c.b AND r.ts < c.b + interval '24 hours' AND r.device_id <> ''
+        CROSS JOIN LATERAL (VALUES (''), (r.app_version)) AS x(v)
+        CROSS JOIN LATERAL crashguard_device_register(r.device_id) d
+        GROUP BY 1, 2, 3, 4, 5
+    ) s GROUP BY 1, 2, 3, 4
+$$;
+-- The table is made once, and filled then from the reports stored so far (the days before a
+-- project's retention cut-off, whose reports are gone, are never read), under the aggregator's
+-- lock (PostgresRollupStore.lockID): the reports of batches still pending are left to the
+-- aggregator, which folds them.
+DO $$ BEGIN
+    IF to_regclass('group_environment_daily') IS NULL THEN
+        CREATE TABLE group_environment_daily (
+            group_id    bigint NOT NULL,
+            environment text NOT NULL,
+            app_version text NOT NULL,
+            day         timestamptz NOT NULL,
+            count       bigint NOT NULL,
+            sketch      bytea NOT NULL,
+            PRIMARY KEY (group_id, environment, app_version, day)
+        );
+        PERFORM pg_advisory_xact_lock(7165915779985864048);
+        INSERT INTO group_environment_daily
+        SELECT e.* FROM projects p CROSS JOIN LATERAL crashguard_environment_rollups(p.id, true) e;
+    END IF;
+END; $$;

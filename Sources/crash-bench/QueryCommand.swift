@@ -7,12 +7,14 @@ import NIOPosix
 
 /// `crash-bench query`: latency of the query API over HTTP against a running server.
 ///
-/// Nine requests, each run `runs` times one after another on one connection after a few
-/// warm-up calls: top-50 over the default 7 days; the same filtered by an app version (the
-/// top group's newest, or `--version`); top-25 with the per-row trend (hourly over 7 days,
-/// daily over 30 days); one group's detail (the top group); stats, hourly over 7 days; and
-/// the dashboard's pages, signed in with the read token: top crashes (7 days, 25 rows with
-/// hourly sparklines; 30 days with daily ones) and the top group's crash page. Prints
+/// Requests, each run `runs` times one after another on one connection after a few warm-up
+/// calls: top-50 over the default 7 days; the same filtered by an app version (the top group's
+/// newest, or `--version`), by search terms, by `environment=` (production, staging, and
+/// production with the version); top-25 with the per-row trend (hourly over 7 days, daily over
+/// 30 days); one group's detail (the top group), also under `environment=`; stats, hourly over 7
+/// days; and the dashboard's pages, signed in with the read token: top crashes (7 days, 25 rows
+/// with hourly sparklines; 30 days with daily ones; 7 days of production) and the top group's
+/// crash page. Prints
 /// p50/p95/max per request and a ROW line each.
 ///
 /// With `--releases`, the release-health requests instead (release-health.md): the releases
@@ -72,12 +74,16 @@ struct QueryCommand: AsyncParsableCommand {
             ("top-50 version=\(filterVersion)", base + "/crashes?limit=50&version=\(versionQuery)", nil),
             ("top-50 q=<3 terms> (7 days)", base + "/crashes?limit=50&q=\(searchQuery)", nil),
             ("top-50 environment= (7 days)", base + "/crashes?limit=50&environment=production", nil),
+            ("top-50 environment=staging (7 days)", base + "/crashes?limit=50&environment=staging", nil),
+            ("top-50 environment= version=", base + "/crashes?limit=50&environment=production&version=\(versionQuery)", nil),
             ("top-25 trend=hour (7 days)", base + "/crashes?limit=25&trend=hour", nil),
             ("top-25 trend=day (30 days)", base + "/crashes?limit=25&trend=day&from=\(monthAgo)", nil),
             ("crash detail (7 days)", base + "/crashes/\(id)", nil),
+            ("crash detail environment= (7 days)", base + "/crashes/\(id)?environment=production", nil),
             ("stats hourly (7 days)", base + "/stats?interval=hour", nil),
             ("dashboard top crashes (7 days)", url + "/projects/\(project)/crashes", session),
             ("dashboard top crashes (30 days)", url + "/projects/\(project)/crashes?window=30d", session),
+            ("dashboard top crashes environment=", url + "/projects/\(project)/crashes?environment=production", session),
             ("dashboard crash page (7 days)", url + "/projects/\(project)/crashes/\(id)", session),
         ]
         print("query: \(project), \(groups.count) groups on the first page, top group \(id) with \(first["count"] ?? "?") reports; q=\(search)")

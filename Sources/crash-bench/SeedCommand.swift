@@ -14,8 +14,8 @@ import Synchronization
 /// generated from `generate_series` into a temporary table, inserted into `reports` (their
 /// daily partition) and the `report_ids` ledger, and every rollup gets the day's rows from
 /// the same temporary table: the hourly and daily tables (`group_hourly`, `group_daily`,
-/// `group_model_hourly`, `project_hourly`, `group_version_hourly` and `group_version_daily`
-/// with their device sketches) are keyed by an hour or day of that chunk only, so they are
+/// `group_model_hourly`, `project_hourly`, `group_version_hourly`, `group_version_daily` and
+/// `group_environment_daily` with their device sketches) are keyed by an hour or day of that chunk only, so they are
 /// plain inserts; `group_facets` and the groups' counts and first/last seen are added to.
 /// A device's sketch register comes from schema.sql's `crashguard_device_register`, computed
 /// once per device. The chunk's row in `seed_chunks` commits with it: an interrupted seed
@@ -98,6 +98,17 @@ struct SeedCommand: AsyncParsableCommand {
         ),
         ("group_version_hourly", versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
         ("group_version_daily", versionRollupSQL(table: "group_version_daily", bucket: "day")),
+        (
+            "group_environment_daily",
+            """
+            INSERT INTO group_environment_daily (group_id, environment, app_version, day, count, sketch)
+            SELECT g, e, v, t, sum(n)::bigint,
+                   string_agg(int2send(register::int2) || substring(int2send(rank::int2) FROM 2 FOR 1), ''::bytea ORDER BY register)
+            FROM (SELECT b.gid AS g, b.env AS e, x.v, date_trunc('day', b.ts, 'UTC') AS t, b.register, max(b.drank) AS rank, count(*) AS n
+                  FROM b CROSS JOIN LATERAL (VALUES (''), (b.version)) AS x(v) GROUP BY 1, 2, 3, 4, 5) s
+            GROUP BY 1, 2, 3, 4
+            """
+        ),
         ("(turn)", "SELECT pg_advisory_xact_lock(hashtext('crash-bench seed') + $1)"),
         (
             "group_facets",
@@ -199,6 +210,12 @@ struct SeedCommand: AsyncParsableCommand {
             symmetric(
                 "SELECT v.group_id, v.app_version, v.day, v.count, v.sketch FROM group_version_daily v JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = $1",
                 "SELECT * FROM crashguard_version_rollups($1, 'day')")
+        ),
+        (
+            "group_environment_daily",
+            symmetric(
+                "SELECT e.group_id, e.environment, e.app_version, e.day, e.count, e.sketch FROM group_environment_daily e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1",
+                "SELECT * FROM crashguard_environment_rollups($1)")
         ),
     ]
 

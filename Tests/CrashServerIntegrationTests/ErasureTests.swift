@@ -80,6 +80,10 @@ import Testing
             "group_version_daily",
             "SELECT g.signature, v.app_version, v.day, v.count, v.sketch FROM group_version_daily v JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = $1"
         ),
+        (
+            "group_environment_daily",
+            "SELECT g.signature, e.environment, e.app_version, e.day, e.count, e.sketch FROM group_environment_daily e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1"
+        ),
     ]
 
     @Test func aDoneDeletionLeavesWhatNeverReceivingTheReportsWouldHave() async throws {

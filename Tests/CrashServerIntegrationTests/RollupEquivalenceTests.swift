@@ -64,6 +64,13 @@ import Testing
                 """,
             derived: "SELECT * FROM crashguard_version_rollups($1, 'day')"),
         Rollup(
+            table: "group_environment_daily",
+            written: """
+                SELECT e.group_id, e.environment, e.app_version, e.day, e.count, e.sketch FROM group_environment_daily e
+                JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1
+                """,
+            derived: "SELECT * FROM crashguard_environment_rollups($1)"),
+        Rollup(
             table: "crash_groups",
             written: "SELECT id, report_count, first_seen, last_seen, fatal FROM crash_groups WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_group_totals($1)"),
@@ -104,7 +111,8 @@ import Testing
     ]
 
     /// Reports that cross hour and UTC-day edges (fractions of a second either side), with
-    /// and without os, model, device and fatal, over kinds, apps and versions, sent in
+    /// and without os, model, device and fatal, over kinds, apps, versions and environments
+    /// (absent: the default one), sent in
     /// batches of different sizes with a retried batch in between, for two projects (the
     /// other one must not leak into the first one's rows).
     static func reports(seed: Int) -> [TestReport] {
@@ -116,13 +124,17 @@ import Testing
         let models: [String?] = ["iPhone14,2", nil, "iPad13,4", ""]
         let devices: [String?] = ["device-1", "device-2", nil, "", "device-\(seed)"]
         let fatals: [Bool?] = [true, false, nil]
+        let environments: [String?] = [nil, "staging", "production", nil, "dev", "staging"]
         return (0..<180).map { i in
-            queryReport(
+            var report = queryReport(
                 "rollup \(i % 7) seed \(seed)", at: midnight.addingTimeInterval(edges[i % edges.count] + Double(i / 37) * 1800),
                 kind: kinds[i % kinds.count], version: versions[i % versions.count],
                 app: i % 11 == 0 ? "com.example.other" : "com.example.demo",
                 os: oses[i % oses.count], model: models[(i / 2) % models.count], device: devices[i % devices.count],
-                fatal: fatals[(i / 3) % fatals.count])
+                fatal: fatals[(i / 3) % fatals.count]
+            ).object
+            report["environment"] = environments[(i / 4) % environments.count]
+            return TestReport(object: report)
         }
     }
 

@@ -26,9 +26,11 @@ struct GroupFilters: Sendable, Hashable {
         let p = reports
         if !p.contextKeys.isEmpty || !p.notContextKeys.isEmpty { return .reports }
         if p.fatal != nil { return .hours }
-        if app == nil && os == nil && environments.isEmpty && search.reportTerms.allSatisfy({ $0.value.isVersion && !$0.negated }) {
-            // Only `version` (parameter or terms) narrows the reports: the per-version rollups.
-            return p.versions.count <= 1 ? .versions : .dimensions
+        if app == nil && os == nil && search.reportTerms.allSatisfy({ $0.value.isVersion && !$0.negated }) {
+            // Only `version` (parameter or terms) narrows the reports: the per-version rollups;
+            // with `environment=`, the per-environment ones.
+            guard p.versions.count <= 1 else { return .dimensions }
+            return environments.isEmpty ? .versions : .environments
         }
         return .dimensions
     }
@@ -38,6 +40,9 @@ struct GroupFilters: Sendable, Hashable {
 enum RollupLevel: Sendable, Hashable {
     /// `group_version_hourly`/`daily`: at most one version, nothing else.
     case versions
+    /// `group_environment_daily` for whole days, `group_hourly` for edge hours: `environment=`
+    /// and at most one version, nothing else.
+    case environments
     /// `group_daily` and `group_hourly`: app, version, OS and environment.
     case dimensions
     /// `group_hourly` alone: its `fatal_count` answers `fatal:`.
@@ -94,7 +99,7 @@ extension TimeWindow {
     /// The window's pieces for a query at `level`: days and hours, hours only, or raw reports.
     func plan(for level: RollupLevel) -> Plan {
         switch level {
-        case .versions, .dimensions: plan
+        case .versions, .environments, .dimensions: plan
         case .hours: hourPlan
         case .reports: reportsPlan
         }

@@ -10,7 +10,8 @@ import PostgresNIO
 /// a database that never received them would.
 ///
 /// - Counts (`group_hourly`, `group_daily`, `group_model_hourly`, `project_hourly`,
-///   `group_facets`, `group_version_hourly/daily`, `crash_groups.report_count`) are
+///   `group_facets`, `group_version_hourly/daily`, `group_environment_daily`,
+///   `crash_groups.report_count`) are
 ///   subtracted, the erased reports' own share, key by key; a row left at 0 is deleted.
 /// - What a subtraction cannot give back is recomputed from the reports that remain: a group's
 ///   `first_seen`, `last_seen` and `fatal`, a facet's first and last time (only where an erased
@@ -42,7 +43,9 @@ struct ReportEraser: Sendable {
     }
 
     /// A device sketch's bucket: the `group_version_hourly` row (`daily`: `group_version_daily`)
-    /// of a group, a version ('' for all of them) and the hour (day) that starts the bucket.
+    /// of a group, a version ('' for all of them) and the hour (day) that starts the bucket. A
+    /// daily bucket of all versions also stands for every `group_environment_daily` row of its
+    /// group and day, whose sketches are rebuilt with it.
     struct SketchKey: Hashable, Sendable {
         var daily: Bool
         var group: Int64
@@ -222,6 +225,7 @@ struct Deltas {
     struct Project: Hashable { var hour: Date, kind: String, version: String, environment: String }
     struct Facet: Hashable { var group: Int64, facet: String, value: String }
     struct Version: Hashable { var group: Int64, version: String, bucket: Date }
+    struct EnvironmentDay: Hashable { var group: Int64, environment: String, version: String, day: Date }
     /// Count, and the earliest and latest time.
     struct Span {
         var n: Int64 = 0, first = Date.distantFuture, last = Date.distantPast
@@ -236,6 +240,7 @@ struct Deltas {
     /// Count, and whether an erased report of the bucket had a device id (its sketch is rebuilt).
     var versionHourly: [Version: (n: Int64, devices: Bool)] = [:]
     var versionDaily: [Version: (n: Int64, devices: Bool)] = [:]
+    var environmentDaily: [EnvironmentDay: Int64] = [:]
     /// Per group: count, times, and whether an erased report was fatal.
     var groups: [Int64: (span: Span, fatal: Bool)] = [:]
 
@@ -255,6 +260,7 @@ struct Deltas {
             for version in ["", r.version] {
                 Self.add(&versionHourly[Version(group: r.group, version: version, bucket: hour), default: (0, false)], r.device)
                 Self.add(&versionDaily[Version(group: r.group, version: version, bucket: day), default: (0, false)], r.device)
+                environmentDaily[EnvironmentDay(group: r.group, environment: r.environment, version: version, day: day), default: 0] += 1
             }
             groups[r.group, default: (Span(), false)].span.add(r.ts)
             if r.fatal { groups[r.group]?.fatal = true }
@@ -286,7 +292,7 @@ enum ErasureSQL {
     /// size of their groups.
     static func subtract(project p: Int64, _ d: Deltas) -> PostgresQuery {
         let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), ph = Array(d.projects), f = Array(d.facets)
-        let vh = Array(d.versionHourly), vd = Array(d.versionDaily), g = Array(d.groups)
+        let vh = Array(d.versionHourly), vd = Array(d.versionDaily), ed = Array(d.environmentDaily), g = Array(d.groups)
         let hourly = "t.project_id = x.p AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version"
         let daily = "t.project_id = x.p AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version"
         return """
@@ -325,7 +331,13 @@ enum ErasureSQL {
             vd AS (
                 SELECT * FROM unnest(\(vd.map(\.key.group)), \(vd.map(\.key.version)), \(vd.map(\.key.bucket)), \(vd.map(\.value.n)))
                     AS x(g, v, b, n)
-            ), \(unescaped: subtracting("version_daily", from: "vd", into: "group_version_daily", where: "t.group_id = x.g AND t.app_version = x.v AND t.day = x.b"))
+            ), \(unescaped: subtracting("version_daily", from: "vd", into: "group_version_daily", where: "t.group_id = x.g AND t.app_version = x.v AND t.day = x.b")),
+            ed AS (
+                SELECT * FROM unnest(\(ed.map(\.key.group)), \(ed.map(\.key.environment)), \(ed.map(\.key.version)), \(ed.map(\.key.day)),
+                                     \(ed.map(\.value)))
+                    AS x(g, e, v, b, n)
+            ), \(unescaped: subtracting("environment_daily", from: "ed", into: "group_environment_daily",
+                                         where: "t.group_id = x.g AND t.environment = x.e AND t.app_version = x.v AND t.day = x.b"))
             UPDATE crash_groups t SET report_count = t.report_count - x.n
             FROM unnest(\(g.map(\.key)), \(g.map(\.value.span.n))) AS x(g, n) WHERE t.id = x.g
             """
@@ -381,11 +393,23 @@ enum ErasureSQL {
 
     /// Sets the device sketches at `keys` to those of the reports stored now
     /// (`crashguard_device_sketches`, the bytes ingest writes), in one statement; rows no longer
-    /// there are skipped.
+    /// there are skipped. The `group_environment_daily` rows of the days of the all-versions daily
+    /// keys are rebuilt too (`crashguard_environment_sketches`; a row whose reports left have no
+    /// device id gets the empty sketch).
     static func rebuildSketches(_ keys: [ReportEraser.SketchKey]) -> PostgresQuery {
         let h = keys.filter { !$0.daily }, d = keys.filter(\.daily)
+        let days = d.filter { $0.version.isEmpty }
         return """
-            WITH hourly AS (
+            WITH environment_sketches AS (
+                SELECT * FROM crashguard_environment_sketches(\(days.map(\.group))::bigint[], \(days.map(\.bucket))::timestamptz[])
+            ), environment_daily AS (
+                UPDATE group_environment_daily t SET sketch = COALESCE((
+                    SELECT s.sketch FROM environment_sketches s
+                    WHERE s.group_id = t.group_id AND s.environment = t.environment AND s.app_version = t.app_version AND s.day = t.day
+                ), ''::bytea)
+                FROM unnest(\(days.map(\.group))::bigint[], \(days.map(\.bucket))::timestamptz[]) AS k(g, b)
+                WHERE t.group_id = k.g AND t.day = k.b
+            ), hourly AS (
                 UPDATE group_version_hourly t SET sketch = s.sketch
                 FROM crashguard_device_sketches(\(h.map(\.group))::bigint[], \(h.map(\.version))::text[], \(h.map(\.bucket))::timestamptz[],
                                                 interval '1 hour') s
@@ -418,6 +442,8 @@ enum ErasureSQL {
             DELETE FROM group_version_hourly WHERE group_id IN (SELECT id FROM gone)
         ), version_daily AS (
             DELETE FROM group_version_daily WHERE group_id IN (SELECT id FROM gone)
+        ), environment_daily AS (
+            DELETE FROM group_environment_daily WHERE group_id IN (SELECT id FROM gone)
         )
         SELECT id, merged_into FROM gone
         """

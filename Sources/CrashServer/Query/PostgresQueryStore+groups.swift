@@ -61,32 +61,28 @@ extension PostgresQueryStore.Reader {
     ///
     /// Exact (from raw reports, `reports_group_ts`) for groups with at most
     /// ``exactDeviceLimit`` reports in the window, and whenever a report filter or term other
-    /// than one version is set; otherwise estimated from the HyperLogLog sketches of the whole hours and days the
-    /// window touches (about 3 % standard error), for all versions or the filtered one: a partial
-    /// day at an edge is one day row where that adds (nearly) nothing (``TimeWindow/sketchPlan(now:notBefore:)``).
+    /// than one version and `environment=` is set; otherwise estimated from the HyperLogLog
+    /// sketches of the whole hours and days the window touches (about 3 % standard error), for
+    /// all versions or the filtered one: a partial day at an edge is one day row where that adds
+    /// (nearly) nothing (``TimeWindow/sketchPlan(now:notBefore:)``). Under `environment=` the days
+    /// are those of `group_environment_daily` and the edge hours' devices are read from the
+    /// reports (that table is daily only), their sketch registers computed by
+    /// `crashguard_device_register`, as ingest's are.
     func deviceCounts(
         project: Int64, counts: [Int64: Int64], window: TimeWindow, since: Date, filters f: GroupFilters
     ) async throws -> [Int64: Int64] {
-        var sketchable = f.level == .versions
-        var whole: Set<Int64> = []
-        var unfiltered = f
-        unfiltered.environments = []
-        if !sketchable, !f.environments.isEmpty, unfiltered.level == .versions {
-            // Only `environment=` narrows: a group whose reports are all in those environments
-            // (its facets there add up to its count) has the same devices as without the filter.
-            whole = try await groupsWhollyIn(f.environments, ids: counts.filter { $0.value > Self.exactDeviceLimit }.map(\.key))
-            sketchable = true
-        }
+        let level = f.level
+        let sketchable = level == .versions || level == .environments
         var exact: [Int64] = [], estimated: [Int64] = []
         for (id, n) in counts {
-            let sketch = sketchable && (whole.isEmpty && f.environments.isEmpty || whole.contains(id))
-            if sketch && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
+            if sketchable && n > Self.exactDeviceLimit { estimated.append(id) } else { exact.append(id) }
         }
-        if sketchable, f.environments.isEmpty, !f.reports.versions.isEmpty, !exact.isEmpty {
-            // Few reports of the version asked for, but an exact count reads every report of the
-            // group in the window, of every version (`reports_group_ts` has none): a group with
-            // more than the limit in all takes its version's sketch instead (one version's
-            // devices of the top groups of 30 days at 200,000 reports: 50 to 85 ms read exactly).
+        if sketchable, !f.reports.versions.isEmpty || level == .environments, !exact.isEmpty {
+            // Few reports of the version or environments asked for, but an exact count reads every
+            // report of the group in the window, of every version and environment
+            // (`reports_group_ts` has neither): a group with more than the limit in all takes the
+            // sketches instead (one version's devices of the top groups of 30 days at 200,000
+            // reports: 50 to 85 ms read exactly).
             let large = try await groupsOver(Self.exactDeviceLimit, ids: exact)
             exact.removeAll { large.contains($0) }
             estimated += large
@@ -110,20 +106,51 @@ extension PostgresQueryStore.Reader {
             // One row per group: its sketches concatenated (a list of entries in any order is
             // a valid stored form to merge). A row per sketch cost a row-stream step each, about
             // 10 ms for the top 25 groups of 7 days at 10 M reports.
-            let rows = try await connection.query(
-                """
-                SELECT o.owner, string_agg(sketch, ''::bytea) FROM \(owners: estimated) o JOIN (
-                    SELECT group_id, sketch FROM group_version_daily
-                    WHERE group_id IN (SELECT member FROM \(owners: estimated) m) AND app_version = \(version) AND \("day", in: plan.days)
-                    UNION ALL
-                    SELECT group_id, sketch FROM group_version_hourly
-                    WHERE group_id IN (SELECT member FROM \(owners: estimated) m) AND app_version = \(version)
-                      AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
-                ) x ON x.group_id = o.member GROUP BY o.owner
-                """, logger: logger)
-            for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
-                out[id] = DeviceSketch(encoded: bytes.readableBytesView).estimate
+            var sketches: [Int64: DeviceSketch] = [:]
+            if level == .environments {
+                let rows = try await connection.query(
+                    """
+                    SELECT o.owner, string_agg(sketch, ''::bytea) FROM \(owners: estimated) o JOIN group_environment_daily x
+                      ON x.group_id = o.member AND x.environment = ANY(\(f.environments)::text[]) AND x.app_version = \(version)
+                     AND \("x.day", in: plan.days)
+                    GROUP BY o.owner
+                    """, logger: logger)
+                for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
+                    sketches[id, default: DeviceSketch()].merge(encoded: bytes.readableBytesView)
+                }
+                if !plan.hoursHead.isEmpty || !plan.hoursTail.isEmpty {
+                    // The edge hours' devices, each group's distinct ones once, as sketch entries.
+                    let rows = try await connection.query(
+                        """
+                        SELECT e.owner, string_agg(int2send(d.register::int2) || substring(int2send(d.rank::int2) FROM 2 FOR 1), ''::bytea)
+                        FROM (
+                            SELECT DISTINCT o.owner, r.device_id FROM \(owners: estimated) o JOIN reports r ON r.group_id = o.member
+                            WHERE r.project_id = \(project) AND ((\("r.ts", in: plan.hoursHead)) OR (\("r.ts", in: plan.hoursTail)))
+                              AND r.device_id <> '' AND \(reportFilter: f, onReports: true)
+                        ) e CROSS JOIN LATERAL crashguard_device_register(e.device_id) d
+                        GROUP BY e.owner
+                        """, logger: logger)
+                    for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
+                        sketches[id, default: DeviceSketch()].merge(encoded: bytes.readableBytesView)
+                    }
+                }
+            } else {
+                let rows = try await connection.query(
+                    """
+                    SELECT o.owner, string_agg(sketch, ''::bytea) FROM \(owners: estimated) o JOIN (
+                        SELECT group_id, sketch FROM group_version_daily
+                        WHERE group_id IN (SELECT member FROM \(owners: estimated) m) AND app_version = \(version) AND \("day", in: plan.days)
+                        UNION ALL
+                        SELECT group_id, sketch FROM group_version_hourly
+                        WHERE group_id IN (SELECT member FROM \(owners: estimated) m) AND app_version = \(version)
+                          AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
+                    ) x ON x.group_id = o.member GROUP BY o.owner
+                    """, logger: logger)
+                for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
+                    sketches[id] = DeviceSketch(encoded: bytes.readableBytesView)
+                }
             }
+            for (id, sketch) in sketches { out[id] = sketch.estimate }
         }
         return out
     }
@@ -137,24 +164,6 @@ extension PostgresQueryStore.Reader {
             """, logger: logger)
         var out: [Int64] = []
         for try await id in rows.decode(Int64.self) { out.append(id) }
-        return out
-    }
-
-    /// The groups of `ids` all of whose reports are in `environments` (their 'environment'
-    /// facets there add up to the group's report count); merge targets are left out (their
-    /// devices are counted from their members' reports).
-    func groupsWhollyIn(_ environments: [String], ids: [Int64]) async throws -> Set<Int64> {
-        guard !ids.isEmpty else { return [] }
-        let rows = try await connection.query(
-            """
-            SELECT g.id FROM crash_groups g
-            JOIN (SELECT group_id, sum(count) AS n FROM group_facets
-                  WHERE group_id = ANY(\(ids)) AND facet = 'environment' AND value = ANY(\(environments)::text[]) GROUP BY group_id) f
-              ON f.group_id = g.id
-            WHERE f.n = g.report_count AND NOT EXISTS (SELECT 1 FROM crash_groups m WHERE m.merged_into = g.id)
-            """, logger: logger)
-        var out: Set<Int64> = []
-        for try await id in rows.decode(Int64.self) { out.insert(id) }
         return out
     }
 

@@ -3,9 +3,10 @@ import PostgresNIO
 
 extension PostgresQueryStore.Reader {
     /// Counts per group and bucket (`hour` or `day`, UTC) over `window` under the report
-    /// filters (`app`, `version`, `os`): the list's `trend`. Whole hours come from the
-    /// rollups (`group_version_hourly` without app/os filters, `group_hourly` with them),
-    /// and for daily buckets whole days from the daily ones (`group_version_daily`,
+    /// filters (`app`, `version`, `os`, `environment`): the list's `trend`. Whole hours come
+    /// from the rollups (`group_version_hourly` without app/os/environment filters,
+    /// `group_hourly` with them), and for daily buckets whole days from the daily ones
+    /// (`group_version_daily`, `group_environment_daily` with only `environment=` and a version,
     /// `group_daily`), so a 30-day sparkline reads about 30 rows per group, not 720;
     /// sub-hour edges come from raw reports. Only non-zero buckets are returned.
     func groupTrends(
@@ -17,6 +18,7 @@ extension PostgresQueryStore.Reader {
         let level = f.level
         let plan = unit == .day ? window.plan(for: level) : level == .reports ? window.reportsPlan : window.hourPlan
         let scoped = level == .versions
+        let environmental = level == .environments
         let version = f.reports.versions.first ?? ""
         // A merge target's trend counts the reports of the groups merged into it.
         let members = try await memberIDs(ids)
@@ -33,8 +35,12 @@ extension PostgresQueryStore.Reader {
                 WHERE \(scoped) AND group_id = ANY(\(members)) AND app_version = \(version)
                   AND (\("hour", in: plan.hoursHead) OR \("hour", in: plan.hoursTail))
                 UNION ALL
+                SELECT group_id, day, count FROM group_environment_daily
+                WHERE \(environmental) AND group_id = ANY(\(members)) AND environment = ANY(\(f.environments)::text[])
+                  AND app_version = \(version) AND \("day", in: plan.days)
+                UNION ALL
                 SELECT group_id, day, count FROM group_daily
-                WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(members)) AND \("day", in: plan.days)
+                WHERE NOT \(scoped) AND NOT \(environmental) AND project_id = \(project) AND group_id = ANY(\(members)) AND \("day", in: plan.days)
                   AND \(reportFilter: f)
                 UNION ALL
                 SELECT group_id, hour, \(rollupCount: f) FROM group_hourly

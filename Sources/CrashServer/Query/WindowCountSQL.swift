@@ -3,7 +3,7 @@ import PostgresNIO
 /// The reads a window count adds up (``PostgresQueryStore/Reader/windowCounts(project:ids:window:filters:snapshot:)``):
 /// one row per report, or per rollup row with its count, of the asked groups in the window.
 ///
-/// The statement holds only the reads this count needs: the per-version rollups or the
+/// The statement holds only the reads this count needs: the per-version, per-environment or
 /// dimension rollups (by the filters' ``RollupLevel``), the pieces of the window that are not
 /// empty, the pending reports' scan when the project has batches the aggregator has not folded
 /// in this snapshot, and the subtraction of the reports committed after a cursor's snapshot
@@ -70,7 +70,18 @@ extension PostgresQuery.StringInterpolation {
             }
         } else {
             let plan = window.plan(for: f.level)
-            if !plan.days.isEmpty {
+            if !plan.days.isEmpty, f.level == .environments {
+                // `environment=` and at most a version: whole days from the per-environment rollup,
+                // a row per group, environment and day instead of one per app, version and OS.
+                appendLiteral(separator + "SELECT group_id, count AS n FROM group_environment_daily WHERE environment = ANY(")
+                appendInterpolation(f.environments)
+                appendLiteral("::text[]) AND app_version = ")
+                appendInterpolation(f.reports.versions.first ?? "")
+                appendLiteral(" AND ")
+                appendInterpolation("day", in: plan.days)
+                appendInterpolation(versionRollupGroups: members, project: project)
+                separator = "\nUNION ALL\n"
+            } else if !plan.days.isEmpty {
                 appendLiteral(separator + "SELECT group_id, count AS n FROM group_daily WHERE project_id = ")
                 appendInterpolation(project)
                 appendLiteral(" AND ")
@@ -160,7 +171,7 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral("::bigint[])")
     }
 
-    /// The groups of a per-version rollup read (those tables have no `project_id`): the
+    /// The groups of a per-version or per-environment rollup read (those tables have no `project_id`): the
     /// members, or every group of the project.
     fileprivate mutating func appendInterpolation(versionRollupGroups members: [Int64]?, project: Int64) {
         guard members == nil else { return appendInterpolation(memberGroups: members) }

@@ -4,8 +4,8 @@ import NIOCore
 import PostgresNIO
 
 /// The rollups on PostgreSQL: folds the facts that ingest appends to `rollup_pending` into
-/// `group_hourly`, `group_daily`, `group_facets`, `group_model_hourly`, `project_hourly` and
-/// `group_version_hourly/daily` (docs/server.md, "The rollup aggregator").
+/// `group_hourly`, `group_daily`, `group_facets`, `group_model_hourly`, `project_hourly`,
+/// `group_version_hourly/daily` and `group_environment_daily` (docs/server.md, "The rollup aggregator").
 ///
 /// A fold takes pending rows (deletes them) and adds their reports to the rollups in one
 /// transaction: a kill at any moment leaves both or neither, so every report is added once.
@@ -148,10 +148,11 @@ struct RollupFold: Sendable {
                 version: ranks.version, os: ranks.os, environment: ranks.environment)
             Self.count(&counts[key, default: (0, 0)], fatal: fact.fatal)
         }
-        let (hourly, daily) = try await versionRollupRows(facts, text, connection)
+        let sketches = try await versionRollupRows(facts, text, connection)
         let input = RollupSQL.WriteRollups.Input(
             text: text, hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
-            rollups: Self.queryRollupRows(facts, text), versionHourly: hourly, versionDaily: daily)
+            rollups: Self.queryRollupRows(facts, text), versionHourly: sketches.hourly, versionDaily: sketches.daily,
+            environmentDaily: sketches.environmentDaily)
         _ = try await connection.run(RollupSQL.WriteRollups.self, input, logger: logger)
     }
 
@@ -184,6 +185,7 @@ enum RollupSQL {
             var rollups = RollupFold.QueryRollupRows.empty
             var versionHourly: [RollupFold.VersionRollupRow] = []
             var versionDaily: [RollupFold.VersionRollupRow] = []
+            var environmentDaily: [RollupFold.VersionRollupRow] = []
         }
 
         static let sql = query(Input()).sql
@@ -191,7 +193,7 @@ enum RollupSQL {
         static func query(_ input: Input) -> PostgresQuery {
             let (hourly, text) = (input.hourly, input.text)
             let (days, facets, models, projects) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
-            let (versionHourly, versionDaily) = (input.versionHourly, input.versionDaily)
+            let (versionHourly, versionDaily, environmentDaily) = (input.versionHourly, input.versionDaily, input.environmentDaily)
             return """
                 WITH hourly AS (
                     INSERT INTO group_hourly AS t (project_id, group_id, hour, app_id, app_version, os, environment, count, fatal_count)
@@ -231,6 +233,13 @@ enum RollupSQL {
                     SELECT unnest(\(versionHourly.map(\.key.group))), unnest(\(versionHourly.map { text[$0.key.version] })),
                            unnest(\(versionHourly.map(\.key.bucket))), unnest(\(versionHourly.map(\.count))), unnest(\(versionHourly.map(\.sketch)))
                     ON CONFLICT (group_id, app_version, hour) DO UPDATE SET count = t.count + EXCLUDED.count,
+                        sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
+                ), environment_daily AS (
+                    INSERT INTO group_environment_daily AS t (group_id, environment, app_version, day, count, sketch)
+                    SELECT unnest(\(environmentDaily.map(\.key.group))), unnest(\(environmentDaily.map { text[$0.key.environment] })),
+                           unnest(\(environmentDaily.map { text[$0.key.version] })), unnest(\(environmentDaily.map(\.key.bucket))),
+                           unnest(\(environmentDaily.map(\.count))), unnest(\(environmentDaily.map(\.sketch)))
+                    ON CONFLICT (group_id, environment, app_version, day) DO UPDATE SET count = t.count + EXCLUDED.count,
                         sketch = CASE WHEN length(EXCLUDED.sketch) = 0 THEN t.sketch ELSE EXCLUDED.sketch END
                 )
                 INSERT INTO group_version_daily AS t (group_id, app_version, day, count, sketch)
