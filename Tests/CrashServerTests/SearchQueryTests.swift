@@ -119,7 +119,7 @@ import Testing
         #expect(try GroupFilters(search: Q.parse("fatal:false")).level == .hours)
         #expect(try GroupFilters(search: Q.parse("version:1 crash is:open")).level == .versions)
         #expect(try GroupFilters(search: Q.parse("environment:staging")).level == .dimensions)
-        #expect(GroupFilters(environments: ["staging"]).level == .dimensions)
+        #expect(GroupFilters(environments: ["staging"]).level == .environments)
         #expect(GroupFilters().level == .versions)
     }
 }
