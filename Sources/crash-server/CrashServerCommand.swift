@@ -20,6 +20,9 @@ struct CrashServerCommand: AsyncParsableCommand {
     /// `ServerConfiguration.settings`, not declared per command), then runs the command the
     /// rest names.
     static func main() async {
+        // First, before another thread allocates: glibc never gives up an arena it made, so a
+        // cap set once threads run leaves the arenas they already took (MallocTuning).
+        MallocTuning.apply()
         let (settings, rest) = ServerConfiguration.splitSettingFlags(Array(CommandLine.arguments.dropFirst()))
         await CommonOptions.$settingFlags.withValue(settings) { await main(rest) }
     }
@@ -47,7 +50,6 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let config = try common.configuration(for: .serve)
-        MallocTuning.apply()
         let app = try await buildApplication(configuration: config, logger: makeLogger(config))
         try await app.runService()
     }
