@@ -13,7 +13,15 @@ import Testing
 /// The cached ingest-key lookup (issues 13 and 21): a warm key costs no database round trip,
 /// and yet a rotation, a grouping switch or a lost listener takes effect on the very next
 /// request, on every server sharing the database.
-@Suite struct IngestKeyCacheTests {
+///
+/// The tests on real servers each take a database of their own (``withKeysDatabase(_:)``):
+/// what they do reaches every server of a database, by design. Any change to `projects` (a
+/// project created anywhere) drops every server's cache, so a cache hit counted on a shared
+/// database depends on what other tests do meanwhile; `aLostListenerBypassesTheCache` ends
+/// the listeners of its database; the silent listener of
+/// `aServerThatNeverConfirmsDelaysARotationOnlyBoundedly` holds every change to `projects`
+/// of its database for the confirmation timeout.
+@Suite(.keysDatabases) struct IngestKeyCacheTests {
     static func owner(_ id: Int64, grouping: GroupingVersion = .v2) -> IngestKeyCache.Owner {
         IngestKeyCache.Owner(project: ProjectRef(id: id, slug: "p\(id)", groupingVersion: grouping), sentryID: id + 100)
     }
@@ -102,29 +110,32 @@ import Testing
     /// `crash-server project rotate` runs) the old key fails on the very next request at both
     /// doors of both servers, and the new key works; a project created meanwhile works at once.
     @Test func aRotationReachesEveryServerOnTheNextRequest() async throws {
-        let project = try await makeProject()
-        let config = TestEnvironment.configuration()
-        let first = try await buildApplication(configuration: config, logger: TestEnvironment.logger)
-        let second = try await buildApplication(configuration: config, logger: TestEnvironment.logger)
-        try await first.test(.live) { one in
-            try await second.test(.live) { two in
-                for client in [one, two] {
-                    try await waitForKeyListener(client)
-                    #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
-                    #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .ok)
-                    #expect(try await keyLookups(client, "hit") >= 1, "the second request took the cached key")
-                }
-                let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
-                for client in [one, two] {
-                    let old = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()]))
-                    #expect(old.status == .unauthorized)
-                    #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .forbidden)
-                    #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
-                    #expect(try await client.sentryEvent(project, key: rotated.ingestKey).status == .ok)
-                }
-                let fresh = try await makeProject()
-                for client in [one, two] {
-                    #expect(try await client.ingest(key: fresh.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+        try await withKeysDatabase { config in
+            let project = try await makeProject(config)
+            let first = try await buildApplication(configuration: config, logger: TestEnvironment.logger)
+            let second = try await buildApplication(configuration: config, logger: TestEnvironment.logger)
+            try await first.test(.live) { one in
+                try await second.test(.live) { two in
+                    for client in [one, two] {
+                        try await waitForKeyListener(client)
+                        #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+                        #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .ok)
+                        #expect(try await keyLookups(client, "hit") >= 1, "the second request took the cached key")
+                    }
+                    let rotated = try await withTestDatabase(config) {
+                        try await PostgresProjectStore(database: $0).rotate(slug: project.project)
+                    }
+                    for client in [one, two] {
+                        let old = try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()]))
+                        #expect(old.status == .unauthorized)
+                        #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .forbidden)
+                        #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+                        #expect(try await client.sentryEvent(project, key: rotated.ingestKey).status == .ok)
+                    }
+                    let fresh = try await makeProject(config)
+                    for client in [one, two] {
+                        #expect(try await client.ingest(key: fresh.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+                    }
                 }
             }
         }
@@ -133,98 +144,190 @@ import Testing
     /// `project grouping NAME v2` applies to the next report although the key (and with it
     /// the version) was cached.
     @Test func aGroupingSwitchTakesEffectOnTheNextRequest() async throws {
-        let slug = "t-" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
-        let project = try await withTestDatabase { try await PostgresProjectStore(database: $0).create(slug: slug, grouping: .v1) }
-        try await withApp { client in
-            try await waitForKeyListener(client)
-            for _ in 0..<2 {
+        try await withKeysDatabase { config in
+            let slug = "t-" + UUID().uuidString.lowercased().prefix(18).replacingOccurrences(of: "-", with: "")
+            let project = try await withTestDatabase(config) {
+                try await PostgresProjectStore(database: $0).create(slug: slug, grouping: .v1)
+            }
+            try await withApp(config) { client in
+                try await waitForKeyListener(client)
+                for _ in 0..<2 {
+                    #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+                }
+                #expect(try await keyLookups(client, "hit") >= 1)
+                _ = try await withTestDatabase(config) {
+                    try await PostgresProjectStore(database: $0).setGroupingVersion(slug: slug, to: .v2)
+                }
                 #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
             }
-            #expect(try await keyLookups(client, "hit") >= 1)
-            _ = try await withTestDatabase { try await PostgresProjectStore(database: $0).setGroupingVersion(slug: slug, to: .v2) }
-            #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+            let versions = try await withTestDatabase(config) { (db: CrashDatabase) async throws -> [String] in
+                let rows = try await db.client.query(
+                    """
+                    SELECT g.grouping_version FROM crash_groups g JOIN projects p ON p.id = g.project_id
+                    WHERE p.slug = \(slug) ORDER BY g.id
+                    """, logger: TestEnvironment.logger)
+                var versions: [String] = []
+                for try await version in rows.decode(String.self) { versions.append(version) }
+                return versions
+            }
+            #expect(versions == ["v1", "v2"], "the report after the switch is grouped with v2")
         }
-        let versions = try await withTestDatabase { (db: CrashDatabase) async throws -> [String] in
-            let rows = try await db.client.query(
-                """
-                SELECT g.grouping_version FROM crash_groups g JOIN projects p ON p.id = g.project_id
-                WHERE p.slug = \(slug) ORDER BY g.id
-                """, logger: TestEnvironment.logger)
-            var versions: [String] = []
-            for try await version in rows.decode(String.self) { versions.append(version) }
-            return versions
-        }
-        #expect(versions == ["v1", "v2"], "the report after the switch is grouped with v2")
     }
 
     /// While the listener is not connected the cache is not trusted: its connection is killed
     /// (and kept from coming back) with the key cached, the key is rotated in that gap, and
     /// the old key still fails at once on both doors.
     @Test func aLostListenerBypassesTheCache() async throws {
-        let project = try await makeProject()
-        let config = TestEnvironment.configuration()
-        let database = try CrashDatabase(configuration: config, logger: TestEnvironment.logger)
-        let batcher = IngestBatcher(
-            maxQueuedReports: 1000, maxBatchReports: 100, maxBatchBytes: 16 << 20, timeout: .seconds(60), metrics: ServerMetrics(),
-            logger: TestEnvironment.logger, store: { try await PostgresIngestStore(database: database).store($0, gate: $1) },
-            probe: { try await database.ping() })
-        let keys = IngestKeyCache()
-        let listener = try IngestKeyListener(
-            cache: keys, databaseURL: config.databaseURL, retryDelay: .seconds(600), logger: TestEnvironment.logger)
-        let router = try buildRouter(
-            database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60),
-            keys: keys, logger: TestEnvironment.logger)
-        let app = Application(router: router, services: database.services + [batcher, listener], logger: TestEnvironment.logger)
-        try await app.test(.live) { client in
-            try await waitForKeyListener(client)
-            for _ in 0..<2 {
-                #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+        try await withKeysDatabase { config in
+            let project = try await makeProject(config)
+            let database = try CrashDatabase(configuration: config, logger: TestEnvironment.logger)
+            let batcher = IngestBatcher(
+                maxQueuedReports: 1000, maxBatchReports: 100, maxBatchBytes: 16 << 20, timeout: .seconds(60), metrics: ServerMetrics(),
+                logger: TestEnvironment.logger, store: { try await PostgresIngestStore(database: database).store($0, gate: $1) },
+                probe: { try await database.ping() })
+            let keys = IngestKeyCache()
+            let listener = try IngestKeyListener(
+                cache: keys, databaseURL: config.databaseURL, retryDelay: .seconds(600), logger: TestEnvironment.logger)
+            let router = try buildRouter(
+                database: database, batcher: batcher, metrics: ServerMetrics(), configuration: config, timeout: .seconds(60),
+                keys: keys, logger: TestEnvironment.logger)
+            let app = Application(router: router, services: database.services + [batcher, listener], logger: TestEnvironment.logger)
+            try await app.test(.live) { client in
+                try await waitForKeyListener(client)
+                for _ in 0..<2 {
+                    #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+                }
+                #expect(keys.statistics.hits == 1)
+                // The listener of this server, the only one of this test's database.
+                let terminated = try await withTestDatabase(config) { (db: CrashDatabase) async throws -> Int in
+                    let rows = try await db.client.query(
+                        """
+                        SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+                        WHERE datname = current_database() AND application_name = \(IngestKeyCache.listenerName)
+                        """, logger: TestEnvironment.logger)
+                    var terminated = 0
+                    for try await done in rows.decode(Bool.self) where done { terminated += 1 }
+                    return terminated
+                }
+                #expect(terminated == 1)
+                let rotated = try await withTestDatabase(config) {
+                    try await PostgresProjectStore(database: $0).rotate(slug: project.project)
+                }
+                #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .unauthorized)
+                #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .forbidden)
+                #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+                #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
+                let statistics = keys.statistics
+                #expect(!statistics.listening)
+                #expect(statistics.hits == 1 && statistics.entries == 0)
+                #expect(statistics.bypasses == 4)
             }
-            #expect(keys.statistics.hits == 1)
-            // Every listener of this database (other servers' come back by themselves).
-            let terminated = try await withTestDatabase { (db: CrashDatabase) async throws -> Int in
-                let rows = try await db.client.query(
-                    """
-                    SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
-                    WHERE datname = current_database() AND application_name = \(IngestKeyCache.listenerName)
-                    """, logger: TestEnvironment.logger)
-                var terminated = 0
-                for try await done in rows.decode(Bool.self) where done { terminated += 1 }
-                return terminated
-            }
-            #expect(terminated >= 1)
-            let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
-            #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON()])).status == .unauthorized)
-            #expect(try await client.sentryEvent(project, key: project.ingestKey).status == .forbidden)
-            #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
-            #expect(try await client.ingest(key: rotated.ingestKey, body: batchBody([reportJSON()])).status == .accepted)
-            let statistics = keys.statistics
-            #expect(!statistics.listening)
-            #expect(statistics.hits == 1 && statistics.entries == 0)
-            #expect(statistics.bypasses == 4)
         }
     }
 
     /// A server that is counted as listening but never confirms (hung) delays `project
     /// rotate` by the bounded wait, and the rotation stands.
     @Test func aServerThatNeverConfirmsDelaysARotationOnlyBoundedly() async throws {
-        let project = try await makeProject()
-        var configuration = try PostgresConnection.Configuration(url: TestEnvironment.databaseURL)
-        configuration.options.additionalStartupParameters = [("application_name", IngestKeyCache.listenerName)]
-        let silent = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: TestEnvironment.logger)
-        let started = ContinuousClock.now
-        let rotated = try await withTestDatabase { try await PostgresProjectStore(database: $0).rotate(slug: project.project) }
-        let waited = ContinuousClock.now - started
-        try await silent.close()
-        #expect(waited >= PostgresProjectStore.keyCacheConfirmationTimeout)
-        #expect(waited < PostgresProjectStore.keyCacheConfirmationTimeout + .seconds(30))
-        try await withTestDatabase { (db: CrashDatabase) async throws in
-            #expect(try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(project.ingestKey)) == nil)
-            #expect(
-                try await PostgresProjectStore(database: db).owner(ingestKeyHash: ProjectKeys.hash(rotated.ingestKey))?.project.slug
-                    == project.project)
+        try await withKeysDatabase { config in
+            let project = try await makeProject(config)
+            var configuration = try PostgresConnection.Configuration(url: config.databaseURL)
+            configuration.options.additionalStartupParameters = [("application_name", IngestKeyCache.listenerName)]
+            let silent = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: TestEnvironment.logger)
+            let timeout = Duration.milliseconds(500)
+            let started = ContinuousClock.now
+            let rotated = try await withTestDatabase(config) {
+                var store = PostgresProjectStore(database: $0)
+                store.keyCacheConfirmationTimeout = timeout
+                return try await store.rotate(slug: project.project)
+            }
+            let waited = ContinuousClock.now - started
+            try await silent.close()
+            #expect(waited >= timeout)
+            #expect(waited < timeout + .seconds(30))
+            try await withTestDatabase(config) { (db: CrashDatabase) async throws in
+                let store = PostgresProjectStore(database: db)
+                #expect(try await store.owner(ingestKeyHash: ProjectKeys.hash(project.ingestKey)) == nil)
+                #expect(try await store.owner(ingestKeyHash: ProjectKeys.hash(rotated.ingestKey))?.project.slug == project.project)
+            }
         }
     }
+}
+
+/// The trait that gives ``IngestKeyCacheTests``' real-server tests a database each.
+extension Trait where Self == KeysDatabases {
+    static var keysDatabases: Self { Self() }
+}
+
+/// While the suite runs, a template database of the test cluster, made and migrated at the
+/// first ``withKeysDatabase(_:)`` and dropped at the end: copying it
+/// (`CREATE DATABASE ... TEMPLATE`) takes a fraction of applying schema.sql to each database.
+struct KeysDatabases: SuiteTrait, TestScoping {
+    @TaskLocal static var template: Template?
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        let template = Template()
+        var failure: (any Error)?
+        do { try await Self.$template.withValue(template) { try await function() } } catch { failure = error }
+        try await template.drop()
+        if let failure { throw failure }
+    }
+
+    /// The suite's template: made once, however many tests ask at once.
+    actor Template {
+        private var made: Task<String, any Error>?
+
+        func name() async throws -> String {
+            if let made { return try await made.value }
+            let making = Task {
+                let name = "keys_template_" + KeysDatabases.suffix()
+                try await KeysDatabases.execute("CREATE DATABASE \(name)")
+                try await withTestDatabase(KeysDatabases.configuration(name)) { _ in }
+                return name
+            }
+            made = making
+            return try await making.value
+        }
+
+        func drop() async throws {
+            guard let made, let name = try? await made.value else { return }
+            try await KeysDatabases.execute("DROP DATABASE \(name) WITH (FORCE)")
+        }
+    }
+
+    static func suffix() -> String {
+        String(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8))
+    }
+
+    /// A test configuration on database `name` of the test cluster.
+    static func configuration(_ name: String) -> ServerConfiguration {
+        var url = URLComponents(string: TestEnvironment.databaseURL)!
+        url.path = "/" + name
+        return TestEnvironment.configuration { $0.databaseURL = url.string! }
+    }
+
+    /// `sql`, a statement that must run outside a transaction, on the shared test database.
+    static func execute(_ sql: String) async throws {
+        try await withTestDatabase { db in
+            _ = try await db.client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger)
+        }
+    }
+}
+
+/// Runs `body` with the configuration of a database of its own, a copy of the suite's migrated
+/// template (``KeysDatabases``), dropped afterwards.
+func withKeysDatabase(_ body: (ServerConfiguration) async throws -> Void) async throws {
+    guard let template = KeysDatabases.template else {
+        Issue.record("withKeysDatabase needs its suite's .keysDatabases trait")
+        return
+    }
+    let name = "keys_" + KeysDatabases.suffix()
+    try await KeysDatabases.execute("CREATE DATABASE \(name) TEMPLATE \(try await template.name())")
+    var failure: (any Error)?
+    do { try await body(KeysDatabases.configuration(name)) } catch { failure = error }
+    try await KeysDatabases.execute("DROP DATABASE \(name) WITH (FORCE)")
+    if let failure { throw failure }
 }
 
 /// Waits (at most 60 s) until the server's ingest-key listener is in place, so the requests

@@ -9,6 +9,8 @@ import PostgresNIO
 public struct PostgresProjectStore: ProjectStore {
     let client: PostgresClient
     let logger: Logger
+    /// How long ``changingProjects(_:)`` waits for the servers' confirmations (tests shorten it).
+    var keyCacheConfirmationTimeout = Duration.seconds(5)
 
     public init(database: CrashDatabase) {
         client = database.client
@@ -96,7 +98,8 @@ public struct PostgresProjectStore: ProjectStore {
                 for try await count in rows.decode(Int.self) { listeners = count }
                 let (result, transaction) = try await change(connection)
                 guard let transaction, listeners > 0 else { return result }
-                let confirmed = await Self.count(confirmations, of: transaction, upTo: listeners)
+                let confirmed = await Self.count(
+                    confirmations, of: transaction, upTo: listeners, within: keyCacheConfirmationTimeout)
                 if confirmed < listeners {
                     logger.warning(
                         "not every server confirmed it dropped its cached ingest keys",
@@ -107,12 +110,9 @@ public struct PostgresProjectStore: ProjectStore {
         }
     }
 
-    /// How long ``changingProjects(_:)`` waits for the servers' confirmations.
-    static let keyCacheConfirmationTimeout = Duration.seconds(5)
-
-    /// Confirmations carrying `payload`, counted until there are `wanted` or the timeout passed.
+    /// Confirmations carrying `payload`, counted until there are `wanted` or `timeout` passed.
     private static func count(
-        _ confirmations: PostgresNotificationSequence, of payload: String, upTo wanted: Int
+        _ confirmations: PostgresNotificationSequence, of payload: String, upTo wanted: Int, within timeout: Duration
     ) async -> Int {
         await withTaskGroup(of: Int?.self) { group in
             group.addTask {
@@ -126,7 +126,7 @@ public struct PostgresProjectStore: ProjectStore {
                 return seen
             }
             group.addTask {
-                try? await Task.sleep(for: keyCacheConfirmationTimeout)
+                try? await Task.sleep(for: timeout)
                 return nil
             }
             var seen = 0
