@@ -104,9 +104,9 @@ final class ReadReplica: Sendable {
             throw ConfigurationError(error.description.replacingOccurrences(of: "DATABASE_URL", with: "DATABASE_READ_URL"))
         }
         config.options.maximumConnections = poolSize
-        // One kept, as the primary's pools keep one (CrashDatabase): a read queued when the
-        // standby closes its connections gets a new one at once.
-        config.options.minimumConnections = 1
+        // Kept as the primary's pools keep them: a read queued when the standby closes its
+        // connections gets a new one at once.
+        config.options.minimumConnections = CrashDatabase.keptConnections
         config.options.connectTimeout = .seconds(2)
         let session = [("TimeZone", "UTC"), ("application_name", "crash-server-reader"), ("jit", "off")]
         config.options.additionalStartupParameters = session + queryTimeouts.startupParameters
