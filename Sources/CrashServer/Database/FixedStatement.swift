@@ -37,22 +37,35 @@ extension PostgresConnection {
     /// A statement that PostgreSQL refused to prepare stays refused on that connection
     /// (PostgresNIO keeps the error for its name), and preparing can fail for a passing reason: a
     /// `lock_timeout` while parse analysis waits for a lock on a table (partition maintenance
-    /// queued behind a long read). So the transactions that run these statements close their
-    /// connection after an error from the database, once it is rolled back
-    /// (``PostgresClient/withTransactionClosingRefused(logger:_:)``), and the pool opens a fresh one.
+    /// queued behind a long read). So a statement the database refused is named to the
+    /// transaction around it (``PostgresClient/withTransactionClosingRefused(logger:_:)``), which
+    /// closes the connection once it is rolled back if PostgreSQL has not prepared that statement,
+    /// and the pool opens a fresh one.
     func run<Statement: FixedStatement>(
         _ statement: Statement.Type, _ input: Statement.Input, logger: Logger
     ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         let query = Statement.query(input)
         assert(query.sql == Statement.sql, "\(Statement.self): its text changed with its input")
-        return try await execute(Prepared<Statement>(binds: query.binds), logger: logger)
+        do {
+            return try await execute(Prepared<Statement>(binds: query.binds), logger: logger)
+        } catch let error as PSQLError where error.code == .server {
+            RefusedStatements.current?.insert(Prepared<Statement>.name)
+            throw error
+        }
     }
 }
 
 extension PostgresClient {
-    /// `withTransaction`, and a connection on which the database refused a statement of the
-    /// transaction is closed after its `ROLLBACK`, before the pool gets it back: a prepared
-    /// statement's refusal stays with its connection (``FixedStatement``).
+    /// `withTransaction`, and a connection on which the database refused to prepare a
+    /// ``FixedStatement`` of the transaction is closed after its `ROLLBACK`, before the pool
+    /// gets it back: that refusal stays with its connection.
+    ///
+    /// Only those: an error while a prepared statement runs (a unique violation, a deadlock, a
+    /// serialization failure, a lock timeout on a row) leaves the statement prepared and the
+    /// connection as good as any, so it goes back to the pool. Which it was, PostgreSQL says
+    /// (`pg_prepared_statements`), asked once the transaction is rolled back and only when a
+    /// statement was refused; the error alone does not tell, as a lock timeout or a deadlock
+    /// can come from preparing (parse analysis locks the tables) or from running.
     ///
     /// Closed at once instead, the close raced the `ROLLBACK`: written to the closed channel it
     /// was never answered, and the transaction ended as a lost connection (503 "database
@@ -62,13 +75,53 @@ extension PostgresClient {
         logger: Logger, _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await withConnection { connection in
+            let refused = RefusedStatements()
             do {
-                return try await connection.withTransaction(logger: logger) { try await body($0) }
-            } catch let error as PostgresTransactionError where (error.closureError as? PSQLError)?.code == .server {
-                try? await connection.close()
+                let result = try await RefusedStatements.$current.withValue(refused) {
+                    try await connection.withTransaction(logger: logger) { try await body($0) }
+                }
+                await refused.closeUnlessPrepared(connection, logger: logger)
+                return result
+            } catch {
+                await refused.closeUnlessPrepared(connection, logger: logger)
                 throw error
             }
         }
+    }
+}
+
+/// The ``FixedStatement``s the database refused within one transaction
+/// (``PostgresClient/withTransactionClosingRefused(logger:_:)``), by prepared statement name.
+final class RefusedStatements: Sendable {
+    @TaskLocal static var current: RefusedStatements?
+
+    private let names = Mutex<Set<String>>([])
+
+    func insert(_ name: String) {
+        _ = names.withLock { $0.insert(name) }
+    }
+
+    /// Closes `connection` unless PostgreSQL holds every refused statement as prepared
+    /// (refused while running, not while preparing); nothing to ask when none was refused. An
+    /// answer that does not come (the connection failed) closes it too.
+    func closeUnlessPrepared(_ connection: PostgresConnection, logger: Logger) async {
+        let refused = Array(names.withLock { $0 })
+        guard !refused.isEmpty, !connection.isClosed else { return }
+        var prepared = 0
+        do {
+            // PostgreSQL keeps a statement's name cut to the identifier length.
+            let rows = try await connection.query(
+                """
+                SELECT count(*)::int FROM unnest(\(refused)::text[]) AS refused(name) WHERE EXISTS (
+                    SELECT 1 FROM pg_prepared_statements p
+                    WHERE p.name = left(refused.name, current_setting('max_identifier_length')::int))
+                """, logger: logger)
+            for try await count in rows.decode(Int.self) { prepared = count }
+        } catch {}
+        guard prepared < refused.count else { return }
+        logger.debug(
+            "closing a connection on which a statement was refused while preparing", metadata: ["db.statements": "\(refused)"])
+        try? await connection.close()
     }
 }
 
