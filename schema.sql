@@ -36,14 +36,19 @@ CREATE TABLE IF NOT EXISTS crash_groups (
 
 -- The idempotency ledger: a report id is stored at most once per project. Kept apart
 -- from the partitioned reports table, whose unique keys would have to include the
--- partition key. Pruned with the partitions (ids older than any acceptable retry).
+-- partition key. A row goes with its report (docs/server.md, "Schema and migrations"): erased with it
+-- (ReportEraser, the retention sweep included), or deleted through the partition's rows when
+-- crashguard_drop_partitions_before drops the partition. A retry of a stored report's id is a
+-- duplicate for as long as the report is stored; once it is erased, ingest refuses its
+-- timestamp as past the retention. No index on `ts`: nothing prunes by it (it cost 29 bytes
+-- per stored report, docs/performance.md "Bytes on disk per report").
 CREATE TABLE IF NOT EXISTS report_ids (
     project_id bigint NOT NULL,
     id         uuid NOT NULL,
     ts         timestamptz NOT NULL,
     PRIMARY KEY (project_id, id)
 );
-CREATE INDEX IF NOT EXISTS report_ids_ts ON report_ids (ts);
+DROP INDEX IF EXISTS report_ids_ts;
 
 -- Raw reports, range-partitioned by the client timestamp (daily partitions created
 -- ahead by the server; old ones dropped by the retention setting).
@@ -117,8 +122,11 @@ BEGIN
 END;
 $$;
 
--- Drops daily partitions whose whole day is before `cutoff`, and the idempotency rows
--- of that age. Group counts and rollups are kept.
+-- Drops daily partitions whose whole day is before `cutoff`, and the ledger rows of the
+-- reports still in them, found through the partition's own rows: one primary-key probe each
+-- (hash and merge joins are off in the function), so a drop costs what the partition holds,
+-- never a scan of the ledger; the retention sweep has usually emptied it. Group counts and
+-- rollups are kept.
 CREATE OR REPLACE FUNCTION crashguard_drop_partitions_before(cutoff date) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -132,10 +140,10 @@ BEGIN
         WHERE p.relname = 'reports' AND c.relname ~ '^reports_p[0-9]{8}$'
           AND to_date(substring(c.relname from 10), 'YYYYMMDD') < cutoff
     LOOP
+        EXECUTE format('DELETE FROM report_ids r USING %I p WHERE r.project_id = p.project_id AND r.id = p.id', part.relname);
         EXECUTE format('DROP TABLE IF EXISTS %I', part.relname);
         dropped := dropped + 1;
     END LOOP;
-    DELETE FROM report_ids WHERE ts < cutoff::timestamp AT TIME ZONE 'UTC';
     RETURN dropped;
 END;
 $$;
@@ -147,8 +155,8 @@ $$;
 DO $$ BEGIN
     EXECUTE format('ALTER FUNCTION crashguard_ensure_partitions(date, date) SECURITY DEFINER SET search_path = %I, pg_temp',
                    current_schema());
-    EXECUTE format('ALTER FUNCTION crashguard_drop_partitions_before(date) SECURITY DEFINER SET search_path = %I, pg_temp',
-                   current_schema());
+    EXECUTE format('ALTER FUNCTION crashguard_drop_partitions_before(date) SECURITY DEFINER SET search_path = %I, pg_temp '
+                   'SET enable_hashjoin = off SET enable_mergejoin = off', current_schema());
 END; $$;
 
 -- Query rollups (issue 4), all maintained in the ingest transaction next to group_hourly.
@@ -180,14 +188,38 @@ CREATE TABLE IF NOT EXISTS group_facets (
 );
 DO $$ BEGIN IF to_regclass('group_facets_rank') IS NULL THEN CREATE INDEX group_facets_rank ON group_facets (project_id, facet, value, count DESC, group_id); END IF; END; $$;
 
--- Device models per group and hour: the crash detail's `models` breakdown.
-CREATE TABLE IF NOT EXISTS group_model_hourly (
+-- Device models per group, UTC day and model: the crash detail's `models` breakdown. `count`
+-- is the day's reports; `hours` the same reports by hour of the day, as 5-byte entries (the
+-- hour 0-23, then the count as uint32 big-endian) sorted by hour, no zero counts
+-- (crashguard_model_hours reads them). A window reads `count` of its whole days and the
+-- entries of its edge days' hours: exact to the hour like an hourly table, at one row per
+-- group, day and model instead of one per hour (docs/performance.md, "Bytes on disk per
+-- report"). A database with the hourly table folds it in at the end of this file.
+CREATE TABLE IF NOT EXISTS group_model_daily (
     group_id bigint NOT NULL,
-    hour     timestamptz NOT NULL,
-    model    text NOT NULL,
+    day      timestamptz NOT NULL,
     count    bigint NOT NULL,
-    PRIMARY KEY (group_id, hour, model)
+    model    text NOT NULL,
+    hours    bytea NOT NULL,
+    PRIMARY KEY (group_id, day, model)
 );
+-- The (hour of the day, count) entries of a group_model_daily row's `hours`.
+CREATE OR REPLACE FUNCTION crashguard_model_hours(p_hours bytea, OUT hour integer, OUT count bigint) RETURNS SETOF record
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT get_byte(p_hours, i), (get_byte(p_hours, i + 1)::bigint << 24) + (get_byte(p_hours, i + 2) << 16)
+                                 + (get_byte(p_hours, i + 3) << 8) + get_byte(p_hours, i + 4)
+    FROM generate_series(0, length(p_hours) - 5, 5) AS i
+$$;
+-- `a` plus `sign` times `b`, hour by hour, in the same form (hours left at zero are dropped):
+-- the aggregator adds a batch's hours (sign 1), erasure takes erased reports' away (-1).
+CREATE OR REPLACE FUNCTION crashguard_model_hours_add(a bytea, b bytea, sign bigint) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT COALESCE(string_agg(substring(int4send(h) FROM 4) || substring(int8send(n) FROM 5), ''::bytea ORDER BY h), ''::bytea)
+    FROM (SELECT h, sum(n)::bigint AS n
+          FROM (SELECT hour AS h, count AS n FROM crashguard_model_hours(a)
+                UNION ALL SELECT hour, sign * count FROM crashguard_model_hours(b)) x
+          GROUP BY h HAVING sum(n) <> 0) y
+$$;
 
 -- Project-wide hourly counts by kind and version: the stats endpoint.
 CREATE TABLE IF NOT EXISTS project_hourly (
@@ -438,11 +470,15 @@ LANGUAGE sql STABLE AS $$
            count(*)
     FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6
 $$;
-CREATE OR REPLACE FUNCTION crashguard_rollup_group_model_hourly(p_project bigint)
-RETURNS TABLE (group_id bigint, hour timestamptz, model text, count bigint)
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_model_daily(p_project bigint)
+RETURNS TABLE (group_id bigint, day timestamptz, count bigint, model text, hours bytea)
 LANGUAGE sql STABLE AS $$
-    SELECT r.group_id, date_trunc('hour', r.ts, 'UTC'), coalesce(r.model, ''), count(*)
-    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3
+    SELECT g, date_trunc('day', h, 'UTC'), sum(n)::bigint, m,
+           string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+                      ''::bytea ORDER BY h)
+    FROM (SELECT r.group_id AS g, date_trunc('hour', r.ts, 'UTC') AS h, coalesce(r.model, '') AS m, count(*) AS n
+          FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3) x
+    GROUP BY g, 2, m
 $$;
 CREATE OR REPLACE FUNCTION crashguard_rollup_project_hourly(p_project bigint)
 RETURNS TABLE (project_id bigint, hour timestamptz, kind text, app_version text, count bigint)
@@ -1159,5 +1195,24 @@ DO $$ BEGIN
         PERFORM pg_advisory_xact_lock(7165915779985864048);
         INSERT INTO group_environment_daily
         SELECT e.* FROM projects p CROSS JOIN LATERAL crashguard_environment_rollups(p.id, true) e;
+    END IF;
+END; $$;
+
+-- models by day: a database with the hourly models table (one row per group, hour and
+-- model) folds its rows into group_model_daily and drops it, in one transaction that locks the
+-- table first, so no count written to it meanwhile (by the aggregator or erasure of a server
+-- not yet upgraded) is lost. Rows the daily table already has for a key are added to.
+DROP FUNCTION IF EXISTS crashguard_rollup_group_model_hourly(bigint);
+DO $$ BEGIN
+    IF to_regclass('group_model_hourly') IS NOT NULL THEN
+        LOCK TABLE group_model_hourly IN ACCESS EXCLUSIVE MODE;
+        INSERT INTO group_model_daily AS t (group_id, day, count, model, hours)
+        SELECT group_id, date_trunc('day', hour, 'UTC'), sum(count)::bigint, model,
+               string_agg(substring(int4send(extract(hour FROM hour AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(count) FROM 5),
+                          ''::bytea ORDER BY hour)
+        FROM group_model_hourly WHERE count > 0 GROUP BY group_id, 2, model
+        ON CONFLICT (group_id, day, model) DO UPDATE SET count = t.count + EXCLUDED.count,
+            hours = crashguard_model_hours_add(t.hours, EXCLUDED.hours, 1);
+        DROP TABLE group_model_hourly;
     END IF;
 END; $$;

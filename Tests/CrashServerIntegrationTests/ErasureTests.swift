@@ -68,8 +68,8 @@ import Testing
             "SELECT g.signature, f.facet, f.value, f.count, f.first_seen, f.last_seen FROM group_facets f JOIN crash_groups g ON g.id = f.group_id WHERE f.project_id = $1"
         ),
         (
-            "group_model_hourly",
-            "SELECT g.signature, m.hour, m.model, m.count FROM group_model_hourly m JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1"
+            "group_model_daily",
+            "SELECT g.signature, m.day, m.count, m.model, m.hours FROM group_model_daily m JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1"
         ),
         ("project_hourly", "SELECT hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1"),
         (

@@ -190,4 +190,8 @@ struct TimeWindow: Sendable, Hashable {
 struct TimeRange: Sendable, Hashable {
     var from: Date
     var to: Date
+
+    /// The starts of the UTC days it overlaps, as a range (`[day of from, to)`): the daily
+    /// rows that hold its hours. Empty when it is.
+    var days: TimeRange { from < to ? TimeRange(from: TimeWindow.floor(from, TimeWindow.day), to: to) : self }
 }

@@ -9,7 +9,7 @@ import PostgresNIO
 /// every rollup (schema.sql's `crashguard_rollup_*` tables), so that every query answers what
 /// a database that never received them would.
 ///
-/// - Counts (`group_hourly`, `group_daily`, `group_model_hourly`, `project_hourly`,
+/// - Counts (`group_hourly`, `group_daily`, `group_model_daily`, `project_hourly`,
 ///   `group_facets`, `group_version_hourly/daily`, `group_environment_daily`,
 ///   `crash_groups.report_count`) are
 ///   subtracted, the erased reports' own share, key by key; a row left at 0 is deleted.
@@ -221,7 +221,7 @@ struct Erased {
 struct Deltas {
     struct Hourly: Hashable { var group: Int64, hour: Date, app: String, version: String, os: String, environment: String }
     struct Daily: Hashable { var group: Int64, day: Date, app: String, version: String, os: String, environment: String }
-    struct Model: Hashable { var group: Int64, hour: Date, model: String }
+    struct Model: Hashable { var group: Int64, day: Date, model: String }
     struct Project: Hashable { var hour: Date, kind: String, version: String, environment: String }
     struct Facet: Hashable { var group: Int64, facet: String, value: String }
     struct Version: Hashable { var group: Int64, version: String, bucket: Date }
@@ -234,7 +234,7 @@ struct Deltas {
 
     var hourly: [Hourly: (n: Int64, fatal: Int64)] = [:]
     var daily: [Daily: Int64] = [:]
-    var models: [Model: Int64] = [:]
+    var models: [Model: ModelHours] = [:]
     var projects: [Project: Int64] = [:]
     var facets: [Facet: Span] = [:]
     /// Count, and whether an erased report of the bucket had a device id (its sketch is rebuilt).
@@ -252,7 +252,7 @@ struct Deltas {
             let entry = hourly[key] ?? (0, 0)
             hourly[key] = (entry.n + 1, entry.fatal + fatal)
             daily[Daily(group: r.group, day: day, app: r.app, version: r.version, os: r.os, environment: r.environment), default: 0] += 1
-            models[Model(group: r.group, hour: hour, model: r.model), default: 0] += 1
+            models[Model(group: r.group, day: day, model: r.model), default: ModelHours()].add(r.ts, day: day)
             projects[Project(hour: hour, kind: r.kind, version: r.version, environment: r.environment), default: 0] += 1
             for (facet, value) in [("app", r.app), ("version", r.version), ("os", r.os), ("environment", r.environment)] {
                 facets[Facet(group: r.group, facet: facet, value: value), default: Span()].add(r.ts)
@@ -310,9 +310,10 @@ enum ErasureSQL {
                     AS x(g, day, app, version, os, env, n)
             ), \(unescaped: subtracting("daily", from: "d", into: "group_daily", where: daily + " AND t.os = x.os AND t.environment = x.env")),
             m AS (
-                SELECT * FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.hour)), \(m.map(\.key.model)), \(m.map(\.value)))
-                    AS x(g, hour, model, n)
-            ), \(unescaped: subtracting("models", from: "m", into: "group_model_hourly", where: "t.group_id = x.g AND t.hour = x.hour AND t.model = x.model")),
+                SELECT * FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.day)), \(m.map(\.key.model)), \(m.map(\.value.count)),
+                                     \(m.map(\.value.encoded))) AS x(g, day, model, n, hours)
+            ), \(unescaped: subtracting("models", from: "m", into: "group_model_daily", where: "t.group_id = x.g AND t.day = x.day AND t.model = x.model",
+                                         set: "count = t.count - x.n, hours = crashguard_model_hours_add(t.hours, x.hours, -1)")),
             ph AS (
                 SELECT x.*, \(p)::bigint AS p
                 FROM unnest(\(ph.map(\.key.hour)), \(ph.map(\.key.kind)), \(ph.map(\.key.version)), \(ph.map(\.key.environment)),
@@ -435,7 +436,7 @@ enum ErasureSQL {
         ), daily AS (
             DELETE FROM group_daily WHERE group_id IN (SELECT id FROM gone)
         ), models AS (
-            DELETE FROM group_model_hourly WHERE group_id IN (SELECT id FROM gone)
+            DELETE FROM group_model_daily WHERE group_id IN (SELECT id FROM gone)
         ), facets AS (
             DELETE FROM group_facets WHERE group_id IN (SELECT id FROM gone)
         ), version_hourly AS (

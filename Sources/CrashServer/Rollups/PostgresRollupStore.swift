@@ -4,7 +4,7 @@ import NIOCore
 import PostgresNIO
 
 /// The rollups on PostgreSQL: folds the facts that ingest appends to `rollup_pending` into
-/// `group_hourly`, `group_daily`, `group_facets`, `group_model_hourly`, `project_hourly`,
+/// `group_hourly`, `group_daily`, `group_facets`, `group_model_daily`, `project_hourly`,
 /// `group_version_hourly/daily` and `group_environment_daily` (docs/server.md, "The rollup aggregator").
 ///
 /// A fold takes pending rows (deletes them) and adds their reports to the rollups in one
@@ -218,10 +218,11 @@ enum RollupSQL {
                     ON CONFLICT (group_id, facet, value) DO UPDATE SET count = t.count + EXCLUDED.count,
                         first_seen = LEAST(t.first_seen, EXCLUDED.first_seen), last_seen = GREATEST(t.last_seen, EXCLUDED.last_seen)
                 ), models AS (
-                    INSERT INTO group_model_hourly AS t (group_id, hour, model, count)
-                    SELECT unnest(\(models.map(\.key.group))), unnest(\(models.map(\.key.hour))), unnest(\(models.map { text[$0.key.model] })),
-                           unnest(\(models.map(\.value)))
-                    ON CONFLICT (group_id, hour, model) DO UPDATE SET count = t.count + EXCLUDED.count
+                    INSERT INTO group_model_daily AS t (group_id, day, count, model, hours)
+                    SELECT unnest(\(models.map(\.key.group))), unnest(\(models.map(\.key.day))), unnest(\(models.map(\.value.count))),
+                           unnest(\(models.map { text[$0.key.model] })), unnest(\(models.map(\.value.encoded)))
+                    ON CONFLICT (group_id, day, model) DO UPDATE SET count = t.count + EXCLUDED.count,
+                        hours = crashguard_model_hours_add(t.hours, EXCLUDED.hours, 1)
                 ), projects AS (
                     INSERT INTO project_hourly AS t (project_id, hour, kind, app_version, environment, count)
                     SELECT unnest(\(projects.map(\.key.project))), unnest(\(projects.map(\.key.hour))), unnest(\(projects.map { text[$0.key.kind] })),

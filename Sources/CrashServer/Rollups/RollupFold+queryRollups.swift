@@ -1,5 +1,6 @@
 import CrashWire
 import Foundation
+import NIOCore
 
 extension RollupFold {
     // Text fields (app, version, os, facet, value, model, kind) are ``BatchText`` ranks, which
@@ -11,18 +12,18 @@ extension RollupFold {
     }
     /// A `group_facets` row: a group's reports with one value of a facet (app, version, os or environment).
     struct FacetKey: Hashable { var project: Int64, group: Int64, facet: Int32, value: Int32 }
-    /// A `group_model_hourly` row: a group's reports of one hour from one device model.
-    struct ModelKey: Hashable { var group: Int64, hour: Date, model: Int32 }
+    /// A `group_model_daily` row: a group's reports of one UTC day from one device model.
+    struct ModelKey: Hashable { var group: Int64, day: Date, model: Int32 }
     /// A `project_hourly` row: a project's reports of one hour of one kind, version and environment.
     struct ProjectKey: Hashable { var project: Int64, hour: Date, kind: Int32, version: Int32, environment: Int32 }
 
     /// The rows that reports add to the rollups the query API reads (see schema.sql):
-    /// `group_daily`, `group_facets` (app, version, os, environment), `group_model_hourly` and
+    /// `group_daily`, `group_facets` (app, version, os, environment), `group_model_daily` and
     /// `project_hourly`, each sorted by its key. Written by ``fold(_:_:)``.
     struct QueryRollupRows {
         var days: [(key: DayKey, value: Int64)]
         var facets: [(key: FacetKey, value: (n: Int64, first: Date, last: Date))]
-        var models: [(key: ModelKey, value: Int64)]
+        var models: [(key: ModelKey, value: ModelHours)]
         var projects: [(key: ProjectKey, value: Int64)]
 
         static let empty = QueryRollupRows(days: [], facets: [], models: [], projects: [])
@@ -31,7 +32,7 @@ extension RollupFold {
     static func queryRollupRows(_ facts: [RollupFactTable.Report], _ text: BatchText) -> QueryRollupRows {
         var days: [DayKey: Int64] = [:]
         var facets: [FacetKey: (n: Int64, first: Date, last: Date)] = [:]
-        var models: [ModelKey: Int64] = [:]
+        var models: [ModelKey: ModelHours] = [:]
         var projects: [ProjectKey: Int64] = [:]
         let (appFacet, versionFacet, osFacet, environmentFacet) = (text.appFacet, text.versionFacet, text.osFacet, text.environmentFacet)
         for (fact, ranks) in zip(facts, text.reports) {
@@ -50,7 +51,7 @@ extension RollupFold {
             count(versionFacet, ranks.version)
             count(osFacet, ranks.os)
             count(environmentFacet, ranks.environment)
-            models[ModelKey(group: group, hour: hour, model: ranks.model), default: 0] += 1
+            models[ModelKey(group: group, day: day, model: ranks.model), default: ModelHours()].add(time, day: day)
             let projectKey = ProjectKey(
                 project: fact.project, hour: hour, kind: ranks.kind, version: ranks.version, environment: ranks.environment)
             projects[projectKey, default: 0] += 1
@@ -65,7 +66,7 @@ extension RollupFold {
         let facetRows = facets.sorted {
             ($0.key.group, $0.key.facet, $0.key.value) < ($1.key.group, $1.key.facet, $1.key.value)
         }
-        let modelRows = models.sorted { ($0.key.group, $0.key.hour, $0.key.model) < ($1.key.group, $1.key.hour, $1.key.model) }
+        let modelRows = models.sorted { ($0.key.group, $0.key.day, $0.key.model) < ($1.key.group, $1.key.day, $1.key.model) }
         let projectRows = projects.sorted {
             ($0.key.project, $0.key.hour, $0.key.kind, $0.key.version, $0.key.environment)
                 < ($1.key.project, $1.key.hour, $1.key.kind, $1.key.version, $1.key.environment)
@@ -77,5 +78,29 @@ extension RollupFold {
         entry.n += 1
         entry.first = min(entry.first, time)
         entry.last = max(entry.last, time)
+    }
+}
+
+/// A `group_model_daily` row's counts (schema.sql): the day's reports, and the same by hour of
+/// the day.
+struct ModelHours: Sendable {
+    var count: Int64 = 0
+    var hours = [Int64](repeating: 0, count: 24)
+
+    /// Counts a report at `time` of the UTC day that starts at `day`.
+    mutating func add(_ time: Date, day: Date) {
+        count += 1
+        hours[min(23, max(0, Int(time.timeIntervalSince(day) / TimeWindow.hour)))] += 1
+    }
+
+    /// The `hours` column: an entry per hour with reports, the hour (0-23) then the count as a
+    /// big-endian uint32, by hour (what `crashguard_model_hours` reads).
+    var encoded: ByteBuffer {
+        var buffer = ByteBuffer()
+        for (hour, n) in hours.enumerated() where n != 0 {
+            buffer.writeInteger(UInt8(hour))
+            buffer.writeInteger(UInt32(truncatingIfNeeded: n), endianness: .big)
+        }
+        return buffer
     }
 }
