@@ -21,42 +21,53 @@ import Testing
             // (no server beside drops them meanwhile) and is rolled back: nothing stays behind.
             let project = Int64.random(in: -1_000_000_000 ... -1)
             let (dropped, kept, other) = (UUID(), UUID(), UUID())
-            let remaining: [UUID] = try await db.client.withConnection { connection in
-                try await connection.query("BEGIN", logger: logger)
-                do {
-                    try await connection.query(
-                        "SELECT pg_advisory_xact_lock(\(PostgresSchemaMaintenance.partitionLockID))", logger: logger)
-                    try await connection.query("SELECT crashguard_ensure_partitions('2000-01-01', '2000-01-02')", logger: logger)
-                    let times = [
-                        Date(timeIntervalSince1970: 946_720_800),  // 2000-01-01T10:00:00Z
-                        Date(timeIntervalSince1970: 946_807_200),  // 2000-01-02T10:00:00Z
-                    ]
-                    try await connection.query(
-                        """
-                        INSERT INTO reports (project_id, id, group_id, ts, kind, reason, app_id, app_version)
-                        SELECT \(project), id, 0, ts, 'signal', 'SIGSEGV', 'app', '1.0'
-                        FROM unnest(\([dropped, kept])::uuid[], \(times)::timestamptz[]) AS x(id, ts)
-                        """, logger: logger)
-                    // A ledger row whose report is not in a dropped partition stays, whatever its `ts`.
-                    try await connection.query(
-                        """
-                        INSERT INTO report_ids (project_id, id, ts)
-                        SELECT \(project), id, ts FROM unnest(\([dropped, kept, other])::uuid[], \(times + [times[0]])::timestamptz[]) AS x(id, ts)
-                        """, logger: logger)
-                    let count = try await connection.query("SELECT crashguard_drop_partitions_before('2000-01-02')", logger: logger)
-                    for try await n in count.decode(Int.self) { #expect(n == 1) }
-                    let rows = try await connection.query(
-                        "SELECT id FROM report_ids WHERE project_id = \(project) ORDER BY id", logger: logger)
-                    var ids: [UUID] = []
-                    for try await id in rows.decode(UUID.self) { ids.append(id) }
-                    try await connection.query("ROLLBACK", logger: logger)
-                    return ids
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    throw error
-                }
+            let remaining: [UUID] = try await inRolledBackTransaction(db) { connection in
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(\(PostgresSchemaMaintenance.partitionLockID))", logger: logger)
+                try await connection.query("SELECT crashguard_ensure_partitions('2000-01-01', '2000-01-02')", logger: logger)
+                let times = [
+                    Date(timeIntervalSince1970: 946_720_800),  // 2000-01-01T10:00:00Z
+                    Date(timeIntervalSince1970: 946_807_200),  // 2000-01-02T10:00:00Z
+                ]
+                try await connection.query(
+                    """
+                    INSERT INTO reports (project_id, id, group_id, ts, kind, reason, app_id, app_version)
+                    SELECT \(project), id, 0, ts, 'signal', 'SIGSEGV', 'app', '1.0'
+                    FROM unnest(\([dropped, kept])::uuid[], \(times)::timestamptz[]) AS x(id, ts)
+                    """, logger: logger)
+                // A ledger row whose report is not in a dropped partition stays, whatever its `ts`.
+                try await connection.query(
+                    """
+                    INSERT INTO report_ids (project_id, id, ts)
+                    SELECT \(project), id, ts FROM unnest(\([dropped, kept, other])::uuid[], \(times + [times[0]])::timestamptz[]) AS x(id, ts)
+                    """, logger: logger)
+                let count = try await connection.query("SELECT crashguard_drop_partitions_before('2000-01-02')", logger: logger)
+                for try await n in count.decode(Int.self) { #expect(n == 1) }
+                let rows = try await connection.query(
+                    "SELECT id FROM report_ids WHERE project_id = \(project) ORDER BY id", logger: logger)
+                var ids: [UUID] = []
+                for try await id in rows.decode(UUID.self) { ids.append(id) }
+                return ids
             }
             #expect(remaining == [kept, other].sorted { $0.uuidString < $1.uuidString })
+        }
+    }
+}
+
+/// Runs `body` in a transaction on one connection and rolls it back, so nothing it wrote is
+/// ever seen by the tests beside it.
+func inRolledBackTransaction<T: Sendable>(
+    _ db: CrashDatabase, _ body: @Sendable (PostgresConnection) async throws -> T
+) async throws -> T {
+    try await db.client.withConnection { connection in
+        try await connection.query("BEGIN", logger: TestEnvironment.logger)
+        do {
+            let result = try await body(connection)
+            try await connection.query("ROLLBACK", logger: TestEnvironment.logger)
+            return result
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: TestEnvironment.logger)
+            throw error
         }
     }
 }

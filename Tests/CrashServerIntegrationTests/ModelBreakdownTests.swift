@@ -64,46 +64,39 @@ import Testing
             let g0 = Int64.random(in: -1_000_000_000 ... -1)
             let g = (g0, g0 - 1)
             let day = utcMidnight(daysAgo: 2)
-            let rows: [String] = try await db.client.withConnection { connection in
-                try await connection.query("BEGIN", logger: logger)
-                do {
-                    try await connection.query(
-                        """
-                        CREATE TABLE group_model_hourly (group_id bigint NOT NULL, hour timestamptz NOT NULL, model text NOT NULL,
-                                                         count bigint NOT NULL, PRIMARY KEY (group_id, hour, model))
-                        """, logger: logger)
-                    try await connection.query(
-                        """
-                        INSERT INTO group_model_hourly (group_id, hour, model, count)
-                        SELECT x.g, \(day)::timestamptz + x.h * interval '1 hour', x.m, x.n
-                        FROM unnest(\([g.0, g.0, g.0, g.0, g.1])::bigint[], \([3, 5, 24, 3, 23])::int[], \(["a", "a", "a", "b", "a"])::text[],
-                                    \([2, 1, 4, 1, 7] as [Int64])::bigint[]) AS x(g, h, m, n)
-                        """, logger: logger)
-                    // A key the daily table has already: the hours add up.
-                    try await connection.query(
-                        """
-                        INSERT INTO group_model_daily (group_id, day, count, model, hours)
-                        VALUES (\(g.0), \(day), 3, 'a', '\\x0300000003'::bytea)
-                        """, logger: logger)
-                    try await connection.query(PostgresQuery(unsafeSQL: fold), logger: logger)
-                    let result = try await connection.query(
-                        """
-                        SELECT s FROM (
-                            SELECT format('%s %s %s %s %s', CASE group_id WHEN \(g.0) THEN 'g0' ELSE 'g1' END,
-                                          (day - \(day)::timestamptz)::text, model, count,
-                                          (SELECT string_agg(h.hour || ':' || h.count, ',' ORDER BY h.hour) FROM crashguard_model_hours(hours) h))
-                            FROM group_model_daily WHERE group_id = ANY(\([g.0, g.1])::bigint[])
-                            UNION ALL SELECT 'hourly table: ' || (to_regclass('group_model_hourly') IS NOT NULL)::text
-                        ) x(s) ORDER BY s COLLATE "C"
-                        """, logger: logger)
-                    var out: [String] = []
-                    for try await row in result.decode(String.self) { out.append(row) }
-                    try await connection.query("ROLLBACK", logger: logger)
-                    return out
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    throw error
-                }
+            let rows: [String] = try await inRolledBackTransaction(db) { connection in
+                try await connection.query(
+                    """
+                    CREATE TABLE group_model_hourly (group_id bigint NOT NULL, hour timestamptz NOT NULL, model text NOT NULL,
+                                                     count bigint NOT NULL, PRIMARY KEY (group_id, hour, model))
+                    """, logger: logger)
+                try await connection.query(
+                    """
+                    INSERT INTO group_model_hourly (group_id, hour, model, count)
+                    SELECT x.g, \(day)::timestamptz + x.h * interval '1 hour', x.m, x.n
+                    FROM unnest(\([g.0, g.0, g.0, g.0, g.1])::bigint[], \([3, 5, 24, 3, 23])::int[], \(["a", "a", "a", "b", "a"])::text[],
+                                \([2, 1, 4, 1, 7] as [Int64])::bigint[]) AS x(g, h, m, n)
+                    """, logger: logger)
+                // A key the daily table has already: the hours add up.
+                try await connection.query(
+                    """
+                    INSERT INTO group_model_daily (group_id, day, count, model, hours)
+                    VALUES (\(g.0), \(day), 3, 'a', '\\x0300000003'::bytea)
+                    """, logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: fold), logger: logger)
+                let result = try await connection.query(
+                    """
+                    SELECT s FROM (
+                        SELECT format('%s %s %s %s %s', CASE group_id WHEN \(g.0) THEN 'g0' ELSE 'g1' END,
+                                      (day - \(day)::timestamptz)::text, model, count,
+                                      (SELECT string_agg(h.hour || ':' || h.count, ',' ORDER BY h.hour) FROM crashguard_model_hours(hours) h))
+                        FROM group_model_daily WHERE group_id = ANY(\([g.0, g.1])::bigint[])
+                        UNION ALL SELECT 'hourly table: ' || (to_regclass('group_model_hourly') IS NOT NULL)::text
+                    ) x(s) ORDER BY s COLLATE "C"
+                    """, logger: logger)
+                var out: [String] = []
+                for try await row in result.decode(String.self) { out.append(row) }
+                return out
             }
             #expect(
                 rows == [
