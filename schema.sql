@@ -453,23 +453,8 @@ $$;
 -- ingests through the real route and compares every table with its function. Buckets are
 -- UTC hours and days (`date_trunc(unit, ts, 'UTC')`, whatever the session's TimeZone),
 -- like TimeWindow.floor in Swift. The per-version tables use crashguard_version_rollups;
--- group_facets' function follows the environment column it reads ("Environments" below).
-CREATE OR REPLACE FUNCTION crashguard_rollup_group_hourly(p_project bigint)
-RETURNS TABLE (project_id bigint, group_id bigint, hour timestamptz, app_id text, app_version text, os text,
-               count bigint, fatal_count bigint)
-LANGUAGE sql STABLE AS $$
-    SELECT r.project_id, r.group_id, date_trunc('hour', r.ts, 'UTC'), r.app_id, r.app_version, coalesce(r.os, ''),
-           count(*), count(*) FILTER (WHERE r.fatal)
-    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6
-$$;
-CREATE OR REPLACE FUNCTION crashguard_rollup_group_daily(p_project bigint)
-RETURNS TABLE (project_id bigint, group_id bigint, day timestamptz, app_id text, app_version text, os text,
-               count bigint)
-LANGUAGE sql STABLE AS $$
-    SELECT r.project_id, r.group_id, date_trunc('day', r.ts, 'UTC'), r.app_id, r.app_version, coalesce(r.os, ''),
-           count(*)
-    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6
-$$;
+-- group_hourly's, group_daily's, project_hourly's and group_facets' functions follow the
+-- environment column they read ("Environments" below).
 CREATE OR REPLACE FUNCTION crashguard_rollup_group_model_daily(p_project bigint)
 RETURNS TABLE (group_id bigint, day timestamptz, count bigint, model text, hours bytea)
 LANGUAGE sql STABLE AS $$
@@ -479,12 +464,6 @@ LANGUAGE sql STABLE AS $$
     FROM (SELECT r.group_id AS g, date_trunc('hour', r.ts, 'UTC') AS h, coalesce(r.model, '') AS m, count(*) AS n
           FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3) x
     GROUP BY g, 2, m
-$$;
-CREATE OR REPLACE FUNCTION crashguard_rollup_project_hourly(p_project bigint)
-RETURNS TABLE (project_id bigint, hour timestamptz, kind text, app_version text, count bigint)
-LANGUAGE sql STABLE AS $$
-    SELECT r.project_id, date_trunc('hour', r.ts, 'UTC'), r.kind, r.app_version, count(*)
-    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4
 $$;
 -- The groups' own totals (crash_groups.report_count, first_seen, last_seen, fatal).
 CREATE OR REPLACE FUNCTION crashguard_rollup_group_totals(p_project bigint)
@@ -923,6 +902,41 @@ LANGUAGE sql STABLE AS $$
          LATERAL (VALUES ('app', r.app_id), ('version', r.app_version), ('os', coalesce(r.os, '')),
                          ('environment', r.environment)) AS f(facet, value)
     WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4
+$$;
+-- The hourly, daily and project rollups recomputed, by environment as the tables are. A
+-- function's columns cannot be altered: one made before it returned the environment is dropped
+-- first (once; a re-application finds 'environment' among its columns and drops nothing).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc WHERE proname IN ('crashguard_rollup_group_hourly', 'crashguard_rollup_group_daily',
+                                                       'crashguard_rollup_project_hourly')
+               AND NOT ('environment' = ANY(proargnames))) THEN
+        DROP FUNCTION IF EXISTS crashguard_rollup_group_hourly(bigint), crashguard_rollup_group_daily(bigint),
+            crashguard_rollup_project_hourly(bigint);
+    END IF;
+END;
+$$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_hourly(p_project bigint)
+RETURNS TABLE (project_id bigint, group_id bigint, hour timestamptz, app_id text, app_version text, os text,
+               environment text, count bigint, fatal_count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, r.group_id, date_trunc('hour', r.ts, 'UTC'), r.app_id, r.app_version, coalesce(r.os, ''),
+           r.environment, count(*), count(*) FILTER (WHERE r.fatal)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6, 7
+$$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_daily(p_project bigint)
+RETURNS TABLE (project_id bigint, group_id bigint, day timestamptz, app_id text, app_version text, os text,
+               environment text, count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, r.group_id, date_trunc('day', r.ts, 'UTC'), r.app_id, r.app_version, coalesce(r.os, ''),
+           r.environment, count(*)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5, 6, 7
+$$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_project_hourly(p_project bigint)
+RETURNS TABLE (project_id bigint, hour timestamptz, kind text, app_version text, environment text, count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.project_id, date_trunc('hour', r.ts, 'UTC'), r.kind, r.app_version, r.environment, count(*)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3, 4, 5
 $$;
 
 -- oidc (accounts.md, single sign-on): sign-ins between the redirect to the identity provider

@@ -153,8 +153,7 @@ struct SeedCommand: AsyncParsableCommand {
     }
 
     /// Each seeded table against its recomputation from the stored reports (schema.sql's
-    /// functions): rows that differ either way. group_hourly, group_daily and project_hourly are
-    /// compared with their environments summed, as the functions give them.
+    /// functions): rows that differ either way.
     static let verifications: [(table: String, sql: String)] = [
         (
             "report_ids",
@@ -176,19 +175,19 @@ struct SeedCommand: AsyncParsableCommand {
         (
             "group_hourly",
             symmetric(
-                "SELECT project_id, group_id, hour, app_id, app_version, os, sum(count)::bigint, sum(fatal_count)::bigint FROM group_hourly WHERE project_id = $1 GROUP BY 1, 2, 3, 4, 5, 6",
+                "SELECT project_id, group_id, hour, app_id, app_version, os, environment, count, fatal_count FROM group_hourly WHERE project_id = $1",
                 "SELECT * FROM crashguard_rollup_group_hourly($1)")
         ),
         (
             "group_daily",
             symmetric(
-                "SELECT project_id, group_id, day, app_id, app_version, os, sum(count)::bigint FROM group_daily WHERE project_id = $1 GROUP BY 1, 2, 3, 4, 5, 6",
+                "SELECT project_id, group_id, day, app_id, app_version, os, environment, count FROM group_daily WHERE project_id = $1",
                 "SELECT * FROM crashguard_rollup_group_daily($1)")
         ),
         (
             "project_hourly",
             symmetric(
-                "SELECT project_id, hour, kind, app_version, sum(count)::bigint FROM project_hourly WHERE project_id = $1 GROUP BY 1, 2, 3, 4",
+                "SELECT project_id, hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1",
                 "SELECT * FROM crashguard_rollup_project_hourly($1)")
         ),
         (

@@ -28,11 +28,12 @@ import Testing
     static let rollups: [Rollup] = [
         Rollup(
             table: "group_hourly",
-            written: "SELECT project_id, group_id, hour, app_id, app_version, os, count, fatal_count FROM group_hourly WHERE project_id = $1",
+            written:
+                "SELECT project_id, group_id, hour, app_id, app_version, os, environment, count, fatal_count FROM group_hourly WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_group_hourly($1)"),
         Rollup(
             table: "group_daily",
-            written: "SELECT project_id, group_id, day, app_id, app_version, os, count FROM group_daily WHERE project_id = $1",
+            written: "SELECT project_id, group_id, day, app_id, app_version, os, environment, count FROM group_daily WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_group_daily($1)"),
         Rollup(
             table: "group_facets",
@@ -47,7 +48,7 @@ import Testing
             derived: "SELECT * FROM crashguard_rollup_group_model_daily($1)"),
         Rollup(
             table: "project_hourly",
-            written: "SELECT project_id, hour, kind, app_version, count FROM project_hourly WHERE project_id = $1",
+            written: "SELECT project_id, hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_project_hourly($1)"),
         Rollup(
             table: "group_version_hourly",
