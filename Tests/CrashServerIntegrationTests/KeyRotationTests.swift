@@ -97,7 +97,7 @@ import Testing
     /// confirmations meanwhile); stdout and stderr together.
     func runCrashServer(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("crash-server-\(UUID().uuidString).out")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: output) }
         let handle = try FileHandle(forWritingTo: output)
         let process = Process()

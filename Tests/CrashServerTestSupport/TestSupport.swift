@@ -52,6 +52,7 @@ enum TestEnvironment {
 }
 
 /// Runs `body` with the test database (schema applied).
+@discardableResult
 func withTestDatabase<T: Sendable>(
     _ config: ServerConfiguration = TestEnvironment.configuration(), _ body: @Sendable (CrashDatabase) async throws -> T
 ) async throws -> T {

@@ -102,7 +102,7 @@ extension Setting.Rule where Value: Comparable & SettingValue & Sendable {
 }
 
 /// A type a setting can hold: parsed from and written as the environment's text.
-protocol SettingValue {
+protocol SettingValue: SendableMetatype {
     /// Nil when `settingText` is not a value of the type.
     init?(settingText: String)
     /// The value as the environment spells it.

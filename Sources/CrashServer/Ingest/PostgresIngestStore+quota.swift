@@ -1,3 +1,4 @@
+import CrashWire
 import Foundation
 import PostgresNIO
 

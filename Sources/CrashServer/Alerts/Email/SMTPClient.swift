@@ -134,7 +134,7 @@ struct SMTPClient: Sendable {
         try await session.outbound.write(ByteBuffer(bytes: Self.dataBlock(message)))
         try await session.expect(.message, 250)
         // Accepted: a QUIT that goes unanswered changes nothing.
-        try? await session.command("QUIT", .quit, 221)
+        _ = try? await session.command("QUIT", .quit, 221)
     }
 
     /// `message` as the `DATA` block: every line ending in CRLF (a lone CR or LF becomes
