@@ -57,61 +57,6 @@ import Testing
         #expect(!app.contains("group_hourly") && !app.contains("reports"), "\(app)")
     }
 
-    /// A window count reads only the pending batches' reports, found by `(project_id, xact)`,
-    /// however many reports the project has. With the pending transactions as a subquery joined
-    /// on its expression, PostgreSQL hashed them and read every report of the project in the
-    /// window (seen at 124,000 reports: 943 ms a count; 0.9 ms by `(project_id, xact)`). At this
-    /// test's size the planner may take either plan for that form: this guards the array form.
-    @Test func thePendingScanReadsOnlyThePendingBatchesReports() async throws {
-        let credentials = try await makeProject()
-        let now = Date()
-        @Sendable func batch(_ n: Int) -> [UInt8] {
-            batchBody((0..<n).map { i in reportJSON(timestamp: now.addingTimeInterval(-Double(i % 600)), version: "1.\(i % 7)") })
-        }
-        try await withApp { client in
-            for _ in 0..<2 {
-                let status = try await client.ingest(key: credentials.ingestKey, body: batch(1000)).status
-                #expect(status == .accepted)
-            }
-        }
-        try await withTestDatabase { db in
-            try await db.aggregateRollups()
-            let project = try #require(try await PostgresProjectStore(database: db).project(readToken: credentials.readToken)).id
-            // One batch of 3 reports the aggregator has not folded: the lock is held while it commits.
-            try await db.client.withTransaction(logger: TestEnvironment.logger) { connection in
-                try await PostgresRollupStore.lock(connection, logger: TestEnvironment.logger)
-                try await withApp { client in
-                    let status = try await client.ingest(key: credentials.ingestKey, body: batch(3)).status
-                    #expect(status == .accepted)
-                }
-                try await connection.query("ANALYZE reports", logger: TestEnvironment.logger)
-                let days = TimeWindow(from: TimeWindow.floor(now, TimeWindow.day) - 30 * 86_400, to: TimeWindow.floor(now, TimeWindow.day) + 86_400)
-                let reads = WindowCountReads(project: project, members: nil, window: days, filters: GroupFilters(), pending: true, snapshot: nil)
-                let plan = try await connection.query(
-                    "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM (\(windowCountRows: reads)) x", logger: TestEnvironment.logger)
-                var text = ""
-                for try await json in plan.decode(String.self) { text += json }
-                let read = Self.rowsRead(fromReports: try JSONSerialization.jsonObject(with: Data(text.utf8)))
-                // 3 pending reports, plus the few rows of other projects' small partitions a
-                // sequential scan passes over; a scan of the project's reports reads its 2,003.
-                #expect(read < 1000, "reports read by the pending scan: \(read)")
-            }
-        }
-    }
-
-    /// Rows the plan's scans of `reports` partitions returned or filtered out, all loops.
-    private static func rowsRead(fromReports node: Any) -> Int {
-        if let list = node as? [Any] { return list.reduce(0) { $0 + rowsRead(fromReports: $1) } }
-        guard let object = node as? [String: Any] else { return 0 }
-        var total = 0
-        if let relation = object["Relation Name"] as? String, relation.hasPrefix("reports") {
-            let loops = object["Actual Loops"] as? Int ?? 1
-            total += ((object["Actual Rows"] as? Int ?? 0) + (object["Rows Removed by Filter"] as? Int ?? 0)) * loops
-        }
-        for key in ["Plan", "Plans"] { if let child = object[key] { total += rowsRead(fromReports: child) } }
-        return total
-    }
-
     /// A count over an empty window or no groups reads nothing and counts nothing.
     @Test func anEmptyWindowCountsNothing() async throws {
         try await withTestDatabase { db in
