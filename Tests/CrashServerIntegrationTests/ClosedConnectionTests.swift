@@ -13,7 +13,7 @@ import Testing
     /// so the next statement is written to a closed channel.
     static func terminate(_ connection: PostgresConnection) async throws {
         try await connection.query("SELECT pg_terminate_backend(pg_backend_pid())", logger: TestEnvironment.logger)
-        while !connection.isClosed { try await Task.sleep(for: .milliseconds(10)) }
+        try await waitUntil("the driver sees the ended backend's channel close", every: .milliseconds(10)) { connection.isClosed }
         try await Task.sleep(for: .milliseconds(50))
     }
 

@@ -75,16 +75,20 @@ import Testing
     }
 
     @Test func rowLockReleasedWithinTheTimeoutIs202AndStored() async throws {
+        // Lock timeout 10 s: the wait is seen and the lock released well within it, however
+        // busy the machine.
+        let config = TestEnvironment.configuration { $0.databaseTimeout = .seconds(20) }
         let project = try await makeProject(config)
         let first = UUID()
         let waiting = UUID()
-        let config = config
         try await withApp(config) { client in
             #expect(try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON(id: first)])).status == .accepted)
             let request = try await withGroupRowsLocked(config, slug: project.project) { db in
                 let request = Task { try await client.ingest(key: project.ingestKey, body: batchBody([reportJSON(id: waiting)])) }
-                // Released as soon as the ingest transaction waits on the lock (well within 2 s).
-                while try await db.ingestTransactionsWaitingOnLocks() == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                // Released as soon as the ingest transaction waits on the lock.
+                try await waitUntil("the ingest transaction waits on the group's row lock") {
+                    try await db.ingestTransactionsWaitingOnLocks() > 0
+                }
                 return request
             }
             let response = try await request.value

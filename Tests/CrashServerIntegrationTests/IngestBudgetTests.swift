@@ -203,7 +203,9 @@ import Testing
             let requests = try await withGroupRowsLocked(config, slug: project.project) { db in
                 let committing = [send(bodies[0]), send(bodies[1])]
                 try await Self.awaitBudget(client) { $0 >= 140_000 }
-                while try await db.ingestTransactionsWaitingOnLocks() == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                try await waitUntil("an ingest transaction waits on the group's row lock") {
+                    try await db.ingestTransactionsWaitingOnLocks() > 0
+                }
                 // The third would hold about 70 KB more: past the half, which the two committing hold.
                 let third = send(bodies[2])
                 try await Self.awaitMetric(client, "crashguard_ingest_body_waiting") { $0 == 1 }

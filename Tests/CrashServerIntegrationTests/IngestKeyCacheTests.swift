@@ -281,9 +281,9 @@ struct KeysDatabases: SuiteTrait, TestScoping {
         func name() async throws -> String {
             if let made { return try await made.value }
             let making = Task {
-                let name = "keys_template_" + KeysDatabases.suffix()
-                try await KeysDatabases.execute("CREATE DATABASE \(name)")
-                try await withTestDatabase(KeysDatabases.configuration(name)) { _ in }
+                let name = "keys_template_" + TestEnvironment.uniqueSuffix()
+                try await TestEnvironment.execute("CREATE DATABASE \(name)")
+                try await withTestDatabase(TestEnvironment.configuration(database: name)) { _ in }
                 return name
             }
             made = making
@@ -292,25 +292,7 @@ struct KeysDatabases: SuiteTrait, TestScoping {
 
         func drop() async throws {
             guard let made, let name = try? await made.value else { return }
-            try await KeysDatabases.execute("DROP DATABASE \(name) WITH (FORCE)")
-        }
-    }
-
-    static func suffix() -> String {
-        String(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8))
-    }
-
-    /// A test configuration on database `name` of the test cluster.
-    static func configuration(_ name: String) -> ServerConfiguration {
-        var url = URLComponents(string: TestEnvironment.databaseURL)!
-        url.path = "/" + name
-        return TestEnvironment.configuration { $0.databaseURL = url.string! }
-    }
-
-    /// `sql`, a statement that must run outside a transaction, on the shared test database.
-    static func execute(_ sql: String) async throws {
-        try await withTestDatabase { db in
-            _ = try await db.client.query(PostgresQuery(unsafeSQL: sql), logger: TestEnvironment.logger)
+            try await TestEnvironment.execute("DROP DATABASE \(name) WITH (FORCE)")
         }
     }
 }
@@ -322,21 +304,14 @@ func withKeysDatabase(_ body: (ServerConfiguration) async throws -> Void) async 
         Issue.record("withKeysDatabase needs its suite's .keysDatabases trait")
         return
     }
-    let name = "keys_" + KeysDatabases.suffix()
-    try await KeysDatabases.execute("CREATE DATABASE \(name) TEMPLATE \(try await template.name())")
-    var failure: (any Error)?
-    do { try await body(KeysDatabases.configuration(name)) } catch { failure = error }
-    try await KeysDatabases.execute("DROP DATABASE \(name) WITH (FORCE)")
-    if let failure { throw failure }
+    try await withPrivateDatabase("keys", template: try await template.name(), body)
 }
 
 /// Waits (at most 60 s) until the server's ingest-key listener is in place, so the requests
 /// that follow are answered from the cache.
 func waitForKeyListener(_ client: any TestClientProtocol) async throws {
-    let deadline = ContinuousClock.now + .seconds(60)
-    while try await metricValue(client, "crashguard_ingest_key_cache_listening") != 1 {
-        guard ContinuousClock.now < deadline else { throw HostileSocketError("the ingest-key listener did not start") }
-        try await Task.sleep(for: .milliseconds(20))
+    try await waitUntil("the ingest-key listener starts", within: .seconds(60)) {
+        try await metricValue(client, "crashguard_ingest_key_cache_listening") == 1
     }
 }
 

@@ -270,11 +270,8 @@ import Testing
                     """, logger: TestEnvironment.logger)
                 let store = Task { try await PostgresIngestStore(database: db).store(items, gate: CommitGate()) }
                 // Commit only once the ingest transaction waits on this uncommitted group.
-                var waited = 0
-                while try await db.ingestTransactionsWaitingOnLocks() == 0 {
-                    waited += 1
-                    try #require(waited < 500, "the ingest transaction never waited on the group")
-                    try await Task.sleep(for: .milliseconds(20))
+                try await waitUntil("the ingest transaction waits on the uncommitted group") {
+                    try await db.ingestTransactionsWaitingOnLocks() > 0
                 }
                 return store
             }

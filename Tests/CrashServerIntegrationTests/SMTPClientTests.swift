@@ -83,7 +83,7 @@ struct SMTPClientTests {
             for try await row in rows.decode((String, Int32, Int32?, String?, Bool).self) {
                 return (row.0, row.1, row.2, row.3, row.4)
             }
-            throw ProcessFailure(description: "delivery \(email.id) is gone")
+            throw TestFailure("delivery \(email.id) is gone")
         }
 
         /// Queues a fresh delivery of the group (as a rule's firing does) in `database`.

@@ -361,9 +361,9 @@ import Testing
         try await app.test(.router) { client in
             let uri = "/api/\(project.sentryId)/envelope/"
             let first = Task { try await client.sentry(uri, headers: Self.auth(project.ingestKey), body: Self.eventEnvelope(Self.event())) }
-            await gate.waitUntilEntered()
+            try await gate.waitUntilEntered()
             let second = Task { try await client.sentry(uri, headers: Self.auth(project.ingestKey), body: Self.eventEnvelope(Self.event())) }
-            while batcher.queuedReports < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            try await waitUntil("the second event is queued", every: .milliseconds(5)) { batcher.queuedReports >= 1 }
             let full = try await client.sentry(uri, headers: Self.auth(project.ingestKey), body: Self.eventEnvelope(Self.event()))
             #expect(full.status == .tooManyRequests)
             #expect(full.headers[.retryAfter] != nil)
@@ -495,8 +495,8 @@ final class Gate: Sendable {
         }
     }
 
-    func waitUntilEntered() async {
-        while !state.withLock({ $0.entered }) { try? await Task.sleep(for: .milliseconds(5)) }
+    func waitUntilEntered() async throws {
+        try await waitUntil("a caller waits at the gate", every: .milliseconds(5)) { state.withLock { $0.entered } }
     }
 
     func open() {

@@ -83,7 +83,7 @@ import Testing
                 }
             }
             // Let traffic flow, then ask the server to stop while requests are in flight.
-            while state.acknowledged.withLock({ $0.count }) < 200 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitUntil("200 reports acknowledged") { state.acknowledged.withLock { $0.count } >= 200 }
             let status = await server.terminate()
             state.stop.withLock { $0 = true }
             try await group.waitForAll()

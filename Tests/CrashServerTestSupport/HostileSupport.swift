@@ -26,13 +26,8 @@ func hostileLiveApp(
 }
 
 private func requireLivePort(_ port: Int?) throws -> Int {
-    guard let port else { throw HostileSocketError("live test client has no port") }
+    guard let port else { throw TestFailure("live test client has no port") }
     return port
-}
-
-struct HostileSocketError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// A blocking TCP connection to 127.0.0.1 with raw bytes in and out: for clients that
@@ -46,7 +41,7 @@ final class HostileSocket: @unchecked Sendable {
         #else
         fd = socket(AF_INET, SOCK_STREAM, 0)
         #endif
-        guard fd >= 0 else { throw HostileSocketError("socket: errno \(errno)") }
+        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -56,8 +51,11 @@ final class HostileSocket: @unchecked Sendable {
         }
         guard result == 0 else {
             close(fd)
-            throw HostileSocketError("connect: errno \(errno)")
+            throw TestFailure("connect: errno \(errno)")
         }
+        // A send to a server that stopped reading without closing ends after 30 s (false).
+        var limit = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
     }
 
     deinit { close(fd) }

@@ -35,14 +35,14 @@ struct PrivateCluster {
         }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, script, &actions, nil, argv, envp)
-        guard spawned == 0 else { throw ProcessFailure(description: "posix_spawn \(script): \(spawned)") }
+        guard spawned == 0 else { throw TestFailure("posix_spawn \(script): \(spawned)") }
         var status: Int32 = 0
         while waitpid(pid, &status, WNOHANG) == 0 {
             try await Task.sleep(for: .milliseconds(20))
         }
         let exitCode = (status >> 8) & 0xFF
         guard status & 0x7F == 0, exitCode == 0 else {
-            throw ProcessFailure(description: "scripts/postgres \(arguments.joined(separator: " ")) exited with status \(status)")
+            throw TestFailure("scripts/postgres \(arguments.joined(separator: " ")) exited with status \(status)")
         }
         let data = FileManager.default.contents(atPath: outputPath) ?? Data()
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -51,11 +51,6 @@ struct PrivateCluster {
     func start(_ databases: String...) async throws { _ = try await run(["start"] + databases) }
     func stop() async throws { _ = try await run(["stop"]) }
     func url(_ database: String) async throws -> String { try await run(["url", database]) }
-}
-
-/// A command that failed.
-struct ProcessFailure: Error, CustomStringConvertible {
-    let description: String
 }
 
 /// The `crash-server` executable built next to the test bundle, run as a child process.
@@ -101,7 +96,7 @@ final class ServerProcess: Sendable {
         self.output.withLock { $0 = output.withLock { $0 } }
         guard let found else {
             process.terminate()
-            throw ProcessFailure(description: "crash-server did not start: \(output.withLock { $0 })")
+            throw TestFailure("crash-server did not start: \(output.withLock { $0 })")
         }
         self.port = found
     }
@@ -111,15 +106,20 @@ final class ServerProcess: Sendable {
     /// Sends SIGTERM and waits for the exit status (nil if it did not exit within `timeout`).
     func terminate(timeout: Duration = .seconds(60)) async -> Int32? {
         kill(process.processIdentifier, SIGTERM)
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        if process.isRunning {
+        guard let status = await exitStatus(within: timeout) else {
             process.terminate()
             return nil
         }
-        return process.terminationStatus
+        return status
+    }
+
+    /// Waits for the exit status; nil if the process still runs after `timeout`.
+    func exitStatus(within timeout: Duration = .seconds(60)) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.isRunning ? nil : process.terminationStatus
     }
 }
 
@@ -143,7 +143,7 @@ func post(_ client: HTTPClient, url: String, key: String, body: [UInt8]) async -
 /// A TCP port on 127.0.0.1 that nothing listens on right now.
 func freePort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw ProcessFailure(description: "socket() failed") }
+    guard fd >= 0 else { throw TestFailure("socket() failed") }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -153,7 +153,7 @@ func freePort() throws -> Int {
     let bound = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
     }
-    guard bound else { throw ProcessFailure(description: "bind() failed") }
+    guard bound else { throw TestFailure("bind() failed") }
     return Int(UInt16(bigEndian: address.sin_port))
 }
 

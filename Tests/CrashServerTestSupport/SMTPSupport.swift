@@ -169,7 +169,7 @@ func loopbackListener(backlog: Int32) throws -> (fd: Int32, port: Int) {
     #else
     let fd = socket(AF_INET, SOCK_STREAM, 0)
     #endif
-    guard fd >= 0 else { throw ProcessFailure(description: "socket: errno \(errno)") }
+    guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = 0
@@ -183,7 +183,7 @@ func loopbackListener(backlog: Int32) throws -> (fd: Int32, port: Int) {
     guard bound else {
         let failure = errno
         close(fd)
-        throw ProcessFailure(description: "bind/listen on 127.0.0.1: errno \(failure)")
+        throw TestFailure("bind/listen on 127.0.0.1: errno \(failure)")
     }
     return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }

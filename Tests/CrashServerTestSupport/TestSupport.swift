@@ -62,25 +62,62 @@ func withTestDatabase<T: Sendable>(
     }
 }
 
-/// Runs `body` with the configuration of a private, empty database of the test cluster
+/// Runs `body` with the configuration of a private database of the test cluster
 /// (`<prefix>_<8 hex digits>`), dropped afterwards: for tests that change the schema or need
-/// a first start, which would disturb tests running beside them on the shared database.
+/// a first start, which would disturb tests running beside them on the shared database. Empty,
+/// or a copy of database `template` (`CREATE DATABASE ... TEMPLATE`, a fraction of the time
+/// applying schema.sql takes).
 func withPrivateDatabase(
-    _ prefix: String, _ body: (ServerConfiguration) async throws -> Void
+    _ prefix: String, template: String? = nil, _ body: (ServerConfiguration) async throws -> Void
 ) async throws {
-    let name = prefix + "_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8)
-    try await withTestDatabase { db in
-        _ = try await db.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: TestEnvironment.logger)
-    }
-    var url = URLComponents(string: TestEnvironment.databaseURL)!
-    url.path = "/" + name
-    let config = TestEnvironment.configuration { $0.databaseURL = url.string! }
+    let name = prefix + "_" + TestEnvironment.uniqueSuffix()
+    try await TestEnvironment.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
     var failure: (any Error)?
-    do { try await body(config) } catch { failure = error }
-    try await withTestDatabase { db in
-        _ = try await db.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"), logger: TestEnvironment.logger)
-    }
+    do { try await body(TestEnvironment.configuration(database: name)) } catch { failure = error }
+    try await TestEnvironment.execute("DROP DATABASE \(name) WITH (FORCE)")
     if let failure { throw failure }
+}
+
+extension TestEnvironment {
+    /// A test configuration on database `name` of the test cluster.
+    static func configuration(database name: String) -> ServerConfiguration {
+        var url = URLComponents(string: databaseURL)!
+        url.path = "/" + name
+        return configuration { $0.databaseURL = url.string! }
+    }
+
+    /// `sql`, a statement that must run outside a transaction (`CREATE DATABASE`), on the
+    /// shared test database.
+    static func execute(_ sql: String) async throws {
+        try await withTestDatabase { db in
+            _ = try await db.client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        }
+    }
+
+    /// 8 hex digits, for a name no other test uses.
+    static func uniqueSuffix() -> String {
+        String(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(8))
+    }
+}
+
+/// What a test's own machinery (a process it runs, a socket, a wait) failed with.
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Polls `condition` every `interval` until it holds. Past `limit` without it, fails with
+/// `what`: a test whose premise never comes (a lock wait it missed, a state never reached)
+/// fails naming it instead of holding its lane until the run's watchdog stops it.
+func waitUntil(
+    _ what: @autoclosure () -> String, within limit: Duration = .seconds(30), every interval: Duration = .milliseconds(20),
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + limit
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw TestFailure("not within \(limit): \(what())") }
+        try await Task.sleep(for: interval)
+    }
 }
 
 /// A fresh project with a unique slug, so tests running in parallel never share data.

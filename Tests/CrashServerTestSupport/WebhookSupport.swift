@@ -61,7 +61,7 @@ final class WebhookReceiver: Sendable {
             let got = received(name).filter(filter)
             if got.count >= count { return got }
             guard ContinuousClock.now < deadline else {
-                throw ProcessFailure(description: "hook \(name): \(got.count) of \(count) requests after \(timeout)")
+                throw TestFailure("hook \(name): \(got.count) of \(count) requests after \(timeout)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -97,7 +97,7 @@ final class WebhookReceiver: Sendable {
             onServerRunning: { channel in receiver.boundPort.withLock { $0 = channel.localAddress?.port } }, logger: logger)
         receiver.task.withLock { $0 = Task { try await app.runService(gracefulShutdownSignals: []) } }
         for _ in 0..<500 where receiver.port == 0 { try await Task.sleep(for: .milliseconds(10)) }
-        guard receiver.port != 0 else { throw ProcessFailure(description: "webhook receiver did not start") }
+        guard receiver.port != 0 else { throw TestFailure("webhook receiver did not start") }
         return receiver
     }
 
@@ -171,7 +171,7 @@ final class HostileReceiver: Sendable {
         while true {
             let now = stats
             if condition(now) { return now }
-            guard ContinuousClock.now < deadline else { throw ProcessFailure(description: "hostile receiver: \(now)") }
+            guard ContinuousClock.now < deadline else { throw TestFailure("hostile receiver: \(now)") }
             try await Task.sleep(for: .milliseconds(20))
         }
     }
