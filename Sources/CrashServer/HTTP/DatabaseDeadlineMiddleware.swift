@@ -15,10 +15,9 @@ struct DatabaseDeadlineMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         try await withoutActuallyEscaping(next) { next in
-            // The task group waits for both children before it returns, so `next` and
-            // `context` never outlive this call.
+            // The task group waits for both children before it returns, so `next` never
+            // outlives this call.
             nonisolated(unsafe) let next = next
-            nonisolated(unsafe) let context = context
             return try await withThrowingTaskGroup(of: Response.self) { group in
                 group.addTask { try await next(request, context) }
                 group.addTask {

@@ -106,21 +106,19 @@ extension PostgresQueryStore.Reader {
             // One row per group: its sketches concatenated (a list of entries in any order is
             // a valid stored form to merge). A row per sketch cost a row-stream step each, about
             // 10 ms for the top 25 groups of 7 days at 10 M reports.
-            var sketches: [Int64: DeviceSketch] = [:]
+            var queries: [PostgresQuery]
             if level == .environments {
-                let rows = try await connection.query(
+                queries = [
                     """
                     SELECT o.owner, string_agg(sketch, ''::bytea) FROM \(owners: estimated) o JOIN group_environment_daily x
                       ON x.group_id = o.member AND x.environment = ANY(\(f.environments)::text[]) AND x.app_version = \(version)
                      AND \("x.day", in: plan.days)
                     GROUP BY o.owner
-                    """, logger: logger)
-                for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
-                    sketches[id, default: DeviceSketch()].merge(encoded: bytes.readableBytesView)
-                }
+                    """
+                ]
                 if !plan.hoursHead.isEmpty || !plan.hoursTail.isEmpty {
                     // The edge hours' devices, each group's distinct ones once, as sketch entries.
-                    let rows = try await connection.query(
+                    queries.append(
                         """
                         SELECT e.owner, string_agg(int2send(d.register::int2) || substring(int2send(d.rank::int2) FROM 2 FOR 1), ''::bytea)
                         FROM (
@@ -129,13 +127,10 @@ extension PostgresQueryStore.Reader {
                               AND r.device_id <> '' AND \(reportFilter: f, onReports: true)
                         ) e CROSS JOIN LATERAL crashguard_device_register(e.device_id) d
                         GROUP BY e.owner
-                        """, logger: logger)
-                    for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
-                        sketches[id, default: DeviceSketch()].merge(encoded: bytes.readableBytesView)
-                    }
+                        """)
                 }
             } else {
-                let rows = try await connection.query(
+                queries = [
                     """
                     SELECT o.owner, string_agg(sketch, ''::bytea) FROM \(owners: estimated) o JOIN (
                         SELECT group_id, sketch FROM group_version_daily
@@ -145,9 +140,14 @@ extension PostgresQueryStore.Reader {
                         WHERE group_id IN (SELECT member FROM \(owners: estimated) m) AND app_version = \(version)
                           AND ((\("hour", in: plan.hoursHead)) OR (\("hour", in: plan.hoursTail)))
                     ) x ON x.group_id = o.member GROUP BY o.owner
-                    """, logger: logger)
+                    """
+                ]
+            }
+            var sketches: [Int64: DeviceSketch] = [:]
+            for query in queries {
+                let rows = try await connection.query(query, logger: logger)
                 for try await (id, bytes) in rows.decode((Int64, ByteBuffer).self) {
-                    sketches[id] = DeviceSketch(encoded: bytes.readableBytesView)
+                    sketches[id, default: DeviceSketch()].merge(encoded: bytes.readableBytesView)
                 }
             }
             for (id, sketch) in sketches { out[id] = sketch.estimate }

@@ -94,7 +94,9 @@ struct ModelHours: Sendable {
     }
 
     /// The `hours` column: an entry per hour with reports, the hour (0-23) then the count as a
-    /// big-endian uint32, by hour (what `crashguard_model_hours` reads).
+    /// big-endian uint32, by hour (what `crashguard_model_hours` reads). A fold's counts are
+    /// at most its reports (5,000), and the stored sums would need 2^32 reports of one group
+    /// and model in one hour to wrap: 32 bits keep the entry at 5 bytes.
     var encoded: ByteBuffer {
         var buffer = ByteBuffer()
         for (hour, n) in hours.enumerated() where n != 0 {
