@@ -35,6 +35,8 @@ extension TestClientProtocol {
             try page(answer)
             bodies.append(answer.json)
             cursor = answer.json["nextCursor"] as? String
+            // A cursor that never ends the walk fails it instead of looping forever.
+            try #require(bodies.count < 10_000, "\(uri): still a next cursor after 10,000 pages")
         } while cursor != nil
         return bodies
     }

@@ -42,7 +42,7 @@ struct SMTPClientTests {
         #expect(error?.description == "reply too long")
         #expect(error?.isPermanent == false)
         // The client closed the connection; the server could not write on.
-        #expect(await server.finished().closedByClient)
+        #expect(try await server.finished().closedByClient)
     }
 
     @Test("a server that never answers is cut off at SMTP_TIMEOUT: 'timeout', and the connection is closed")
@@ -52,7 +52,7 @@ struct SMTPClientTests {
         let error = await Self.send(try Self.client(server.url(), timeout: .milliseconds(300)))
         #expect(error?.description == "timeout")
         #expect(error?.isPermanent == false)
-        let record = await server.finished()
+        let record = try await server.finished()
         #expect(record.closedByClient && record.lines.isEmpty)
     }
 
@@ -62,7 +62,7 @@ struct SMTPClientTests {
         defer { server.stop() }
         let error = await Self.send(try Self.client(server.url(), timeout: .milliseconds(300)))
         #expect(error?.description == "timeout")
-        #expect(await server.finished().lines == ["EHLO crash.example.com"])
+        #expect(try await server.finished().lines == ["EHLO crash.example.com"])
     }
 
     /// A project with one crash group, an e-mail sender over `url` and a queued delivery of
@@ -160,7 +160,7 @@ struct SMTPClientTests {
             #expect(
                 row.error
                     == (injected ? "server sent data after its STARTTLS reply, before TLS" : "TLS handshake or certificate failed"))
-            let record = await server.finished()
+            let record = try await server.finished()
             #expect(Array(record.lines.prefix(2)) == ["EHLO crash.example.com", "STARTTLS"])
             // After STARTTLS at most the TLS handshake's bytes: no command, no credentials, no message.
             let plain = record.lines.dropFirst(2).joined(separator: "\n")
@@ -193,7 +193,7 @@ struct SMTPClientTests {
                 #expect(row.state == test.state, "\(test.name)")
                 #expect(row.status == test.status && row.error == test.error, "\(test.name): \(row)")
                 #expect(row.attempts == 1 && row.due == (test.state == "pending"), "\(test.name): \(row)")
-                let record = await server.finished()
+                let record = try await server.finished()
                 #expect(record.lines.first == "EHLO crash.example.com", "\(test.name)")
                 #expect(record.lines.contains("RCPT TO:<ana@example.com>"), "\(test.name)")
             }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -40,7 +41,6 @@ final class ScriptedSMTPServer: Sendable {
     private struct State {
         var lines: [String] = []
         var record: Record?
-        var waiters: [CheckedContinuation<Record, Never>] = []
     }
 
     let port: Int
@@ -63,16 +63,11 @@ final class ScriptedSMTPServer: Sendable {
         "smtp://\(credentials.map { $0 + "@" } ?? "")127.0.0.1:\(port)"
     }
 
-    /// Waits for the script to end (the client closed, or every step was played).
-    func finished() async -> Record {
-        await withCheckedContinuation { continuation in
-            let done = state.withLock { s -> Record? in
-                if let record = s.record { return record }
-                s.waiters.append(continuation)
-                return nil
-            }
-            if let done { continuation.resume(returning: done) }
-        }
+    /// Waits for the script to end (the client closed, or every step was played); fails after
+    /// `limit` (a client that never came or never closed).
+    func finished(within limit: Duration = .seconds(30)) async throws -> Record {
+        try await waitUntil("the SMTP script ends", within: limit) { state.withLock { $0.record != nil } }
+        return try #require(state.withLock { $0.record })
     }
 
     /// Ends the script: the listening socket and the connection are shut down.
@@ -127,13 +122,7 @@ final class ScriptedSMTPServer: Sendable {
                 open.connection = -1
             }
         }
-        let (record, waiters) = state.withLock { s in
-            let record = Record(lines: s.lines, closedByClient: closed)
-            s.record = record
-            defer { s.waiters = [] }
-            return (record, s.waiters)
-        }
-        for waiter in waiters { waiter.resume(returning: record) }
+        state.withLock { $0.record = Record(lines: $0.lines, closedByClient: closed) }
     }
 
     /// Reads one line (recorded); nil once the client has closed.
