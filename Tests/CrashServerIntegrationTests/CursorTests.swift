@@ -220,9 +220,7 @@ func withOpenTransactions<T: Sendable>(_ count: Int, _ body: @Sendable () async 
                 }
             }
             defer { done.add() }
-            let deadline = ContinuousClock.now + .seconds(120)
-            while opened.value < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-            try #require(opened.value == count, "only \(opened.value) of \(count) transactions opened")
+            try await waitUntil("\(opened.value) of \(count) transactions opened", within: .seconds(120)) { opened.value == count }
             return try await body()
         }
     }

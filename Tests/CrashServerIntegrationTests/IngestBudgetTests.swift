@@ -46,16 +46,18 @@ import Testing
 
     /// Waits until the server's gauge `name` shows what `expected` accepts.
     static func awaitMetric(_ client: some TestClientProtocol, _ name: String, _ expected: (Int) -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
         var value = -1
-        while ContinuousClock.now < deadline {
-            let metrics = try await client.execute(uri: "/metrics", method: .get)
-            let line = String(buffer: metrics.body).split(separator: "\n").first { $0.hasPrefix(name + " ") }
-            value = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? -1
-            if expected(value) { return }
-            try await Task.sleep(for: .milliseconds(20))
+        do {
+            try await waitUntil("\(name) is \(value)") {
+                let metrics = try await client.execute(uri: "/metrics", method: .get)
+                let line = String(buffer: metrics.body).split(separator: "\n").first { $0.hasPrefix(name + " ") }
+                value = line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) } ?? -1
+                return expected(value)
+            }
+        } catch let failure as TestFailure {
+            // Recorded, not thrown: the caller goes on to end what holds the budget.
+            Issue.record("\(failure)")
         }
-        Issue.record("\(name) is \(value)")
     }
 
     /// A project's request past its project's half is refused (503, `Retry-After`, nothing

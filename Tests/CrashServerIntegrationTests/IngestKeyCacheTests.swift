@@ -281,8 +281,7 @@ struct KeysDatabases: SuiteTrait, TestScoping {
         func name() async throws -> String {
             if let made { return try await made.value }
             let making = Task {
-                let name = "keys_template_" + TestEnvironment.uniqueSuffix()
-                try await TestEnvironment.execute("CREATE DATABASE \(name)")
+                let name = try await TestEnvironment.makeDatabase("keys_template")
                 try await withTestDatabase(TestEnvironment.configuration(database: name)) { _ in }
                 return name
             }
@@ -292,7 +291,7 @@ struct KeysDatabases: SuiteTrait, TestScoping {
 
         func drop() async throws {
             guard let made, let name = try? await made.value else { return }
-            try await TestEnvironment.execute("DROP DATABASE \(name) WITH (FORCE)")
+            try await TestEnvironment.dropDatabase(name)
         }
     }
 }

@@ -37,8 +37,15 @@ struct PrivateCluster {
         let spawned = posix_spawn(&pid, script, &actions, nil, argv, envp)
         guard spawned == 0 else { throw TestFailure("posix_spawn \(script): \(spawned)") }
         var status: Int32 = 0
-        while waitpid(pid, &status, WNOHANG) == 0 {
-            try await Task.sleep(for: .milliseconds(20))
+        do {
+            // A start runs initdb at most once; two minutes is far past any run seen.
+            try await waitUntil("scripts/postgres \(arguments.joined(separator: " ")) to exit", within: .seconds(120)) {
+                waitpid(pid, &status, WNOHANG) != 0
+            }
+        } catch {
+            kill(pid, SIGKILL)
+            waitpid(pid, &status, 0)
+            throw error
         }
         let exitCode = (status >> 8) & 0xFF
         guard status & 0x7F == 0, exitCode == 0 else {

@@ -70,11 +70,10 @@ func withTestDatabase<T: Sendable>(
 func withPrivateDatabase(
     _ prefix: String, template: String? = nil, _ body: (ServerConfiguration) async throws -> Void
 ) async throws {
-    let name = prefix + "_" + TestEnvironment.uniqueSuffix()
-    try await TestEnvironment.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
+    let name = try await TestEnvironment.makeDatabase(prefix, template: template)
     var failure: (any Error)?
     do { try await body(TestEnvironment.configuration(database: name)) } catch { failure = error }
-    try await TestEnvironment.execute("DROP DATABASE \(name) WITH (FORCE)")
+    try await TestEnvironment.dropDatabase(name)
     if let failure { throw failure }
 }
 
@@ -92,6 +91,19 @@ extension TestEnvironment {
         try await withTestDatabase { db in
             _ = try await db.client.query(PostgresQuery(unsafeSQL: sql), logger: logger)
         }
+    }
+
+    /// Makes database `<prefix>_<8 hex digits>` of the test cluster, empty or a copy of
+    /// `template`; returns its name.
+    static func makeDatabase(_ prefix: String, template: String? = nil) async throws -> String {
+        let name = prefix + "_" + uniqueSuffix()
+        try await execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
+        return name
+    }
+
+    /// Drops database `name` of the test cluster, ending its sessions.
+    static func dropDatabase(_ name: String) async throws {
+        try await execute("DROP DATABASE \(name) WITH (FORCE)")
     }
 
     /// 8 hex digits, for a name no other test uses.

@@ -56,15 +56,12 @@ final class WebhookReceiver: Sendable {
     func wait(
         for name: String, count: Int = 1, timeout: Duration = .seconds(30), where filter: @Sendable (Received) -> Bool = { _ in true }
     ) async throws -> [Received] {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let got = received(name).filter(filter)
-            if got.count >= count { return got }
-            guard ContinuousClock.now < deadline else {
-                throw TestFailure("hook \(name): \(got.count) of \(count) requests after \(timeout)")
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        var got: [Received] = []
+        try await waitUntil("hook \(name): \(got.count) of \(count) requests", within: timeout) {
+            got = received(name).filter(filter)
+            return got.count >= count
         }
+        return got
     }
 
     /// Starts the receiver; returns once it listens.
@@ -167,13 +164,12 @@ final class HostileReceiver: Sendable {
     /// Waits until `condition` holds for the stats (or `timeout` passed); returns them.
     @discardableResult
     func wait(timeout: Duration = .seconds(30), until condition: @Sendable (Stats) -> Bool) async throws -> Stats {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let now = stats
-            if condition(now) { return now }
-            guard ContinuousClock.now < deadline else { throw TestFailure("hostile receiver: \(now)") }
-            try await Task.sleep(for: .milliseconds(20))
+        var now = stats
+        try await waitUntil("hostile receiver: \(now)", within: timeout) {
+            now = stats
+            return condition(now)
         }
+        return now
     }
 
     private func acceptLoop() {
