@@ -35,4 +35,31 @@ import Testing
         try await holder.value
         for (n, waiter) in waiters.enumerated() { #expect(try await waiter.value == n) }
     }
+
+    /// A waiter gets the gate from the cycle before it, ahead of that cycle's caller asking
+    /// again at once (the aggregator catching up runs cycle after cycle): a reader waits for
+    /// one cycle, not for the whole catch-up.
+    @Test func aWaiterGoesBeforeTheHoldersNextCycle() async throws {
+        for _ in 0..<20 {
+            let cycles = RollupCycles()
+            let order = Order()
+            let (released, release) = AsyncStream.makeStream(of: Void.self)
+            let holder = Task {
+                try await cycles.exclusively { for await _ in released { break } }
+                try await cycles.exclusively { await order.add("holder again") }
+            }
+            let waiter = Task { try await cycles.exclusively { await order.add("waiter") } }
+            while await cycles.waiters < 1 { await Task.yield() }
+            release.yield()
+            try await holder.value
+            try await waiter.value
+            #expect(await order.names == ["waiter", "holder again"])
+        }
+    }
+}
+
+/// What ran, in order.
+private actor Order {
+    var names: [String] = []
+    func add(_ name: String) { names.append(name) }
 }

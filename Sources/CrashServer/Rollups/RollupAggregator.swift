@@ -101,12 +101,15 @@ actor RollupCycles {
     init() {}
 
     /// Runs `body` once no other body of this gate is running.
+    ///
+    /// An ending body hands the gate to the first waiter (it stays busy): were it only marked
+    /// free, a caller asking again at once (the aggregator's next cycle while it catches up)
+    /// would take it before the waiter it woke, and a reader would wait for the whole catch-up,
+    /// past its deadline under steady load.
     func exclusively<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        while busy { try await waitForTurn() }
-        busy = true
+        if busy { try await waitForTurn() } else { busy = true }
         defer {
-            busy = false
-            if !waiting.isEmpty { waiting.removeFirst().continuation.resume() }
+            if waiting.isEmpty { busy = false } else { waiting.removeFirst().continuation.resume() }
         }
         return try await body()
     }
@@ -114,6 +117,7 @@ actor RollupCycles {
     /// The callers waiting for the gate.
     var waiters: Int { waiting.count }
 
+    /// Returns holding the gate, handed over by the body before (or throws, not holding it).
     private func waitForTurn() async throws {
         let ticket = nextTicket
         nextTicket += 1
