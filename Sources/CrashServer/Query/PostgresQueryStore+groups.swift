@@ -89,14 +89,22 @@ extension PostgresQueryStore.Reader {
         }
         var out: [Int64: Int64] = [:]
         if !exact.isEmpty {
+            // Each owner's reports read through `reports_group_ts`, one owner after the other
+            // (LATERAL), and by group alone: the groups are the project's, and a `project_id`
+            // condition lets the planner take `reports_project_xact` instead whenever the
+            // partitions' statistics predate the project's reports (a new project, or a burst
+            // before autovacuum's next ANALYZE): every report of the project read once per
+            // group, past the 10 s statement timeout (docs/performance.md).
             let rows = try await connection.query(
                 """
-                SELECT o.owner, count(DISTINCT device_id)::bigint FROM \(owners: exact) o
-                JOIN reports ON group_id = o.member
-                WHERE project_id = \(project) AND ts >= \(window.from) AND ts < \(window.to)
-                  AND device_id <> ''
-                  AND \(reportFilter: f, onReports: true)
-                GROUP BY o.owner
+                SELECT o.owner, d.devices FROM (SELECT owner, array_agg(member) AS members FROM \(owners: exact) m GROUP BY owner) o
+                CROSS JOIN LATERAL (
+                    SELECT count(DISTINCT device_id)::bigint AS devices FROM reports
+                    WHERE group_id = ANY(o.members) AND ts >= \(window.from) AND ts < \(window.to)
+                      AND device_id <> ''
+                      AND \(reportFilter: f, onReports: true)
+                ) d
+                WHERE d.devices > 0
                 """, logger: logger)
             for try await (id, n) in rows.decode((Int64, Int64).self) { out[id] = n }
         }
