@@ -4,12 +4,29 @@ import Testing
 
 /// This process's one-cycle-at-a-time gate (``RollupCycles``).
 @Suite struct RollupCyclesTests {
+    /// Starts a body that holds the gate until `release` yields (then runs `then`), and returns
+    /// once it holds it: a caller started after this waits, whichever task the pool runs first.
+    static func hold(
+        _ cycles: RollupCycles, then: @escaping @Sendable () async throws -> Void = {}
+    ) async -> (holder: Task<Void, any Error>, release: AsyncStream<Void>.Continuation) {
+        let (entered, enter) = AsyncStream.makeStream(of: Void.self)
+        let (released, release) = AsyncStream.makeStream(of: Void.self)
+        let holder = Task {
+            try await cycles.exclusively {
+                enter.yield()
+                for await _ in released { break }
+            }
+            try await then()
+        }
+        for await _ in entered { break }
+        return (holder, release)
+    }
+
     /// A reader waiting behind a cycle that does not end leaves when its task is cancelled (its
     /// request's deadline): it throws at once, and the queue no longer holds it.
     @Test func aCancelledWaiterLeavesTheQueue() async throws {
         let cycles = RollupCycles()
-        let (released, release) = AsyncStream.makeStream(of: Void.self)
-        let holder = Task { try await cycles.exclusively { for await _ in released { break } } }
+        let (holder, release) = await Self.hold(cycles)
         let waiter = Task { try await cycles.exclusively { "ran" } }
         while await cycles.waiters < 1 { await Task.yield() }
         waiter.cancel()
@@ -24,8 +41,7 @@ import Testing
     /// Waiters run one at a time, in the order they asked.
     @Test func waitersRunInTurn() async throws {
         let cycles = RollupCycles()
-        let (released, release) = AsyncStream.makeStream(of: Void.self)
-        let holder = Task { try await cycles.exclusively { for await _ in released { break } } }
+        let (holder, release) = await Self.hold(cycles)
         var waiters: [Task<Int, any Error>] = []
         for n in 0..<3 {
             waiters.append(Task { try await cycles.exclusively { n } })
@@ -43,9 +59,7 @@ import Testing
         for _ in 0..<20 {
             let cycles = RollupCycles()
             let order = Order()
-            let (released, release) = AsyncStream.makeStream(of: Void.self)
-            let holder = Task {
-                try await cycles.exclusively { for await _ in released { break } }
+            let (holder, release) = await Self.hold(cycles) {
                 try await cycles.exclusively { await order.add("holder again") }
             }
             let waiter = Task { try await cycles.exclusively { await order.add("waiter") } }
