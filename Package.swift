@@ -30,7 +30,7 @@ let serverTestSupportDependencies: [Target.Dependency] = [
 
 /// What both of the server's test targets (unit and integration) import.
 let serverTestDependencies: [Target.Dependency] =
-    ["CrashServerTestSupport"] + serverTestSupportDependencies + [.product(name: "JWTKit", package: "jwt-kit")]
+    ["CrashServerTestSupport", "SeededRandom"] + serverTestSupportDependencies + [.product(name: "JWTKit", package: "jwt-kit")]
 
 let package = Package(
     name: "CrashGuard",

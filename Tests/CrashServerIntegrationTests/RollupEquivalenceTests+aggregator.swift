@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import PostgresNIO
+import SeededRandom
 import Testing
 
 @testable import CrashServer
@@ -48,7 +49,7 @@ extension RollupEquivalenceTests {
         let p = try await makeProject()
         let reports = try Self.decoded(Self.reports(seed: Int(seed) + 20))
         try await withTestDatabase { db in
-            var random = SplitMix(state: seed)
+            var random = SplitMix64(seed: seed)
             let project = try await Self.projectRef(p, db)
             let items = reports.map { IngestItem(project: project, report: $0) }
             var offset = 0
@@ -273,17 +274,5 @@ extension RollupEquivalenceTests {
         try RollupFacts.decode(RollupFacts.encode(facts), project: 7, into: &decoded)
         #expect(decoded == facts)
         #expect(throws: RollupFactsError.self) { try RollupFacts.decode(ByteBuffer(bytes: [2, 0]), project: 7, into: &decoded) }
-    }
-}
-
-/// SplitMix64: the test's steps from a seed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

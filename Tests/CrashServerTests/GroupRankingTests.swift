@@ -5,18 +5,39 @@ import Testing
 
 /// ``GroupRanking`` alone: candidates and counts are arrays, no storage.
 @Suite struct GroupRankingTests {
-    /// Candidates by (bound desc, id asc) after a position, as the stores yield them.
+    /// Candidates by (bound desc, id asc) after a position, as the stores yield them: the
+    /// position found by binary search, so a walk over thousands of groups stays cheap (the
+    /// suite runs beside real-time tests).
     static func countCandidates(
         _ bounds: [Int64: Int64]
     ) -> ((bound: Int64, id: Int64)?, Int64?, Int) -> [(id: Int64, bound: Int64)] {
         let sorted: [(id: Int64, bound: Int64)] = bounds.map { (id: $0.key, bound: $0.value) }.sorted(by: descending)
         return { after, atLeast, limit in
             var out: [(id: Int64, bound: Int64)] = []
-            for c in sorted where out.count < limit && c.bound >= atLeast ?? 0 {
-                if let after, !(c.bound < after.bound || (c.bound == after.bound && c.id > after.id)) { continue }
+            for c in sorted[firstAfter(after, in: sorted)...] {
+                guard out.count < limit, c.bound >= atLeast ?? 0 else { break }
                 out.append(c)
             }
             return out
+        }
+    }
+
+    /// The index of the first of `sorted` (by ``descending(_:_:)``) that comes after `position`.
+    static func firstAfter(_ position: (bound: Int64, id: Int64)?, in sorted: [(id: Int64, bound: Int64)]) -> Int {
+        guard let position else { return 0 }
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if descending((id: position.id, bound: position.bound), sorted[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+
+    /// The window counts of `ids` (every group's when nil), as the stores count them.
+    static func counting(_ counts: [Int64: Int64]) -> ([Int64]?) -> [Int64: Int64] {
+        { ids in
+            guard let ids else { return counts }
+            return ids.reduce(into: [:]) { found, id in found[id] = counts[id] }
         }
     }
 
@@ -27,12 +48,7 @@ import Testing
     static func timeCandidates(_ keys: [Int64: Int64]) -> ((Int64, Int64)?, Int) -> [(id: Int64, key: Int64)] {
         let sorted: [(id: Int64, bound: Int64)] = keys.map { (id: $0.key, bound: $0.value) }.sorted(by: descending)
         return { after, limit in
-            var out: [(id: Int64, key: Int64)] = []
-            for c in sorted where out.count < limit {
-                if let after, !(c.bound < after.0 || (c.bound == after.0 && c.id > after.1)) { continue }
-                out.append((id: c.id, key: c.bound))
-            }
-            return out
+            sorted[firstAfter(after.map { (bound: $0.0, id: $0.1) }, in: sorted)...].prefix(limit).map { (id: $0.id, key: $0.bound) }
         }
     }
 
@@ -42,8 +58,7 @@ import Testing
         var after: (key: Int64, id: Int64)?
         while true {
             let page = try await GroupRanking(limit: limit, after: after).byCount(
-                candidates: countCandidates(bounds),
-                counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+                candidates: countCandidates(bounds), counts: counting(counts))
             pages.append(page.prefix(limit).map(\.id))
             guard page.count > limit else { return pages }
             let last = page[limit - 1]
@@ -54,7 +69,7 @@ import Testing
     @Test func countOrderBreaksTiesByID() async throws {
         let counts: [Int64: Int64] = [5: 3, 2: 3, 9: 7, 1: 1, 4: 3]
         let page = try await GroupRanking(limit: 10, after: nil).byCount(
-            candidates: Self.countCandidates(counts), counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+            candidates: Self.countCandidates(counts), counts: Self.counting(counts))
         #expect(page.map(\.id) == [9, 2, 4, 5, 1])
         #expect(page.map(\.count) == [7, 3, 3, 3, 1])
         #expect(page.map(\.key) == page.map(\.count))
@@ -78,14 +93,14 @@ import Testing
     @Test func cursorExcludesThePreviousPageEvenOnTies() async throws {
         let counts: [Int64: Int64] = [1: 5, 2: 5, 3: 5, 4: 5]
         let page = try await GroupRanking(limit: 2, after: (key: 5, id: 2)).byCount(
-            candidates: Self.countCandidates(counts), counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+            candidates: Self.countCandidates(counts), counts: Self.counting(counts))
         #expect(page.map(\.id) == [3, 4])
     }
 
     @Test func anEmptyPageAfterTheLastGroup() async throws {
         let counts: [Int64: Int64] = [1: 5]
         let page = try await GroupRanking(limit: 2, after: (key: 5, id: 1)).byCount(
-            candidates: Self.countCandidates(counts), counts: { ids in counts.filter { ids?.contains($0.key) ?? true } })
+            candidates: Self.countCandidates(counts), counts: Self.counting(counts))
         #expect(page.isEmpty)
     }
 
@@ -102,7 +117,7 @@ import Testing
             candidates: Self.countCandidates(bounds),
             counts: { ids in
                 if ids == nil { calls.all = true }
-                return counts.filter { ids?.contains($0.key) ?? true }
+                return Self.counting(counts)(ids)
             })
         #expect(page.map(\.id) == [7_777, 1, 2, 3])
         #expect(calls.all)
@@ -122,7 +137,7 @@ import Testing
             candidates: Self.countCandidates(bounds),
             counts: { ids in
                 calls.counted.append(ids?.count ?? -1)
-                return counts.filter { ids?.contains($0.key) ?? true }
+                return Self.counting(counts)(ids)
             })
         #expect(page.map(\.id) == Array(1...26))
         let reaching = bounds.values.filter { $0 >= 974 }.count
@@ -133,12 +148,12 @@ import Testing
         let keys: [Int64: Int64] = [1: 100, 2: 300, 3: 200, 4: 300]
         let counts: [Int64: Int64] = [1: 1, 2: 4, 4: 2]  // 3 has no report in the window
         let page = try await GroupRanking(limit: 2, after: nil).byTime(
-            candidates: Self.timeCandidates(keys), counts: { ids in counts.filter { ids.contains($0.key) } })
+            candidates: Self.timeCandidates(keys), counts: { Self.counting(counts)($0) })
         #expect(page.map(\.id) == [2, 4, 1])
         #expect(page.map(\.key) == [300, 300, 100])
         #expect(page.map(\.count) == [4, 2, 1])
         let next = try await GroupRanking(limit: 2, after: (key: 300, id: 4)).byTime(
-            candidates: Self.timeCandidates(keys), counts: { ids in counts.filter { ids.contains($0.key) } })
+            candidates: Self.timeCandidates(keys), counts: { Self.counting(counts)($0) })
         #expect(next.map(\.id) == [1])
     }
 
@@ -148,7 +163,7 @@ import Testing
         let keys: [Int64: Int64] = [1: 300, 2: 200, 5: 900, 6: 950, 3: 100]
         let counts: [Int64: Int64] = [1: 1, 2: 1, 3: 1, 5: 1, 6: 1]
         let page = try await GroupRanking(limit: 10, after: (key: 300, id: 1)).byTime(
-            placed: [5: 150, 6: nil], candidates: Self.timeCandidates(keys), counts: { ids in counts.filter { ids.contains($0.key) } })
+            placed: [5: 150, 6: nil], candidates: Self.timeCandidates(keys), counts: { Self.counting(counts)($0) })
         #expect(page.map(\.id) == [2, 5, 3])
     }
 }
