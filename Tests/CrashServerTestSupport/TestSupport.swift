@@ -51,13 +51,19 @@ enum TestEnvironment {
     }
 }
 
-/// Runs `body` with the test database (schema applied).
+/// Runs `body` with the test database (schema applied, the partitions of the days around today made).
 @discardableResult
 func withTestDatabase<T: Sendable>(
     _ config: ServerConfiguration = TestEnvironment.configuration(), _ body: @Sendable (CrashDatabase) async throws -> T
 ) async throws -> T {
     try await withDatabase(config, logger: TestEnvironment.logger) { db in
-        try await PostgresSchemaMaintenance(database: db).migrate()
+        let schema = PostgresSchemaMaintenance(database: db)
+        try await schema.migrate()
+        // As a server does before it takes traffic: reports stored here go to their day's
+        // partition, not to the default one, which would then refuse that day's partition
+        // when a server starts on this database.
+        let (first, last) = PartitionMaintenance.partitionedDays(around: Date())
+        _ = try await schema.maintainPartitions(from: first, to: last, dropBefore: Date(timeIntervalSince1970: 0))
         return try await body(db)
     }
 }

@@ -16,11 +16,17 @@ struct PartitionMaintenance: Service {
     let retentionDays: Int
     let logger: Logger
 
-    /// Ensures partitions from 31 days back to 3 days ahead; drops those older than any retention.
+    /// The days whose partitions exist ahead of the reports: from 31 days back (the oldest
+    /// timestamp taken is 30 days old) to 3 days ahead (1 day is taken; two more cover
+    /// maintenance that fails for a day).
+    static func partitionedDays(around now: Date) -> (first: Date, last: Date) {
+        (now.addingTimeInterval(-31 * 86_400), now.addingTimeInterval(3 * 86_400))
+    }
+
+    /// Ensures the partitions of ``partitionedDays(around:)``; drops those older than any retention.
     func runOnce(now: Date = Date()) async throws {
         let day = 86_400.0
-        let first = now.addingTimeInterval(-31 * day)
-        let last = now.addingTimeInterval(3 * day)
+        let (first, last) = Self.partitionedDays(around: now)
         let cutoff = now.addingTimeInterval(-Double(max(retentionDays, ProjectSettings.retentionDaysRange.upperBound) + 1) * day)
         let (created, dropped) = try await schema.maintainPartitions(from: first, to: last, dropBefore: cutoff)
         if created > 0 || dropped > 0 {
