@@ -96,24 +96,43 @@ CREATE TABLE IF NOT EXISTS group_hourly (
 );
 CREATE INDEX IF NOT EXISTS group_hourly_group ON group_hourly (group_id, hour);
 
--- Creates the daily partitions of `reports` covering [first, last]; safe to race.
+-- Creates the daily partitions of `reports` covering [first, last]; safe to race. A day whose
+-- reports went to the default partition (none was made for it in time: maintenance that could
+-- not run for days) gets its partition with those reports moved into it, columns, `xact`
+-- included, as they were: PostgreSQL refuses to make a partition for rows the default one
+-- holds, so that day, and the maintenance's drops with it, would otherwise fail from then on.
 CREATE OR REPLACE FUNCTION crashguard_ensure_partitions(first date, last date) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     d date := first;
     created integer := 0;
     name text;
+    lo timestamptz;
+    hi timestamptz;
+    columns text;
 BEGIN
     WHILE d <= last LOOP
         name := 'reports_p' || to_char(d, 'YYYYMMDD');
+        lo := d::timestamp AT TIME ZONE 'UTC';
+        hi := (d + 1)::timestamp AT TIME ZONE 'UTC';
         IF to_regclass(name) IS NULL THEN
             BEGIN
-                EXECUTE format(
-                    'CREATE TABLE %I PARTITION OF reports FOR VALUES FROM (%L) TO (%L)',
-                    name, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+                EXECUTE format('CREATE TABLE %I PARTITION OF reports FOR VALUES FROM (%L) TO (%L)', name, lo, hi);
                 created := created + 1;
-            EXCEPTION WHEN duplicate_table THEN
-                NULL;
+            EXCEPTION
+                WHEN duplicate_table THEN
+                    NULL;
+                WHEN check_violation THEN
+                    SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO columns
+                    FROM pg_attribute WHERE attrelid = 'reports'::regclass AND attnum > 0 AND NOT attisdropped;
+                    EXECUTE format('CREATE TEMP TABLE crashguard_moving ON COMMIT DROP AS SELECT %s FROM reports_default WITH NO DATA',
+                                   columns);
+                    EXECUTE format('WITH moved AS (DELETE FROM reports_default WHERE ts >= %L AND ts < %L RETURNING %s) '
+                                   'INSERT INTO crashguard_moving SELECT * FROM moved', lo, hi, columns);
+                    EXECUTE format('CREATE TABLE %I PARTITION OF reports FOR VALUES FROM (%L) TO (%L)', name, lo, hi);
+                    EXECUTE format('INSERT INTO reports (%s) SELECT %s FROM crashguard_moving', columns, columns);
+                    DROP TABLE crashguard_moving;
+                    created := created + 1;
             END;
         END IF;
         d := d + 1;

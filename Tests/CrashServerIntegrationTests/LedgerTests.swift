@@ -52,6 +52,52 @@ import Testing
             #expect(remaining == [kept, other].sorted { $0.uuidString < $1.uuidString })
         }
     }
+
+    /// Reports stored in the default partition (no partition was made for their day in time)
+    /// move into their day's partition when it is made, as they were, and the others stay: the
+    /// day can be made at all, and the maintenance does not fail at it from then on.
+    @Test func makingADayMovesItsReportsOutOfTheDefaultPartition() async throws {
+        try await withTestDatabase { (db: CrashDatabase) async throws in
+            let logger = TestEnvironment.logger
+            let project = Int64.random(in: -1_000_000_000 ... -1)
+            let (first, second, nextDay) = (UUID(), UUID(), UUID())
+            let placed: [String] = try await inRolledBackTransaction(db) { connection in
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(\(PostgresSchemaMaintenance.partitionLockID))", logger: logger)
+                let times = [
+                    Date(timeIntervalSince1970: 983_700_000),  // 2001-03-04T10:00:00Z
+                    Date(timeIntervalSince1970: 983_743_200),  // 2001-03-04T22:00:00Z
+                    Date(timeIntervalSince1970: 983_786_400),  // 2001-03-05T10:00:00Z
+                ]
+                try await connection.query(
+                    """
+                    INSERT INTO reports (project_id, id, group_id, ts, kind, reason, app_id, app_version, device_id)
+                    SELECT \(project), id, 7, ts, 'signal', 'SIGSEGV', 'app', '1.0', 'device-' || id
+                    FROM unnest(\([first, second, nextDay])::uuid[], \(times)::timestamptz[]) AS x(id, ts)
+                    """, logger: logger)
+                func rows() async throws -> [String] {
+                    let rows = try await connection.query(
+                        """
+                        SELECT tableoid::regclass::text || ' ' || id || ' ' || ts || ' ' || reason || ' ' || device_id || ' ' || xact
+                        FROM reports WHERE project_id = \(project) ORDER BY ts
+                        """, logger: logger)
+                    var out: [String] = []
+                    for try await row in rows.decode(String.self) { out.append(row) }
+                    return out
+                }
+                let before = try await rows()
+                #expect(before.allSatisfy { $0.hasPrefix("reports_default ") }, "\(before)")
+                let made = try await connection.query(
+                    "SELECT crashguard_ensure_partitions('2001-03-04', '2001-03-04')", logger: logger)
+                for try await count in made.decode(Int.self) { #expect(count == 1) }
+                let after = try await rows()
+                // The same rows, each in its day's table or still in the default one.
+                #expect(after.map { $0.drop { $0 != " " } } == before.map { $0.drop { $0 != " " } })
+                return after.map { String($0.prefix { $0 != " " }) }
+            }
+            #expect(placed == ["reports_p20010304", "reports_p20010304", "reports_default"])
+        }
+    }
 }
 
 /// Runs `body` in a transaction on one connection and rolls it back, so nothing it wrote is
