@@ -89,7 +89,7 @@ import Testing
         let fromSQL = try await withTestDatabase { db in
             try await db.client.withConnection { connection in
                 let rows = try await connection.query(
-                    "SELECT d, (crashguard_device_register(d)).register, (crashguard_device_register(d)).rank FROM unnest(\(ids)) AS d",
+                    "SELECT d, r.register, r.rank FROM unnest(\(ids)) AS d, crashguard_device_register(d) r",
                     logger: TestEnvironment.logger)
                 var out: [String: (Int, Int)] = [:]
                 for try await (id, register, rank) in rows.decode((String, Int, Int).self) { out[id] = (register, rank) }

@@ -124,14 +124,15 @@ extension PostgresQueryStore.Reader {
                     GROUP BY o.owner
                     """
                 ]
-                if !plan.hoursHead.isEmpty || !plan.hoursTail.isEmpty {
+                let edgeHours = [plan.hoursHead, plan.hoursTail].filter { !$0.isEmpty }
+                if !edgeHours.isEmpty {
                     // The edge hours' devices, each group's distinct ones once, as sketch entries.
                     queries.append(
                         """
                         SELECT e.owner, string_agg(int2send(d.register::int2) || substring(int2send(d.rank::int2) FROM 2 FOR 1), ''::bytea)
                         FROM (
                             SELECT DISTINCT o.owner, r.device_id FROM \(owners: estimated) o JOIN reports r ON r.group_id = o.member
-                            WHERE r.project_id = \(project) AND ((\("r.ts", in: plan.hoursHead)) OR (\("r.ts", in: plan.hoursTail)))
+                            WHERE r.project_id = \(project) AND \("r.ts", inAny: edgeHours)
                               AND r.device_id <> '' AND \(reportFilter: f, onReports: true)
                         ) e CROSS JOIN LATERAL crashguard_device_register(e.device_id) d
                         GROUP BY e.owner

@@ -143,4 +143,16 @@ extension PostgresQuery.StringInterpolation {
         appendLiteral(" AND \(column) < ")
         appendInterpolation(range.to)
     }
+
+    /// `(column >= from AND column < to OR ...)` over `ranges` (none of them empty): a single
+    /// range is then an index condition on `column`, where an `OR` with an empty one is a
+    /// filter over every row the other conditions find.
+    mutating func appendInterpolation(_ column: StaticString, inAny ranges: [TimeRange]) {
+        appendLiteral("(")
+        for (i, range) in ranges.enumerated() {
+            if i > 0 { appendLiteral(" OR ") }
+            appendInterpolation(column, in: range)
+        }
+        appendLiteral(")")
+    }
 }

@@ -145,16 +145,6 @@ extension PostgresQuery.StringInterpolation {
         }
     }
 
-    /// `(column >= from AND column < to OR ...)` over `ranges` (none of them empty).
-    fileprivate mutating func appendInterpolation(_ column: StaticString, inAny ranges: [TimeRange]) {
-        appendLiteral("(")
-        for (i, range) in ranges.enumerated() {
-            if i > 0 { appendLiteral(" OR ") }
-            appendInterpolation(column, in: range)
-        }
-        appendLiteral(")")
-    }
-
     /// The conditions of a read of `reports` besides its time and transactions: the groups
     /// and the report filters.
     fileprivate mutating func appendInterpolation(reportsOf members: [Int64]?, _ f: GroupFilters) {
