@@ -44,10 +44,19 @@ import Testing
         #expect(!wholeDays.contains("group_version_hourly"), "no edge hours: \(wholeDays)")
         #expect(!wholeDays.contains("reports"), "no sub-hour edge, nothing pending, no snapshot: \(wholeDays)")
 
-        let edges = sql(TimeWindow(from: date("2026-10-30T00:20:00Z"), to: date("2026-11-29T05:30:00Z")), version)
+        let edges = sql(TimeWindow(from: date("2026-10-30T00:50:00Z"), to: date("2026-11-29T05:30:00Z")), version)
         #expect(edges.contains("group_version_hourly"))
         #expect(edges.contains("FROM reports"), "sub-hour edges: \(edges)")
+        #expect(!edges.contains("-1 AS n"), "10 minutes of the first hour and half of the last are read as they are: \(edges)")
         #expect(!edges.contains("rollup_pending"))
+        // 40 minutes of the first hour are in the window: it is read as its hour minus the 20
+        // minutes before the window.
+        func subtractions(_ sql: String) -> Int { sql.components(separatedBy: "-1 AS n FROM reports").count - 1 }
+        let halfAndHalf = TimeWindow(from: date("2026-10-30T00:20:00Z"), to: date("2026-11-29T05:30:00Z"))
+        #expect(subtractions(sql(halfAndHalf, version)) == 1, "\(sql(halfAndHalf, version))")
+        // A cursor's later pages count as of its snapshot, reports after it taken away: one
+        // subtraction, of those, and the edge read as it is.
+        #expect(subtractions(sql(halfAndHalf, version, snapshot: "10:20:")) == 1)
 
         #expect(sql(days, version, pending: true).contains("rollup_pending"))
         #expect(sql(days, version, snapshot: "10:20:").contains("pg_visible_in_snapshot"))

@@ -121,13 +121,17 @@ import Testing
         }
     }
 
-    @Test func windowEdgesAreFromInclusiveToExclusive() async throws {
+    /// Not hour-aligned: raw edges, edge hours and whole days. 20 minutes past the hour, each
+    /// edge is counted as its whole hour minus the reports outside the window (the shorter part
+    /// of the hour); 49 minutes past, from the reports inside it.
+    @Test(arguments: [1234.5, 2934.5])
+    func windowEdgesAreFromInclusiveToExclusive(pastTheHour: Double) async throws {
         let p = try await makeProject()
-        // Not hour-aligned: exercises raw edges, edge hours and whole days.
-        let from = utcMidnight(daysAgo: 5).addingTimeInterval(10 * 3600 + 1234.5)
+        let from = utcMidnight(daysAgo: 5).addingTimeInterval(10 * 3600 + pastTheHour)
         let to = from.addingTimeInterval(3 * 86_400 + 777.25)
         let times: [(Date, Bool)] = [
             (from, true), (from.addingTimeInterval(-0.001), false), (to, false), (to.addingTimeInterval(-0.001), true),
+            (TimeWindow.floor(from, 3600), false), (TimeWindow.ceil(to, 3600).addingTimeInterval(-0.001), false),
             (from.addingTimeInterval(1800), true), (from.addingTimeInterval(3 * 3600), true),
             (TimeWindow.ceil(from, 86_400).addingTimeInterval(5), true), (to.addingTimeInterval(-3600 * 5), true),
             (to.addingTimeInterval(60), false), (from.addingTimeInterval(-86_400), false),

@@ -100,6 +100,30 @@ import Testing
         #expect(plan.hoursHead.from == plan.hoursHead.to)
     }
 
+    @Test func anEdgeIsWidenedToItsHourOnlyWhereFewerRawReportsAreRead() {
+        func d(_ text: String) -> Date { Self.date("2026-11-\(text)Z") }
+        func range(_ from: String, _ to: String) -> TimeRange { TimeRange(from: d(from), to: d(to)) }
+        let now = d("28T21:40:00")
+        // 20 minutes before the window in its first hour, 25 after it in its last: both hours
+        // whole, those parts taken away.
+        var (window, outside) = TimeWindow(from: d("20T05:20:00"), to: d("27T09:35:00")).widenedToHours(now: now)
+        #expect(window == TimeWindow(from: d("20T05:00:00"), to: d("27T10:00:00")))
+        #expect(outside == [range("20T05:00:00", "20T05:20:00"), range("27T09:35:00", "27T10:00:00")])
+        // 50 minutes before, 40 after: read as they are.
+        (window, outside) = TimeWindow(from: d("20T05:50:00"), to: d("27T09:20:00")).widenedToHours(now: now)
+        #expect(window == TimeWindow(from: d("20T05:50:00"), to: d("27T09:20:00")) && outside.isEmpty)
+        // Ending a second before now, 40 minutes into the hour: the rest of the hour is in the
+        // future but for a second, so the hour is whole; half and half is read as it is.
+        (window, outside) = TimeWindow(from: d("20T05:30:00"), to: d("28T21:39:59")).widenedToHours(now: now)
+        #expect(window == TimeWindow(from: d("20T05:30:00"), to: d("28T22:00:00")))
+        #expect(outside == [range("28T21:39:59", "28T22:00:00")])
+        // Whole hours, and a window within one hour: nothing to widen.
+        (window, outside) = TimeWindow(from: d("20T05:00:00"), to: d("27T09:00:00")).widenedToHours(now: now)
+        #expect(window == TimeWindow(from: d("20T05:00:00"), to: d("27T09:00:00")) && outside.isEmpty)
+        (window, outside) = TimeWindow(from: d("27T09:05:00"), to: d("27T09:10:00")).widenedToHours(now: now)
+        #expect(window == TimeWindow(from: d("27T09:05:00"), to: d("27T09:10:00")) && outside.isEmpty)
+    }
+
     @Test func topBuildsATypedListRequestAndNamesABadOption() throws {
         let now = Self.date("2026-11-28T12:10:00Z")
         var table = TopCrashesTable()

@@ -139,6 +139,32 @@ struct TimeWindow: Sendable, Hashable {
             days: TimeRange(from: daysFrom, to: daysTo))
     }
 
+    /// The window widened to whole hours at the edges where that reads fewer raw reports, and
+    /// the pieces it gained, whose reports a count takes away again. An edge inside an hour is
+    /// widened to that hour when the part of the hour outside the window is the shorter, leaving
+    /// out what of it is after `now` (only reports timestamped in the future are there): a
+    /// count then reads at most half an hour of raw reports at an edge, and next to none at a
+    /// `to` of about now, instead of up to a whole hour of them. A window within one hour stays
+    /// as it is.
+    func widenedToHours(now: Date) -> (window: TimeWindow, outside: [TimeRange]) {
+        let firstHour = Self.ceil(from, Self.hour)
+        let endHour = Self.floor(to, Self.hour)
+        guard firstHour <= endHour else { return (self, []) }
+        var widened = self
+        var outside: [TimeRange] = []
+        let headStart = Self.floor(from, Self.hour)
+        if from < firstHour, from.timeIntervalSince(headStart) < firstHour.timeIntervalSince(from) {
+            widened.from = headStart
+            outside.append(TimeRange(from: headStart, to: from))
+        }
+        let tailEnd = Self.ceil(to, Self.hour)
+        if endHour < to, max(0, min(tailEnd, now).timeIntervalSince(to)) < to.timeIntervalSince(endHour) {
+            widened.to = tailEnd
+            outside.append(TimeRange(from: to, to: tailEnd))
+        }
+        return (widened, outside)
+    }
+
     /// The whole window read from raw reports (filters no rollup holds: `context` terms).
     var reportsPlan: Plan { .raw(from, to) }
 

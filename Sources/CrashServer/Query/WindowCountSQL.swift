@@ -1,3 +1,4 @@
+import Foundation
 import PostgresNIO
 
 /// The reads a window count adds up (``PostgresQueryStore/Reader/windowCounts(project:ids:window:filters:snapshot:)``):
@@ -21,6 +22,9 @@ struct WindowCountReads: Sendable {
     var pending: Bool
     /// Count as of this `pg_snapshot`: the reports committed after it are subtracted.
     var snapshot: String?
+    /// The time an edge at or after which holds only reports timestamped in the future
+    /// (``TimeWindow/widenedToHours(now:)``).
+    var now = Date()
 }
 
 extension TimeRange {
@@ -32,7 +36,13 @@ extension PostgresQuery.StringInterpolation {
     /// The `UNION ALL` of the reads of `r` as `(group_id, n)` rows (each read names its columns,
     /// since the first one names the union's); nothing when the window is empty.
     mutating func appendInterpolation(windowCountRows r: WindowCountReads) {
-        let (project, members, window, f) = (r.project, r.members, r.window, r.filters)
+        let (project, members, f) = (r.project, r.members, r.filters)
+        // Edges inside an hour read as the whole hour minus the reports outside the window, where
+        // that is fewer raw reports; not under a snapshot (a cursor's later pages), whose
+        // subtraction of later reports would then take those outside away twice.
+        var window = r.window
+        var outside: [TimeRange] = []
+        if r.snapshot == nil, f.level != .reports { (window, outside) = r.window.widenedToHours(now: r.now) }
         var separator = ""
         if f.level == .versions {
             // Without report filters but a version, whole hours and days come from the per-version
@@ -113,6 +123,16 @@ extension PostgresQuery.StringInterpolation {
             appendInterpolation(project)
             appendLiteral(" AND ")
             appendInterpolation("ts", inAny: raw)
+            appendInterpolation(reportsOf: members, f)
+            separator = "\nUNION ALL\n"
+        }
+        if !outside.isEmpty {
+            // What the widened edges added: every report there, folded or pending (the pending
+            // read below adds the pending ones with the rest of the window).
+            appendLiteral(separator + "SELECT group_id, -1 AS n FROM reports WHERE project_id = ")
+            appendInterpolation(project)
+            appendLiteral(" AND ")
+            appendInterpolation("ts", inAny: outside)
             appendInterpolation(reportsOf: members, f)
             separator = "\nUNION ALL\n"
         }
