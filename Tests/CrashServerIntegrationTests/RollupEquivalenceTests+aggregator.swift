@@ -228,6 +228,39 @@ extension RollupEquivalenceTests {
         }
     }
 
+    /// A window whose edge is counted as its whole hour minus the reports outside it
+    /// (``TimeWindow/widenedToHours(now:)``) counts each report inside once, folded or pending:
+    /// the pending read adds the pending reports of the widened window, the subtraction takes
+    /// away every report outside it.
+    @Test func widenedEdgesCountFoldedAndPendingReportsOnce() async throws {
+        let p = try await makeProject()
+        let reports = try Self.decoded(Self.reports(seed: 61))
+        try await withTestDatabase { db in
+            let project = try await Self.projectRef(p, db)
+            let items = reports.map { IngestItem(project: project, report: $0) }
+            _ = try await PostgresIngestStore(database: db).store(Array(items[0..<90]), gate: CommitGate())
+            try await db.aggregateRollups()
+            _ = try await PostgresIngestStore(database: db).store(Array(items[90...]), gate: CommitGate())
+            #expect(try await Self.accounts(project.id, db) == Accounts(180, 90, 90), "half of them must be pending")
+            // From 20 minutes past an hour (widened) or 50 (raw), to 10 minutes past (raw) or 40 (widened).
+            let midnight = utcMidnight(daysAgo: 1)
+            let windows = [(-2400.0, 7800.0), (-600.0, 9600.0), (1200.0, 11_400.0)].map {
+                TimeWindow(from: midnight.addingTimeInterval($0.0), to: midnight.addingTimeInterval($0.1))
+            }
+            #expect(windows.map { !$0.widenedToHours(now: Date()).outside.isEmpty } == [true, true, true])
+            for folded in [false, true] {
+                if folded { try await db.aggregateRollups() }
+                for window in windows {
+                    let counts = try await PostgresQueryStore(database: db).read { reader in
+                        try await reader.windowCounts(project: project.id, ids: nil, window: window, filters: GroupFilters(), snapshot: nil)
+                    }
+                    let inside = reports.filter { $0.timestamp >= window.from && $0.timestamp < window.to }.count
+                    #expect(counts.values.reduce(0, +) == Int64(inside), "\(window), folded: \(folded)")
+                }
+            }
+        }
+    }
+
     /// The integers at `key` of a JSON array of objects.
     static func values(_ key: String, in array: Any?) -> [Int] {
         let objects = array as? [[String: Any]] ?? []
