@@ -236,11 +236,7 @@ extension RollupEquivalenceTests {
         let p = try await makeProject()
         let reports = try Self.decoded(Self.reports(seed: 61))
         try await withTestDatabase { db in
-            let project = try await Self.projectRef(p, db)
-            let items = reports.map { IngestItem(project: project, report: $0) }
-            _ = try await PostgresIngestStore(database: db).store(Array(items[0..<90]), gate: CommitGate())
-            try await db.aggregateRollups()
-            _ = try await PostgresIngestStore(database: db).store(Array(items[90...]), gate: CommitGate())
+            let project = try await Self.storeHalfFolded(reports, of: p, db)
             #expect(try await Self.accounts(project.id, db) == Accounts(180, 90, 90), "half of them must be pending")
             // From 20 minutes past an hour (widened) or 50 (raw), to 10 minutes past (raw) or 40 (widened).
             let midnight = utcMidnight(daysAgo: 1)
@@ -261,6 +257,17 @@ extension RollupEquivalenceTests {
         }
     }
 
+    /// Stores `reports` into `p`'s project in two commits with a cycle between them: the first
+    /// 90 folded, the rest pending.
+    static func storeHalfFolded(_ reports: [Report], of p: ProjectCredentials, _ db: CrashDatabase) async throws -> ProjectRef {
+        let project = try await projectRef(p, db)
+        let items = reports.map { IngestItem(project: project, report: $0) }
+        _ = try await PostgresIngestStore(database: db).store(Array(items[0..<90]), gate: CommitGate())
+        try await db.aggregateRollups()
+        _ = try await PostgresIngestStore(database: db).store(Array(items[90...]), gate: CommitGate())
+        return project
+    }
+
     /// The integers at `key` of a JSON array of objects.
     static func values(_ key: String, in array: Any?) -> [Int] {
         let objects = array as? [[String: Any]] ?? []
@@ -274,18 +281,14 @@ extension RollupEquivalenceTests {
         let p = try await makeProject()
         let reports = try Self.decoded(Self.reports(seed: 51))
         try await withTestDatabase { db in
-            let project = try await Self.projectRef(p, db)
-            let items = reports.map { IngestItem(project: project, report: $0) }
-            _ = try await PostgresIngestStore(database: db).store(Array(items[0..<90]), gate: CommitGate())
-            try await db.aggregateRollups()
-            _ = try await PostgresIngestStore(database: db).store(Array(items[90...]), gate: CommitGate())
+            let project = try await Self.storeHalfFolded(reports, of: p, db)
             // Every fifth report, folded ones and pending ones, by key.
-            let gone = stride(from: 0, to: items.count, by: 5).map { ReportEraser.Key(ts: reports[$0].timestamp, id: reports[$0].id) }
+            let gone = stride(from: 0, to: reports.count, by: 5).map { ReportEraser.Key(ts: reports[$0].timestamp, id: reports[$0].id) }
             let outcome = try await db.client.withTransaction(logger: TestEnvironment.logger) { connection in
                 try await ReportEraser(logger: TestEnvironment.logger).erase(project: project.id, keys: gone, on: connection)
             }
             #expect(outcome.reports == gone.count)
-            let kept = items.count - gone.count
+            let kept = reports.count - gone.count
             #expect(try await Self.accounts(project.id, db) == Accounts(kept, kept, 0))
             try await db.aggregateRollups()
             #expect(try await Self.accounts(project.id, db) == Accounts(kept, kept, 0))

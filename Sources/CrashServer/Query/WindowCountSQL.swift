@@ -115,24 +115,16 @@ extension PostgresQuery.StringInterpolation {
                 separator = "\nUNION ALL\n"
             }
         }
-        // The sub-hour edges (or, for `context` terms, the whole window) from the reports.
+        // The sub-hour edges (or, for `context` terms, the whole window) from the reports; and
+        // what the widened edges added, taken away again: every report there, folded or pending
+        // (the pending read below adds the pending ones with the rest of the window).
         let plan = window.plan(for: f.level)
         let raw = [plan.rawHead, plan.rawTail].filter { !$0.isEmpty }
-        if !raw.isEmpty {
-            appendLiteral(separator + "SELECT group_id, 1 AS n FROM reports WHERE project_id = ")
+        for (ranges, n) in [(raw, "1"), (outside, "-1")] where !ranges.isEmpty {
+            appendLiteral(separator + "SELECT group_id, \(n) AS n FROM reports WHERE project_id = ")
             appendInterpolation(project)
             appendLiteral(" AND ")
-            appendInterpolation("ts", inAny: raw)
-            appendInterpolation(reportsOf: members, f)
-            separator = "\nUNION ALL\n"
-        }
-        if !outside.isEmpty {
-            // What the widened edges added: every report there, folded or pending (the pending
-            // read below adds the pending ones with the rest of the window).
-            appendLiteral(separator + "SELECT group_id, -1 AS n FROM reports WHERE project_id = ")
-            appendInterpolation(project)
-            appendLiteral(" AND ")
-            appendInterpolation("ts", inAny: outside)
+            appendInterpolation("ts", inAny: ranges)
             appendInterpolation(reportsOf: members, f)
             separator = "\nUNION ALL\n"
         }
