@@ -65,7 +65,7 @@ struct SeedCommand: AsyncParsableCommand {
     /// id). The hourly and daily tables get rows of the chunk's UTC day only; the groups and
     /// facets are added to (the chunks take turns there: `pg_advisory_xact_lock`).
     static let chunkSteps: [(table: String, sql: String)] = [
-        ("report_ids", "INSERT INTO report_ids (project_id, id, ts) SELECT $1, id, ts FROM b ORDER BY id"),
+        ("report_ids", "INSERT INTO report_ids (project_id, id) SELECT $1, id FROM b ORDER BY id"),
         (
             "group_hourly",
             """
@@ -157,11 +157,11 @@ struct SeedCommand: AsyncParsableCommand {
     static let verifications: [(table: String, sql: String)] = [
         (
             "report_ids",
-            "SELECT count(*) FROM (SELECT id, ts FROM report_ids WHERE project_id = $1 EXCEPT ALL SELECT id, ts FROM reports WHERE project_id = $1) x"
+            "SELECT count(*) FROM (SELECT id FROM report_ids WHERE project_id = $1 EXCEPT ALL SELECT id FROM reports WHERE project_id = $1) x"
         ),
         (
             "reports",
-            "SELECT count(*) FROM (SELECT id, ts FROM reports WHERE project_id = $1 EXCEPT ALL SELECT id, ts FROM report_ids WHERE project_id = $1) x"
+            "SELECT count(*) FROM (SELECT id FROM reports WHERE project_id = $1 EXCEPT ALL SELECT id FROM report_ids WHERE project_id = $1) x"
         ),
         (
             "crash_groups",

@@ -54,7 +54,7 @@ import Testing
             "SELECT signature, grouping_version, kind, title, normalized_reason, report_count, first_seen, last_seen, fatal, status FROM crash_groups WHERE project_id = $1"
         ),
         ("reports", "SELECT r.id, r.ts, g.signature, r.device_id FROM reports r JOIN crash_groups g ON g.id = r.group_id WHERE r.project_id = $1"),
-        ("report_ids", "SELECT id, ts FROM report_ids WHERE project_id = $1"),
+        ("report_ids", "SELECT id FROM report_ids WHERE project_id = $1"),
         (
             "group_hourly",
             "SELECT g.signature, h.hour, h.app_id, h.app_version, h.os, h.environment, h.count, h.fatal_count FROM group_hourly h JOIN crash_groups g ON g.id = h.group_id WHERE h.project_id = $1"

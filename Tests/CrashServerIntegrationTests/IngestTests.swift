@@ -372,6 +372,54 @@ import Testing
         }
     }
 
+    /// A database of the version before: the ledger's `ts` required and written, the listing
+    /// index with `id`. The migration makes `ts` nullable (this version writes none; a server of
+    /// the version before, beside the migrated database, still can) and replaces the index; the
+    /// reports stored before list as they were, and new ones store.
+    @Test func theLedgersTimestampAndTheListingIndexsIdGoAtTheMigration() async throws {
+        try await withPrivateDatabase("crashguard_lean") { config in
+            let trip = RoundTrip()
+            let before = try await makeProject(config)
+            try await trip.store(before, config)
+            try await withTestDatabase(config) { db in
+                let logger = TestEnvironment.logger
+                for statement: PostgresQuery in [
+                    "UPDATE report_ids SET ts = now()",
+                    "ALTER TABLE report_ids ALTER COLUMN ts SET NOT NULL",
+                    "DROP INDEX reports_group_ts",
+                    "CREATE INDEX reports_group_ts ON reports (group_id, ts DESC, id DESC)",
+                    "DELETE FROM schema_versions",
+                ] {
+                    _ = try await db.client.query(statement, logger: logger)
+                }
+                try await PostgresSchemaMaintenance(database: db).migrate()
+                let shape = try await db.client.query(
+                    """
+                    SELECT pg_get_indexdef('reports_group_ts'::regclass),
+                           (SELECT NOT attnotnull FROM pg_attribute WHERE attrelid = 'report_ids'::regclass AND attname = 'ts')
+                    """, logger: logger)
+                for try await (index, nullable) in shape.decode((String, Bool).self) {
+                    #expect(index.hasSuffix("(group_id, ts DESC)"), "\(index)")
+                    #expect(nullable)
+                }
+                // What a server of the version before writes.
+                _ = try await db.client.query(
+                    "INSERT INTO report_ids (project_id, id, ts) VALUES (-1, \(UUID()), now())", logger: logger)
+            }
+            try await trip.verify(before, config)
+            let after = try await makeProject(config)
+            try await trip.store(after, config)
+            try await trip.verify(after, config)
+            let written = try await withTestDatabase(config) { db in
+                try await db.client.query(
+                    "SELECT count(ts) FROM report_ids r JOIN projects p ON p.id = r.project_id WHERE p.slug = \(after.project)",
+                    logger: TestEnvironment.logger
+                ).collect().first?.decode(Int.self)
+            }
+            #expect(written == 0)
+        }
+    }
+
     @Test func healthReadinessAndMetrics() async throws {
         let project = try await makeProject()
         try await withApp { client in

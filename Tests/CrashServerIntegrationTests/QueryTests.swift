@@ -334,6 +334,30 @@ import Testing
         }
     }
 
+    /// Reports of the same microsecond list in id order, newest time first, and a cursor that
+    /// falls among them resumes after the one it names: `reports_group_ts` orders by time only,
+    /// the ties are sorted by id on top of it.
+    @Test func reportsOfOneMicrosecondListInIdOrderAcrossPages() async throws {
+        let p = try await makeProject()
+        let at = TimeWindow.floor(Date(), 3600).addingTimeInterval(-2 * 3600 + 0.123456)
+        let times = [at.addingTimeInterval(-1)] + Array(repeating: at, count: 7) + [at.addingTimeInterval(1)]
+        let reports = times.map { queryReport("ties", at: $0) }
+        try await withApp { client in
+            try await client.send(reports, key: p.ingestKey)
+            let list = try await client.query("/v1/projects/\(p.project)/crashes", token: p.readToken)
+            let id = try #require(list.json.groups.first?["id"] as? String)
+            for limit in [2, 3] {
+                let pages = try await client.walk("/v1/projects/\(p.project)/crashes/\(id)/reports?limit=\(limit)", token: p.readToken) { page in
+                    #expect(page.status == .ok)
+                }
+                let walked = pages.flatMap { $0["reports"] as? [[String: Any]] ?? [] }.compactMap { $0["id"] as? String }
+                let tied = reports[1...7].compactMap { $0["id"] as? String }.sorted(by: >)
+                let expected = [reports[8]["id"] as? String].compactMap { $0 } + tied + [reports[0]["id"] as? String].compactMap { $0 }
+                #expect(walked == expected, "limit \(limit)")
+            }
+        }
+    }
+
     /// Fractional times come back as they were sent, to the microsecond, in the reports, the
     /// detail and the list. (PostgresNIO's own `Date` binding truncates: `.995Z` was stored as
     /// `.994999` and answered so, for about a third of the millisecond values.)

@@ -240,8 +240,8 @@ extension IngestSQL {
                 SELECT unnest(\(b.groupProjects)) AS p, unnest(\(b.signatures)) AS s, unnest(\(b.versions)) AS v, unnest(\(b.kinds)) AS k,
                        unnest(\(b.titles)) AS t, unnest(\(b.reasons)) AS reason, unnest(\(b.signatures.indices.map { Int64($0 + 1) })) AS g
             ), claimed AS (
-                INSERT INTO report_ids (project_id, id, ts)
-                SELECT p, id, ts FROM input ORDER BY p, id
+                INSERT INTO report_ids (project_id, id)
+                SELECT p, id FROM input ORDER BY p, id
                 ON CONFLICT (project_id, id) DO NOTHING
                 RETURNING project_id, id
             ), counts AS (
