@@ -98,8 +98,9 @@ CREATE INDEX IF NOT EXISTS reports_group_ts ON reports (group_id, ts DESC);
 CREATE INDEX IF NOT EXISTS reports_project_ts ON reports (project_id, ts);
 CREATE TABLE IF NOT EXISTS reports_default PARTITION OF reports DEFAULT;
 
--- Hourly rollup per group and the filter dimensions, maintained in the ingest
--- transaction: window queries read this instead of raw reports.
+-- Hourly rollup per group and the filter dimensions, written by the rollup aggregator from the
+-- facts the ingest transaction appends (rollup_pending, below): window queries read this
+-- instead of raw reports.
 CREATE TABLE IF NOT EXISTS group_hourly (
     project_id  bigint NOT NULL,
     group_id    bigint NOT NULL,
@@ -195,7 +196,7 @@ DO $$ BEGIN
                    'SET enable_hashjoin = off SET enable_mergejoin = off', current_schema());
 END; $$;
 
--- Query rollups (issue 4), all maintained in the ingest transaction next to group_hourly.
+-- Query rollups, all written by the rollup aggregator next to group_hourly.
 -- Daily copy of group_hourly: windows read whole days here and only their edge hours there.
 CREATE TABLE IF NOT EXISTS group_daily (
     project_id  bigint NOT NULL,
@@ -271,9 +272,9 @@ CREATE TABLE IF NOT EXISTS project_hourly (
 -- HyperLogLog sketch of device ids (DeviceSketch.swift). Windows without app/os filters read
 -- their counts here (a few rows per group and day instead of one per app/version/os), and
 -- `devices` of large groups is estimated from the sketches. A sketch is a sparse list of
--- 3-byte entries (register uint16 big-endian, rank uint8) sorted by register. Written in the
--- ingest transaction while the group rows are locked (`FOR UPDATE`): counts are added, and
--- sketches are read, merged and written back.
+-- 3-byte entries (register uint16 big-endian, rank uint8) sorted by register. Written by the
+-- rollup aggregator, one upsert per key and cycle: counts are added, and the sketch it merged
+-- from the stored one and the cycle's devices replaces it when a register grew.
 CREATE TABLE IF NOT EXISTS group_version_hourly (
     group_id    bigint NOT NULL,
     app_version text NOT NULL,
@@ -1145,8 +1146,8 @@ $$;
 -- rollup aggregator
 -- The facts the rollups need of each stored report, appended by the ingest transaction (one
 -- row per project and statement of a batch, an insert: no rollup row is locked at commit) and
--- folded into group_hourly, group_daily, group_facets, group_model_hourly, project_hourly and
--- group_version_hourly/daily by RollupAggregator, which deletes the rows it folds in the
+-- folded into group_hourly, group_daily, group_facets, group_model_daily, project_hourly,
+-- group_version_hourly/daily and group_environment_daily by RollupAggregator, which deletes the rows it folds in the
 -- transaction that writes the rollups (docs/server.md, "The rollup aggregator"). `facts` is
 -- the server's binary encoding (RollupFacts.swift), kept inline up to a page and never
 -- compressed: the commit pays no compression, the aggregator no decompression.
