@@ -14,7 +14,7 @@ import Synchronization
 /// generated from `generate_series` into a temporary table, inserted into `reports` (their
 /// daily partition) and the `report_ids` ledger, and every rollup gets the day's rows from
 /// the same temporary table: the hourly and daily tables (`group_hourly`, `group_daily`,
-/// `group_model_daily`, `project_hourly`, `group_version_hourly`, `group_version_daily` and
+/// `group_model_daily`, `project_hourly`, `project_environment_hourly`, `group_version_hourly`, `group_version_daily` and
 /// `group_environment_daily` with their device sketches) are keyed by an hour or day of that chunk only, so they are
 /// plain inserts; `group_facets` and the groups' counts and first/last seen are added to.
 /// A device's sketch register comes from schema.sql's `crashguard_device_register`, computed
@@ -98,6 +98,13 @@ struct SeedCommand: AsyncParsableCommand {
             """
             INSERT INTO project_hourly (project_id, hour, kind, app_version, environment, count)
             SELECT $1, date_trunc('hour', ts, 'UTC'), kind, version, env, count(*) FROM b GROUP BY 2, 3, 4, 5
+            """
+        ),
+        (
+            "project_environment_hourly",
+            """
+            INSERT INTO project_environment_hourly (project_id, hour, environment, count, fatal_count)
+            SELECT $1, date_trunc('hour', ts, 'UTC'), env, count(*), count(*) FILTER (WHERE fatal) FROM b GROUP BY 2, 3
             """
         ),
         ("group_version_hourly", versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
@@ -189,6 +196,12 @@ struct SeedCommand: AsyncParsableCommand {
             symmetric(
                 "SELECT project_id, hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1",
                 "SELECT * FROM crashguard_rollup_project_hourly($1)")
+        ),
+        (
+            "project_environment_hourly",
+            symmetric(
+                "SELECT project_id, hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1",
+                "SELECT * FROM crashguard_rollup_project_environment_hourly($1)")
         ),
         (
             "group_facets",

@@ -73,6 +73,10 @@ import Testing
         ),
         ("project_hourly", "SELECT hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1"),
         (
+            "project_environment_hourly",
+            "SELECT hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1"
+        ),
+        (
             "group_version_hourly",
             "SELECT g.signature, v.app_version, v.hour, v.count, v.sketch FROM group_version_hourly v JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = $1"
         ),

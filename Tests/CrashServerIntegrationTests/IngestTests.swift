@@ -420,6 +420,38 @@ import Testing
         }
     }
 
+    /// A database made before `project_environment_hourly` gets it filled from `group_hourly` at
+    /// the migration: equal, row for row, to its definition from the stored reports.
+    @Test func theEnvironmentTotalsOfADatabaseMadeBeforeThemAreFilledAtTheMigration() async throws {
+        try await withPrivateDatabase("crashguard_totals") { config in
+            let trip = RoundTrip()
+            let project = try await makeProject(config)
+            try await trip.store(project, config)
+            // Folded: a query waits for the aggregator to pass what was committed before it.
+            try await trip.verify(project, config)
+            try await withTestDatabase(config) { db in
+                let logger = TestEnvironment.logger
+                for statement: PostgresQuery in ["DROP TABLE project_environment_hourly", "DELETE FROM schema_versions"] {
+                    _ = try await db.client.query(statement, logger: logger)
+                }
+                try await PostgresSchemaMaintenance(database: db).migrate()
+                let rows = try await db.client.query(
+                    """
+                    WITH p AS (SELECT id FROM projects WHERE slug = \(project.project)),
+                    t AS (SELECT e.project_id, e.hour, e.environment, e.count, e.fatal_count FROM project_environment_hourly e JOIN p ON p.id = e.project_id),
+                    d AS (SELECT x.* FROM p, crashguard_rollup_project_environment_hourly(p.id) x)
+                    SELECT (SELECT count(*) FROM t), (SELECT sum(fatal_count) FROM t)::bigint,
+                           (SELECT count(*) FROM ((TABLE t EXCEPT ALL TABLE d) UNION ALL (TABLE d EXCEPT ALL TABLE t)) x)
+                    """, logger: logger)
+                for try await (filled, fatal, different) in rows.decode((Int64, Int64?, Int64).self) {
+                    #expect(filled > 0)
+                    #expect(fatal == 1)
+                    #expect(different == 0)
+                }
+            }
+        }
+    }
+
     @Test func healthReadinessAndMetrics() async throws {
         let project = try await makeProject()
         try await withApp { client in

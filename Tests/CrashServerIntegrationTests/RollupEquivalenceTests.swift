@@ -51,6 +51,10 @@ import Testing
             written: "SELECT project_id, hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_project_hourly($1)"),
         Rollup(
+            table: "project_environment_hourly",
+            written: "SELECT project_id, hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1",
+            derived: "SELECT * FROM crashguard_rollup_project_environment_hourly($1)"),
+        Rollup(
             table: "group_version_hourly",
             written: """
                 SELECT v.group_id, v.app_version, v.hour, v.count, v.sketch FROM group_version_hourly v

@@ -10,7 +10,7 @@ import PostgresNIO
 /// a database that never received them would.
 ///
 /// - Counts (`group_hourly`, `group_daily`, `group_model_daily`, `project_hourly`,
-///   `group_facets`, `group_version_hourly/daily`, `group_environment_daily`,
+///   `project_environment_hourly`, `group_facets`, `group_version_hourly/daily`, `group_environment_daily`,
 ///   `crash_groups.report_count`) are
 ///   subtracted, the erased reports' own share, key by key; a row left at 0 is deleted.
 /// - What a subtraction cannot give back is recomputed from the reports that remain: a group's
@@ -223,6 +223,7 @@ struct Deltas {
     struct Daily: Hashable { var group: Int64, day: Date, app: String, version: String, os: String, environment: String }
     struct Model: Hashable { var group: Int64, day: Date, model: String }
     struct Project: Hashable { var hour: Date, kind: String, version: String, environment: String }
+    struct ProjectEnvironment: Hashable { var hour: Date, environment: String }
     struct Facet: Hashable { var group: Int64, facet: String, value: String }
     struct Version: Hashable { var group: Int64, version: String, bucket: Date }
     struct EnvironmentDay: Hashable { var group: Int64, environment: String, version: String, day: Date }
@@ -236,6 +237,7 @@ struct Deltas {
     var daily: [Daily: Int64] = [:]
     var models: [Model: ModelHours] = [:]
     var projects: [Project: Int64] = [:]
+    var projectEnvironments: [ProjectEnvironment: (n: Int64, fatal: Int64)] = [:]
     var facets: [Facet: Span] = [:]
     /// Count, and whether an erased report of the bucket had a device id (its sketch is rebuilt).
     var versionHourly: [Version: (n: Int64, devices: Bool)] = [:]
@@ -254,6 +256,9 @@ struct Deltas {
             daily[Daily(group: r.group, day: day, app: r.app, version: r.version, os: r.os, environment: r.environment), default: 0] += 1
             models[Model(group: r.group, day: day, model: r.model), default: ModelHours()].add(r.ts, day: day)
             projects[Project(hour: hour, kind: r.kind, version: r.version, environment: r.environment), default: 0] += 1
+            let totals = ProjectEnvironment(hour: hour, environment: r.environment)
+            projectEnvironments[totals, default: (0, 0)].n += 1
+            projectEnvironments[totals, default: (0, 0)].fatal += fatal
             for (facet, value) in [("app", r.app), ("version", r.version), ("os", r.os), ("environment", r.environment)] {
                 facets[Facet(group: r.group, facet: facet, value: value), default: Span()].add(r.ts)
             }
@@ -291,7 +296,8 @@ enum ErasureSQL {
     /// decreased; both find their rows by key, so the cost follows the erased reports, not the
     /// size of their groups.
     static func subtract(project p: Int64, _ d: Deltas) -> PostgresQuery {
-        let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), ph = Array(d.projects), f = Array(d.facets)
+        let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), ph = Array(d.projects), pe = Array(d.projectEnvironments)
+        let f = Array(d.facets)
         let vh = Array(d.versionHourly), vd = Array(d.versionDaily), ed = Array(d.environmentDaily), g = Array(d.groups)
         let hourly = "t.project_id = x.p AND t.hour = x.hour AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version"
         let daily = "t.project_id = x.p AND t.day = x.day AND t.group_id = x.g AND t.app_id = x.app AND t.app_version = x.version"
@@ -321,6 +327,13 @@ enum ErasureSQL {
                     AS x(hour, kind, version, env, n)
             ), \(unescaped: subtracting("projects", from: "ph", into: "project_hourly",
                                          where: "t.project_id = x.p AND t.hour = x.hour AND t.kind = x.kind AND t.app_version = x.version AND t.environment = x.env")),
+            pe AS (
+                SELECT x.*, \(p)::bigint AS p
+                FROM unnest(\(pe.map(\.key.hour)), \(pe.map(\.key.environment)), \(pe.map(\.value.n)), \(pe.map(\.value.fatal)))
+                    AS x(hour, env, n, f)
+            ), \(unescaped: subtracting("totals", from: "pe", into: "project_environment_hourly",
+                                         where: "t.project_id = x.p AND t.hour = x.hour AND t.environment = x.env",
+                                         set: "count = t.count - x.n, fatal_count = t.fatal_count - x.f")),
             f AS (
                 SELECT * FROM unnest(\(f.map(\.key.group)), \(f.map(\.key.facet)), \(f.map(\.key.value)), \(f.map(\.value.n)))
                     AS x(g, facet, value, n)

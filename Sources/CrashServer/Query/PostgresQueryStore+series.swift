@@ -63,11 +63,15 @@ extension PostgresQueryStore.Reader {
     }
 
     /// Project-wide counts per bucket (`hour` or `day`) and key (`kind`, `version`,
-    /// `environment` or none), of the reports in `environments` when given.
+    /// `environment` or none), of the reports in `environments` when given. Whole hours come
+    /// from `project_hourly` when split by kind or version, else from
+    /// `project_environment_hourly` (a row per hour and environment); sub-hour edges from raw
+    /// reports.
     func stats(
         project: Int64, window: TimeWindow, unit: StatsInterval, groupBy: StatsGrouping, maxSeries: Int, environments: [String]
     ) async throws -> [(t: Date, key: String?, n: Int64)] {
         let plan = window.hourPlan
+        let split = groupBy == .kind || groupBy == .version
         // Only the buckets of the maxSeries + 1 keys of highest total (ties by key, in byte
         // order) leave the database: enough for the caller to keep maxSeries and to know that
         // it cut, without sending every version's buckets (10,000 versions by 2,160 hours).
@@ -78,7 +82,11 @@ extension PostgresQueryStore.Reader {
                 SELECT date_trunc(\(unit), t) AS t, key, sum(n)::bigint AS n FROM (
                     SELECT hour AS t, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version
                                       WHEN 'environment' THEN environment END AS key, count AS n
-                    FROM project_hourly WHERE project_id = \(project) AND \("hour", in: plan.hoursHead)
+                    FROM project_hourly WHERE \(split) AND project_id = \(project) AND \("hour", in: plan.hoursHead)
+                      AND \(environmentFilter: environments)
+                    UNION ALL
+                    SELECT hour, CASE \(groupBy) WHEN 'environment' THEN environment END, count
+                    FROM project_environment_hourly WHERE NOT \(split) AND project_id = \(project) AND \("hour", in: plan.hoursHead)
                       AND \(environmentFilter: environments)
                     UNION ALL
                     SELECT ts, CASE \(groupBy) WHEN 'kind' THEN kind WHEN 'version' THEN app_version WHEN 'environment' THEN environment END, 1
@@ -96,7 +104,7 @@ extension PostgresQueryStore.Reader {
     }
 
     /// Project-wide counts per bucket split into fatal and non-fatal reports (`stats`
-    /// with `groupBy=fatal`), from `group_hourly` and raw reports at sub-hour edges.
+    /// with `groupBy=fatal`), from `project_environment_hourly` and raw reports at sub-hour edges.
     func fatalStats(
         project: Int64, window: TimeWindow, unit: StatsInterval, environments: [String]
     ) async throws -> [(t: Date, key: String?, n: Int64)] {
@@ -104,7 +112,7 @@ extension PostgresQueryStore.Reader {
         let rows = try await connection.query(
             """
             SELECT date_trunc(\(unit), t), sum(f)::bigint, sum(n)::bigint FROM (
-                SELECT hour AS t, fatal_count AS f, count AS n FROM group_hourly
+                SELECT hour AS t, fatal_count AS f, count AS n FROM project_environment_hourly
                 WHERE project_id = \(project) AND \("hour", in: plan.hoursHead) AND \(environmentFilter: environments)
                 UNION ALL
                 SELECT ts, CASE WHEN fatal THEN 1 ELSE 0 END, 1 FROM reports

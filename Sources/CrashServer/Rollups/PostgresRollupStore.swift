@@ -5,7 +5,8 @@ import PostgresNIO
 
 /// The rollups on PostgreSQL: folds the facts that ingest appends to `rollup_pending` into
 /// `group_hourly`, `group_daily`, `group_facets`, `group_model_daily`, `project_hourly`,
-/// `group_version_hourly/daily` and `group_environment_daily` (docs/server.md, "The rollup aggregator").
+/// `project_environment_hourly`, `group_version_hourly/daily` and `group_environment_daily`
+/// (docs/server.md, "The rollup aggregator").
 ///
 /// A fold takes pending rows (deletes them) and adds their reports to the rollups in one
 /// transaction: a kill at any moment leaves both or neither, so every report is added once.
@@ -148,9 +149,17 @@ struct RollupFold: Sendable {
                 version: ranks.version, os: ranks.os, environment: ranks.environment)
             Self.count(&counts[key, default: (0, 0)], fatal: fact.fatal)
         }
+        // The project's totals per hour and environment, from the group rows (fewer than the reports).
+        var totals: [TotalsKey: (n: Int64, fatal: Int64)] = [:]
+        for (key, value) in counts {
+            let total = TotalsKey(project: key.project, hour: key.hour, environment: key.environment)
+            totals[total, default: (0, 0)].n += value.n
+            totals[total, default: (0, 0)].fatal += value.fatal
+        }
         let sketches = try await versionRollupRows(facts, text, connection)
         let input = RollupSQL.WriteRollups.Input(
             text: text, hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
+            totals: totals.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
             rollups: Self.queryRollupRows(facts, text), versionHourly: sketches.hourly, versionDaily: sketches.daily,
             environmentDaily: sketches.environmentDaily)
         _ = try await connection.run(RollupSQL.WriteRollups.self, input, logger: logger)
@@ -170,6 +179,12 @@ struct RollupFold: Sendable {
             return x != y ? x < y : a.environment < b.environment
         }
     }
+
+    /// A `project_environment_hourly` row. `environment` is a ``BatchText`` rank.
+    struct TotalsKey: Hashable, Comparable {
+        var project: Int64, hour: Date, environment: Int32
+        static func < (a: TotalsKey, b: TotalsKey) -> Bool { (a.project, a.hour, a.environment) < (b.project, b.hour, b.environment) }
+    }
 }
 
 /// The statement of ``RollupFold/fold(_:_:)``.
@@ -182,6 +197,7 @@ enum RollupSQL {
             /// What the keys' ranks stand for.
             var text = BatchText(facts: [])
             var hourly: [(key: RollupFold.HourlyKey, n: Int64, fatal: Int64)] = []
+            var totals: [(key: RollupFold.TotalsKey, n: Int64, fatal: Int64)] = []
             var rollups = RollupFold.QueryRollupRows.empty
             var versionHourly: [RollupFold.VersionRollupRow] = []
             var versionDaily: [RollupFold.VersionRollupRow] = []
@@ -191,7 +207,7 @@ enum RollupSQL {
         static let sql = query(Input()).sql
 
         static func query(_ input: Input) -> PostgresQuery {
-            let (hourly, text) = (input.hourly, input.text)
+            let (hourly, totals, text) = (input.hourly, input.totals, input.text)
             let (days, facets, models, projects) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
             let (versionHourly, versionDaily, environmentDaily) = (input.versionHourly, input.versionDaily, input.environmentDaily)
             return """
@@ -229,6 +245,12 @@ enum RollupSQL {
                            unnest(\(projects.map { text[$0.key.version] })), unnest(\(projects.map { text[$0.key.environment] })),
                            unnest(\(projects.map(\.value)))
                     ON CONFLICT (project_id, hour, kind, app_version, environment) DO UPDATE SET count = t.count + EXCLUDED.count
+                ), totals AS (
+                    INSERT INTO project_environment_hourly AS t (project_id, hour, environment, count, fatal_count)
+                    SELECT unnest(\(totals.map(\.key.project))), unnest(\(totals.map(\.key.hour))), unnest(\(totals.map { text[$0.key.environment] })),
+                           unnest(\(totals.map(\.n))), unnest(\(totals.map(\.fatal)))
+                    ON CONFLICT (project_id, hour, environment) DO UPDATE SET
+                        count = t.count + EXCLUDED.count, fatal_count = t.fatal_count + EXCLUDED.fatal_count
                 ), version_hourly AS (
                     INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
                     SELECT unnest(\(versionHourly.map(\.key.group))), unnest(\(versionHourly.map { text[$0.key.version] })),
