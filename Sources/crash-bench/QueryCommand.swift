@@ -12,9 +12,9 @@ import NIOPosix
 /// newest, or `--version`), by search terms, by `environment=` (production, staging, and
 /// production with the version); top-25 with the per-row trend (hourly over 7 days, daily over
 /// 30 days); one group's detail (the top group), also under `environment=`; stats, hourly over 7
-/// days; and the dashboard's pages, signed in with the read token: top crashes (7 days, 25 rows
-/// with hourly sparklines; 30 days with daily ones; 7 days of production) and the top group's
-/// crash page. Prints
+/// days, also split into fatal and not; and the dashboard's pages, signed in with the read token:
+/// the project's overview (7 and 30 days), top crashes (7 days, 25 rows with hourly sparklines;
+/// 30 days with daily ones; 7 days of production) and the top group's crash page. Prints
 /// p50/p95/max per request and a ROW line each.
 ///
 /// With `--releases`, the release-health requests instead (release-health.md): the releases
@@ -81,6 +81,9 @@ struct QueryCommand: AsyncParsableCommand {
             ("crash detail (7 days)", base + "/crashes/\(id)", nil),
             ("crash detail environment= (7 days)", base + "/crashes/\(id)?environment=production", nil),
             ("stats hourly (7 days)", base + "/stats?interval=hour", nil),
+            ("stats hourly groupBy=fatal (7 days)", base + "/stats?interval=hour&groupBy=fatal", nil),
+            ("dashboard overview (7 days)", url + "/projects/\(project)", session),
+            ("dashboard overview (30 days)", url + "/projects/\(project)?window=30d", session),
             ("dashboard top crashes (7 days)", url + "/projects/\(project)/crashes", session),
             ("dashboard top crashes (30 days)", url + "/projects/\(project)/crashes?window=30d", session),
             ("dashboard top crashes environment=", url + "/projects/\(project)/crashes?environment=production", session),
