@@ -1002,6 +1002,7 @@ DO $$ BEGIN
             fatal_count bigint NOT NULL,
             PRIMARY KEY (project_id, hour, environment)
         );
+        PERFORM pg_advisory_xact_lock(7165915779985864048);
         INSERT INTO project_environment_hourly (project_id, hour, environment, count, fatal_count)
         SELECT project_id, hour, environment, sum(count), sum(fatal_count) FROM group_hourly GROUP BY 1, 2, 3;
     END IF;
@@ -1175,8 +1176,8 @@ $$;
 -- The facts the rollups need of each stored report, appended by the ingest transaction (one
 -- row per project and statement of a batch, an insert: no rollup row is locked at commit) and
 -- folded into group_hourly, group_daily, group_facets, group_model_daily, project_hourly,
--- project_environment_hourly, group_version_hourly/daily and group_environment_daily by
--- RollupAggregator, which deletes the rows it folds in the
+-- project_environment_hourly, group_version_hourly/daily, group_environment_daily and
+-- group_environment_model_daily by RollupAggregator, which deletes the rows it folds in the
 -- transaction that writes the rollups (docs/server.md, "The rollup aggregator"). `facts` is
 -- the server's binary encoding (RollupFacts.swift), kept inline up to a page and never
 -- compressed: the commit pays no compression, the aggregator no decompression.
@@ -1284,6 +1285,46 @@ DO $$ BEGIN
         PERFORM pg_advisory_xact_lock(7165915779985864048);
         INSERT INTO group_environment_daily
         SELECT e.* FROM projects p CROSS JOIN LATERAL crashguard_environment_rollups(p.id, true) e;
+    END IF;
+END; $$;
+
+-- Device models per group, environment, UTC day and model, in group_model_daily's form (`count`
+-- the day's reports, `hours` the same by hour of the day): the crash detail's `models`
+-- breakdown under `environment=`, which otherwise counts every raw report of the group in the
+-- window (a second for a group of 234,000 reports a day, docs/performance.md). Folded by
+-- RollupAggregator with the other rollups; erasure subtracts its counts (ReportEraser). With
+-- p_folded, the derivation leaves out the reports of batches still pending, as
+-- crashguard_environment_rollups does.
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_environment_model_daily(p_project bigint, p_folded boolean DEFAULT false)
+RETURNS TABLE (group_id bigint, environment text, day timestamptz, model text, count bigint, hours bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT g, e, date_trunc('day', h, 'UTC'), m, sum(n)::bigint,
+           string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+                      ''::bytea ORDER BY h)
+    FROM (SELECT r.group_id AS g, r.environment AS e, date_trunc('hour', r.ts, 'UTC') AS h, coalesce(r.model, '') AS m, count(*) AS n
+          FROM reports r
+          WHERE r.project_id = p_project
+            AND NOT (p_folded AND EXISTS (SELECT 1 FROM rollup_pending q
+                                          WHERE q.project_id = p_project AND q.xmin::text::bigint = (r.xact::text::bigint & 4294967295)))
+          GROUP BY 1, 2, 3, 4) x
+    GROUP BY g, e, 3, m
+$$;
+-- Made once, and filled then from the reports stored so far under the aggregator's lock, as
+-- group_environment_daily is (above): days whose reports are gone are never read here.
+DO $$ BEGIN
+    IF to_regclass('group_environment_model_daily') IS NULL THEN
+        CREATE TABLE group_environment_model_daily (
+            group_id    bigint NOT NULL,
+            environment text NOT NULL,
+            day         timestamptz NOT NULL,
+            model       text NOT NULL,
+            count       bigint NOT NULL,
+            hours       bytea NOT NULL,
+            PRIMARY KEY (group_id, environment, day, model)
+        );
+        PERFORM pg_advisory_xact_lock(7165915779985864048);
+        INSERT INTO group_environment_model_daily
+        SELECT e.* FROM projects p CROSS JOIN LATERAL crashguard_rollup_group_environment_model_daily(p.id, true) e;
     END IF;
 END; $$;
 

@@ -71,6 +71,13 @@ import Testing
             "group_model_daily",
             "SELECT g.signature, m.day, m.count, m.model, m.hours FROM group_model_daily m JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1"
         ),
+        (
+            "group_environment_model_daily",
+            """
+            SELECT g.signature, m.environment, m.day, m.count, m.model, m.hours FROM group_environment_model_daily m
+            JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1
+            """
+        ),
         ("project_hourly", "SELECT hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1"),
         (
             "project_environment_hourly",

@@ -420,9 +420,10 @@ import Testing
         }
     }
 
-    /// A database made before `project_environment_hourly` gets it filled from `group_hourly` at
-    /// the migration: equal, row for row, to its definition from the stored reports.
-    @Test func theEnvironmentTotalsOfADatabaseMadeBeforeThemAreFilledAtTheMigration() async throws {
+    /// A database made before `project_environment_hourly` and `group_environment_model_daily`
+    /// gets them filled at the migration (from `group_hourly`, and from the stored reports):
+    /// each equal, row for row, to its definition from the stored reports.
+    @Test func theRollupsOfADatabaseMadeBeforeThemAreFilledAtTheMigration() async throws {
         try await withPrivateDatabase("crashguard_totals") { config in
             let trip = RoundTrip()
             let project = try await makeProject(config)
@@ -431,7 +432,9 @@ import Testing
             try await trip.verify(project, config)
             try await withTestDatabase(config) { db in
                 let logger = TestEnvironment.logger
-                for statement: PostgresQuery in ["DROP TABLE project_environment_hourly", "DELETE FROM schema_versions"] {
+                for statement: PostgresQuery in [
+                    "DROP TABLE project_environment_hourly", "DROP TABLE group_environment_model_daily", "DELETE FROM schema_versions",
+                ] {
                     _ = try await db.client.query(statement, logger: logger)
                 }
                 try await PostgresSchemaMaintenance(database: db).migrate()
@@ -439,14 +442,19 @@ import Testing
                     """
                     WITH p AS (SELECT id FROM projects WHERE slug = \(project.project)),
                     t AS (SELECT e.project_id, e.hour, e.environment, e.count, e.fatal_count FROM project_environment_hourly e JOIN p ON p.id = e.project_id),
-                    d AS (SELECT x.* FROM p, crashguard_rollup_project_environment_hourly(p.id) x)
+                    d AS (SELECT x.* FROM p, crashguard_rollup_project_environment_hourly(p.id) x),
+                    tm AS (SELECT m.group_id, m.environment, m.day, m.model, m.count, m.hours FROM group_environment_model_daily m
+                           JOIN crash_groups g ON g.id = m.group_id JOIN p ON p.id = g.project_id),
+                    dm AS (SELECT x.* FROM p, crashguard_rollup_group_environment_model_daily(p.id) x)
                     SELECT (SELECT count(*) FROM t), (SELECT sum(fatal_count) FROM t)::bigint,
-                           (SELECT count(*) FROM ((TABLE t EXCEPT ALL TABLE d) UNION ALL (TABLE d EXCEPT ALL TABLE t)) x)
+                           (SELECT count(*) FROM ((TABLE t EXCEPT ALL TABLE d) UNION ALL (TABLE d EXCEPT ALL TABLE t)) x),
+                           (SELECT count(*) FROM tm),
+                           (SELECT count(*) FROM ((TABLE tm EXCEPT ALL TABLE dm) UNION ALL (TABLE dm EXCEPT ALL TABLE tm)) x)
                     """, logger: logger)
-                for try await (filled, fatal, different) in rows.decode((Int64, Int64?, Int64).self) {
-                    #expect(filled > 0)
+                for try await (totals, fatal, totalsDiffer, models, modelsDiffer) in rows.decode((Int64, Int64?, Int64, Int64, Int64).self) {
+                    #expect(totals > 0 && models > 0)
                     #expect(fatal == 1)
-                    #expect(different == 0)
+                    #expect(totalsDiffer == 0 && modelsDiffer == 0)
                 }
             }
         }

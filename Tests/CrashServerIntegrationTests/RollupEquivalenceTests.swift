@@ -47,6 +47,13 @@ import Testing
                 """,
             derived: "SELECT * FROM crashguard_rollup_group_model_daily($1)"),
         Rollup(
+            table: "group_environment_model_daily",
+            written: """
+                SELECT m.group_id, m.environment, m.day, m.model, m.count, m.hours FROM group_environment_model_daily m
+                JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1
+                """,
+            derived: "SELECT * FROM crashguard_rollup_group_environment_model_daily($1)"),
+        Rollup(
             table: "project_hourly",
             written: "SELECT project_id, hour, kind, app_version, environment, count FROM project_hourly WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_project_hourly($1)"),

@@ -256,7 +256,7 @@ extension PostgresQueryStore.Reader {
         // whole days of group_daily and edge hours of group_hourly; models: the counts of whole
         // days of group_model_daily and the hours of its edge days' rows. With environments,
         // versions come from group_daily/group_hourly too (keyed by environment), and models from
-        // the group's raw reports in the window.
+        // group_environment_model_daily the same way. Sub-hour edges: raw reports.
         let hourly = window.hourPlan
         let versions = window.subtractivePlan
         let daily = window.plan
@@ -292,15 +292,19 @@ extension PostgresQueryStore.Reader {
                     WHERE \(all) AND m.group_id = ANY(\(members: group)) AND (\("m.day", in: headDays) OR \("m.day", in: tailDays))
                       AND (\("m.day + e.hour * interval '1 hour'", in: daily.hoursHead) OR \("m.day + e.hour * interval '1 hour'", in: daily.hoursTail))
                     UNION ALL
-                    SELECT 'm', COALESCE(model, ''), 1 FROM reports
-                    WHERE NOT \(all) AND group_id = ANY(\(members: group)) AND ts >= \(window.from) AND ts < \(window.to)
-                      AND \(environmentFilter: environments)
+                    SELECT 'm', model, count FROM group_environment_model_daily
+                    WHERE NOT \(all) AND group_id = ANY(\(members: group)) AND \(environmentFilter: environments) AND \("day", in: daily.days)
+                    UNION ALL
+                    SELECT 'm', m.model, e.count FROM group_environment_model_daily m CROSS JOIN LATERAL crashguard_model_hours(m.hours) e
+                    WHERE NOT \(all) AND m.group_id = ANY(\(members: group)) AND \(environmentFilter: environments)
+                      AND (\("m.day", in: headDays) OR \("m.day", in: tailDays))
+                      AND (\("m.day + e.hour * interval '1 hour'", in: daily.hoursHead) OR \("m.day + e.hour * interval '1 hour'", in: daily.hoursTail))
                     UNION ALL
                     SELECT d.dim, d.value, 1 FROM reports r
                     CROSS JOIN LATERAL (VALUES ('v', r.app_version), ('o', COALESCE(r.os, '')), ('m', COALESCE(r.model, '')),
                                                ('e', r.environment)) AS d(dim, value)
                     WHERE r.group_id = ANY(\(members: group)) AND ((\("r.ts", in: hourly.rawHead)) OR (\("r.ts", in: hourly.rawTail)))
-                      AND \(environmentFilter: environments) AND (d.dim <> 'm' OR \(all))
+                      AND \(environmentFilter: environments)
                 ) x WHERE value <> '' GROUP BY dim, value HAVING sum(n) > 0
             ) y WHERE rank <= 10 ORDER BY dim, rank
             """, logger: logger)

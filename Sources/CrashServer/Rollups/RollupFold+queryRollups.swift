@@ -14,25 +14,30 @@ extension RollupFold {
     struct FacetKey: Hashable { var project: Int64, group: Int64, facet: Int32, value: Int32 }
     /// A `group_model_daily` row: a group's reports of one UTC day from one device model.
     struct ModelKey: Hashable { var group: Int64, day: Date, model: Int32 }
+    /// A `group_environment_model_daily` row: the same in one environment.
+    struct EnvironmentModelKey: Hashable { var group: Int64, environment: Int32, day: Date, model: Int32 }
     /// A `project_hourly` row: a project's reports of one hour of one kind, version and environment.
     struct ProjectKey: Hashable { var project: Int64, hour: Date, kind: Int32, version: Int32, environment: Int32 }
 
     /// The rows that reports add to the rollups the query API reads (see schema.sql):
-    /// `group_daily`, `group_facets` (app, version, os, environment), `group_model_daily` and
-    /// `project_hourly`, each sorted by its key. Written by ``fold(_:_:)``.
+    /// `group_daily`, `group_facets` (app, version, os, environment), `group_model_daily`,
+    /// `group_environment_model_daily` and `project_hourly`, each sorted by its key. Written by
+    /// ``fold(_:_:)``.
     struct QueryRollupRows {
         var days: [(key: DayKey, value: Int64)]
         var facets: [(key: FacetKey, value: (n: Int64, first: Date, last: Date))]
         var models: [(key: ModelKey, value: ModelHours)]
+        var environmentModels: [(key: EnvironmentModelKey, value: ModelHours)]
         var projects: [(key: ProjectKey, value: Int64)]
 
-        static let empty = QueryRollupRows(days: [], facets: [], models: [], projects: [])
+        static let empty = QueryRollupRows(days: [], facets: [], models: [], environmentModels: [], projects: [])
     }
 
     static func queryRollupRows(_ facts: [RollupFactTable.Report], _ text: BatchText) -> QueryRollupRows {
         var days: [DayKey: Int64] = [:]
         var facets: [FacetKey: (n: Int64, first: Date, last: Date)] = [:]
         var models: [ModelKey: ModelHours] = [:]
+        var environmentModels: [EnvironmentModelKey: ModelHours] = [:]
         var projects: [ProjectKey: Int64] = [:]
         let (appFacet, versionFacet, osFacet, environmentFacet) = (text.appFacet, text.versionFacet, text.osFacet, text.environmentFacet)
         for (fact, ranks) in zip(facts, text.reports) {
@@ -52,6 +57,9 @@ extension RollupFold {
             count(osFacet, ranks.os)
             count(environmentFacet, ranks.environment)
             models[ModelKey(group: group, day: day, model: ranks.model), default: ModelHours()].add(time, day: day)
+            environmentModels[
+                EnvironmentModelKey(group: group, environment: ranks.environment, day: day, model: ranks.model), default: ModelHours()
+            ].add(time, day: day)
             let projectKey = ProjectKey(
                 project: fact.project, hour: hour, kind: ranks.kind, version: ranks.version, environment: ranks.environment)
             projects[projectKey, default: 0] += 1
@@ -67,11 +75,15 @@ extension RollupFold {
             ($0.key.group, $0.key.facet, $0.key.value) < ($1.key.group, $1.key.facet, $1.key.value)
         }
         let modelRows = models.sorted { ($0.key.group, $0.key.day, $0.key.model) < ($1.key.group, $1.key.day, $1.key.model) }
+        let environmentModelRows = environmentModels.sorted {
+            ($0.key.group, $0.key.environment, $0.key.day, $0.key.model) < ($1.key.group, $1.key.environment, $1.key.day, $1.key.model)
+        }
         let projectRows = projects.sorted {
             ($0.key.project, $0.key.hour, $0.key.kind, $0.key.version, $0.key.environment)
                 < ($1.key.project, $1.key.hour, $1.key.kind, $1.key.version, $1.key.environment)
         }
-        return QueryRollupRows(days: dayRows, facets: facetRows, models: modelRows, projects: projectRows)
+        return QueryRollupRows(
+            days: dayRows, facets: facetRows, models: modelRows, environmentModels: environmentModelRows, projects: projectRows)
     }
 
     private static func count(_ entry: inout (n: Int64, first: Date, last: Date), at time: Date) {
