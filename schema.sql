@@ -51,7 +51,11 @@ CREATE TABLE IF NOT EXISTS report_ids (
     ts         timestamptz,
     PRIMARY KEY (project_id, id)
 );
-ALTER TABLE report_ids ALTER COLUMN ts DROP NOT NULL;
+DO $$ BEGIN
+    IF (SELECT attnotnull FROM pg_attribute WHERE attrelid = 'report_ids'::regclass AND attname = 'ts' AND NOT attisdropped) THEN
+        ALTER TABLE report_ids ALTER COLUMN ts DROP NOT NULL;
+    END IF;
+END; $$;
 DROP INDEX IF EXISTS report_ids_ts;
 
 -- Raw reports, range-partitioned by the client timestamp (daily partitions created
