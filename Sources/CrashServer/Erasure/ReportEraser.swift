@@ -461,6 +461,8 @@ enum ErasureSQL {
             DELETE FROM group_daily WHERE group_id IN (SELECT id FROM gone)
         ), models AS (
             DELETE FROM group_model_daily WHERE group_id IN (SELECT id FROM gone)
+        ), environment_models AS (
+            DELETE FROM group_environment_model_daily WHERE group_id IN (SELECT id FROM gone)
         ), facets AS (
             DELETE FROM group_facets WHERE group_id IN (SELECT id FROM gone)
         ), version_hourly AS (
