@@ -256,7 +256,6 @@ struct Deltas {
             let entry = hourly[key] ?? (0, 0)
             hourly[key] = (entry.n + 1, entry.fatal + fatal)
             daily[Daily(group: r.group, day: day, app: r.app, version: r.version, os: r.os, environment: r.environment), default: 0] += 1
-            models[Model(group: r.group, day: day, model: r.model), default: ModelHours()].add(r.ts, day: day)
             environmentModels[EnvironmentModel(group: r.group, environment: r.environment, day: day, model: r.model), default: ModelHours()]
                 .add(r.ts, day: day)
             projects[Project(hour: hour, kind: r.kind, version: r.version, environment: r.environment), default: 0] += 1
@@ -273,6 +272,10 @@ struct Deltas {
             }
             groups[r.group, default: (Span(), false)].span.add(r.ts)
             if r.fatal { groups[r.group]?.fatal = true }
+        }
+        // Every environment's models of a group and day, summed.
+        for (key, hours) in environmentModels {
+            models[Model(group: key.group, day: key.day, model: key.model), default: ModelHours()].add(hours)
         }
     }
 

@@ -56,7 +56,6 @@ extension RollupFold {
             count(versionFacet, ranks.version)
             count(osFacet, ranks.os)
             count(environmentFacet, ranks.environment)
-            models[ModelKey(group: group, day: day, model: ranks.model), default: ModelHours()].add(time, day: day)
             environmentModels[
                 EnvironmentModelKey(group: group, environment: ranks.environment, day: day, model: ranks.model), default: ModelHours()
             ].add(time, day: day)
@@ -73,6 +72,10 @@ extension RollupFold {
         }
         let facetRows = facets.sorted {
             ($0.key.group, $0.key.facet, $0.key.value) < ($1.key.group, $1.key.facet, $1.key.value)
+        }
+        // Every environment's models of a group and day, summed: fewer entries than reports.
+        for (key, hours) in environmentModels {
+            models[ModelKey(group: key.group, day: key.day, model: key.model), default: ModelHours()].add(hours)
         }
         let modelRows = models.sorted { ($0.key.group, $0.key.day, $0.key.model) < ($1.key.group, $1.key.day, $1.key.model) }
         let environmentModelRows = environmentModels.sorted {
@@ -103,6 +106,12 @@ struct ModelHours: Sendable {
     mutating func add(_ time: Date, day: Date) {
         count += 1
         hours[min(23, max(0, Int(time.timeIntervalSince(day) / TimeWindow.hour)))] += 1
+    }
+
+    /// Adds the counts of `other`, of the same day.
+    mutating func add(_ other: ModelHours) {
+        count += other.count
+        for hour in 0..<24 { hours[hour] += other.hours[hour] }
     }
 
     /// The `hours` column: an entry per hour with reports, the hour (0-23) then the count as a
