@@ -13,6 +13,7 @@ public func buildApplication(configuration: ServerConfiguration, logger: Logger)
     let database = try CrashDatabase(configuration: configuration, logger: logger)
     let metrics = ServerMetrics()
     if let reader = database.reader { metrics.observeReads(of: reader) }
+    metrics.observeRollupWaits(of: database.rollupCycles)
     let timeout = configuration.databaseTimeout
     let ingestStore = PostgresIngestStore(database: database)
     let batcher = IngestBatcher(

@@ -145,8 +145,10 @@ extension RollupEquivalenceTests {
     }
 
     /// Two servers on one database: while one holds the aggregator's lock (in the middle of a
-    /// cycle), the other's cycle stands by, and its reader waits until the first has folded the
-    /// reader's reports; then both fold concurrently with commits, and every rollup is exact.
+    /// cycle), the other's cycle stands by; its reader with a budget stops waiting at it and still
+    /// counts the pending reports in the list, and its reader without one waits until the first
+    /// has folded the reader's reports; then both fold concurrently with commits, and every rollup
+    /// is exact.
     @Test func twoServersFoldEachReportOnce() async throws {
         try await withPrivateDatabase("crashguard_rollups") { config in try await Self.twoServers(config) }
     }
@@ -168,6 +170,17 @@ extension RollupEquivalenceTests {
                 }
                 for await _ in took.stream { break }
                 #expect(try await PostgresRollupStore(database: two).aggregate() == .standby)
+                // A request's reader waits at most its budget, then reads the rollups as they
+                // stand; the list's window counts still hold every pending report.
+                #expect(try await two.rollupFreshness.awaitFolded(project: project.id, atMost: .milliseconds(200)) == false)
+                #expect(two.rollupCycles.expiredWaitCount == 1)
+                let first = reports.map(\.timestamp).min()!, last = reports.map(\.timestamp).max()!
+                let listed = try await PostgresQueryStore(database: two).read { reader in
+                    try await reader.windowCounts(
+                        project: project.id, ids: nil, window: TimeWindow(from: first, to: last.addingTimeInterval(1)),
+                        filters: GroupFilters(), snapshot: nil)
+                }
+                #expect(listed.values.reduce(0, +) == 60)
                 // The second server's reader waits for the first server's cycle.
                 let reader = Task { try await two.rollupFreshness.awaitFolded(project: project.id) }
                 #expect(try await Self.accounts(project.id, two).pending == 60)

@@ -38,6 +38,27 @@ import Testing
         #expect(try await cycles.exclusively { "next" } == "next")
     }
 
+    /// A reader whose turn has not come by its deadline (its wait budget) leaves the queue and
+    /// throws; the cycle holding the gate is not disturbed, and the gate serves the next caller.
+    @Test func aWaiterPastItsDeadlineLeavesTheQueue() async throws {
+        let cycles = RollupCycles()
+        let (holder, release) = await Self.hold(cycles)
+        let started = ContinuousClock.now
+        await #expect(throws: RollupCycles.TurnExpired.self) {
+            try await cycles.exclusively(waitingUntil: started + .milliseconds(50)) { "ran" }
+        }
+        #expect(ContinuousClock.now - started >= .milliseconds(50))
+        #expect(await cycles.waiters == 0)
+        // A deadline already past still leaves through the queue, never taking a held gate.
+        await #expect(throws: RollupCycles.TurnExpired.self) {
+            try await cycles.exclusively(waitingUntil: started) { "ran" }
+        }
+        release.yield()
+        try await holder.value
+        // A free gate runs the body whatever the deadline: only waiting is bounded.
+        #expect(try await cycles.exclusively(waitingUntil: started) { "next" } == "next")
+    }
+
     /// Waiters run one at a time, in the order they asked.
     @Test func waitersRunInTurn() async throws {
         let cycles = RollupCycles()

@@ -42,6 +42,10 @@ public struct CrashDatabase: Sendable {
     /// One rollup aggregator cycle at a time in this process: ``RollupAggregator``'s and the
     /// readers' (``RollupFreshness``).
     let rollupCycles = RollupCycles()
+    /// How long a request's read waits for the aggregator to fold its project's pending reports
+    /// before it reads the rollups as they stand: half of `CRASHGUARD_DB_TIMEOUT`, the deadline
+    /// of the whole request, so the read itself keeps the other half (``RollupFreshness``).
+    let rollupWaitBudget: Duration
 
     /// The connections each of the server's pools keeps open. PostgresNIO's pool replaces a
     /// closed connection only to keep its minimum: with none, a lease waiting in its queue when
@@ -83,6 +87,7 @@ public struct CrashDatabase: Sendable {
         self.logger = logger
         maxStatementBytes = configuration.maxBatchBytes
         serverRetentionDays = configuration.retentionDays
+        rollupWaitBudget = configuration.databaseTimeout / 2
     }
 
     /// The pools and the standby's monitor, to run as services (the primary's first).

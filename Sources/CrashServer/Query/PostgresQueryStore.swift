@@ -21,9 +21,10 @@ struct PostgresQueryStore: QueryStore {
         try await database.withReadSnapshot { connection in try await body(Reader(database: database, connection: connection)) }
     }
 
-    /// Waits for the rollup aggregator to fold `project`'s pending reports (``RollupFreshness``).
+    /// Waits for the rollup aggregator to fold `project`'s pending reports (``RollupFreshness``),
+    /// for at most ``CrashDatabase/rollupWaitBudget``.
     func awaitRollups(project: Int64) async throws {
-        try await database.rollupFreshness.awaitFolded(project: project)
+        try await database.rollupFreshness.awaitFolded(project: project, atMost: database.rollupWaitBudget)
     }
 
     /// Keeps a list's first-page snapshot for its cursors; returns its id.

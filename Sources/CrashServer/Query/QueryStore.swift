@@ -12,8 +12,8 @@ protocol QueryStore: ReadTokenLookup {
     /// Runs `body` over one read snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (Reader) async throws -> T) async throws -> T
     /// Returns once the rollups hold every report of `project` committed before the call
-    /// (read-your-writes; ``RollupFreshness``). Stores whose rollups are written with the
-    /// reports have nothing to wait for.
+    /// (read-your-writes; ``RollupFreshness``), or once the store's wait budget has passed.
+    /// Stores whose rollups are written with the reports have nothing to wait for.
     func awaitRollups(project: Int64) async throws
     /// Keeps a list's first-page snapshot for its cursors; returns its id.
     func saveListSnapshot(_ snapshot: String) async throws -> Int64

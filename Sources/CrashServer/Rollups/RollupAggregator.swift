@@ -1,5 +1,6 @@
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Folds the rollup facts that ingest appends to `rollup_pending` into the rollups
 /// (``RollupStore/aggregate()``): at least every `interval`, and again at once while a cycle
@@ -58,14 +59,16 @@ struct RollupAggregator: Service {
     }
 }
 
-/// Read-your-writes over the rollups: a reader that calls ``awaitFolded(project:)`` before it
-/// reads them sees every report committed before the call (a 202 is sent after the commit).
+/// Read-your-writes over the rollups: a reader that calls ``awaitFolded(project:atMost:)`` before
+/// it reads them sees every report committed before the call (a 202 is sent after the commit).
 ///
 /// When rows of the project are pending, it runs a cycle itself (through this process's gate,
 /// so it waits for a cycle in progress and starts none that another reader's already did) until
 /// those rows are folded; while another server holds the aggregator's lock it polls until that
-/// server has folded them. It is bounded by the caller's deadline (a cancelled read stops
-/// waiting). A project with nothing pending costs one indexed probe.
+/// server has folded them. A request's reader waits at most its budget, and then reads the
+/// rollups as they stand: after a burst, when the aggregator is seconds behind, a page answers
+/// a moment short of the newest reports rather than not at all (docs/server.md,
+/// "Read-your-writes"). A project with nothing pending costs one indexed probe.
 struct RollupFreshness: Sendable {
     let store: any RollupStore
     let cycles: RollupCycles
@@ -73,15 +76,29 @@ struct RollupFreshness: Sendable {
     /// Time between two probes while another server folds.
     static let standbyPoll: Duration = .milliseconds(10)
 
-    /// Returns once every rollup fact of `project` (nil: of every project) that was pending at
-    /// the call is folded.
-    func awaitFolded(project: Int64?) async throws {
-        guard let last = try await store.lastPending(project: project) else { return }
+    /// Returns true once every rollup fact of `project` (nil: of every project) that was pending
+    /// at the call is folded; false once `budget` has passed first (nil: no budget but the
+    /// caller's deadline, as a cancelled wait throws). A cycle this reader runs itself is never
+    /// cut short by the budget: its work is the aggregator's, and a cut one would be redone.
+    @discardableResult
+    func awaitFolded(project: Int64?, atMost budget: Duration? = nil) async throws -> Bool {
+        guard let last = try await store.lastPending(project: project) else { return true }
+        let deadline = budget.map { ContinuousClock.now + $0 }
         while true {
-            let cycle = try await cycles.exclusively { () async throws -> RollupCycle? in
-                try await store.isPending(project: project, upTo: last) ? try await store.aggregate() : nil
+            let cycle: RollupCycle?
+            do {
+                cycle = try await cycles.exclusively(waitingUntil: deadline) { () async throws -> RollupCycle? in
+                    try await store.isPending(project: project, upTo: last) ? try await store.aggregate() : nil
+                }
+            } catch is RollupCycles.TurnExpired {
+                cycles.countExpiredWait()
+                return false
             }
-            guard let cycle else { return }
+            guard let cycle else { return true }
+            if let deadline, ContinuousClock.now >= deadline {
+                cycles.countExpiredWait()
+                return false
+            }
             if cycle == .standby { try await Task.sleep(for: Self.standbyPoll) }
         }
     }
@@ -97,17 +114,25 @@ actor RollupCycles {
     private var busy = false
     private var waiting: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
     private var nextTicket: UInt64 = 0
+    private let expiredWaits = Mutex(0)
 
     init() {}
 
-    /// Runs `body` once no other body of this gate is running.
+    /// A caller's turn had not come by the instant it would wait until.
+    struct TurnExpired: Error {}
+
+    /// Runs `body` once no other body of this gate is running. A caller still waiting at
+    /// `deadline` leaves the queue and throws ``TurnExpired``; a body that has begun runs to
+    /// its end whatever the deadline.
     ///
     /// An ending body hands the gate to the first waiter (it stays busy): were it only marked
     /// free, a caller asking again at once (the aggregator's next cycle while it catches up)
     /// would take it before the waiter it woke, and a reader would wait for the whole catch-up,
     /// past its deadline under steady load.
-    func exclusively<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        if busy { try await waitForTurn() } else { busy = true }
+    func exclusively<T: Sendable>(
+        waitingUntil deadline: ContinuousClock.Instant? = nil, _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        if busy { try await waitForTurn(until: deadline) } else { busy = true }
         defer {
             if waiting.isEmpty { busy = false } else { waiting.removeFirst().continuation.resume() }
         }
@@ -117,10 +142,23 @@ actor RollupCycles {
     /// The callers waiting for the gate.
     var waiters: Int { waiting.count }
 
+    /// How many readers stopped waiting for the folding at their budget
+    /// (``RollupFreshness/awaitFolded(project:atMost:)``); `/metrics` shows it.
+    nonisolated var expiredWaitCount: Int { expiredWaits.withLock { $0 } }
+
+    nonisolated func countExpiredWait() { expiredWaits.withLock { $0 += 1 } }
+
     /// Returns holding the gate, handed over by the body before (or throws, not holding it).
-    private func waitForTurn() async throws {
+    private func waitForTurn(until deadline: ContinuousClock.Instant?) async throws {
         let ticket = nextTicket
         nextTicket += 1
+        let timer = deadline.map { deadline in
+            Task {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                self.leave(ticket, throwing: TurnExpired())
+            }
+        }
+        defer { timer?.cancel() }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 if Task.isCancelled {
@@ -130,14 +168,15 @@ actor RollupCycles {
                 }
             }
         } onCancel: {
-            Task { await self.leave(ticket) }
+            Task { await self.leave(ticket, throwing: CancellationError()) }
         }
     }
 
-    /// A cancelled waiter leaves the queue (it may already have been given its turn).
-    private func leave(_ ticket: UInt64) {
+    /// A waiter leaves the queue, cancelled or past its deadline (it may already have been
+    /// given its turn, and then stays).
+    private func leave(_ ticket: UInt64, throwing error: any Error) {
         guard let index = waiting.firstIndex(where: { $0.ticket == ticket }) else { return }
-        waiting.remove(at: index).continuation.resume(throwing: CancellationError())
+        waiting.remove(at: index).continuation.resume(throwing: error)
     }
 }
 

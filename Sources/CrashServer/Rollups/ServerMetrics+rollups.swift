@@ -1,5 +1,6 @@
 import CoreMetrics
 import Metrics
+import Synchronization
 
 extension ServerMetrics {
     /// Records one aggregator cycle and what is left pending after it:
@@ -19,5 +20,21 @@ extension ServerMetrics {
         Metrics.Gauge(label: "crashguard_rollup_pending_rows", factory: factory).record(tail.rows)
         Metrics.Gauge(label: "crashguard_rollup_pending_reports", factory: factory).record(tail.reports)
         Metrics.Gauge(label: "crashguard_rollup_pending_age_seconds", factory: factory).record(tail.ageSeconds)
+    }
+
+    /// Samples `cycles` at every render: `crashguard_rollup_wait_expired_total`, the reads that
+    /// stopped waiting for the aggregator at their budget and read the rollups as they stood
+    /// (``RollupFreshness``).
+    func observeRollupWaits(of cycles: RollupCycles) {
+        let expired = Metrics.Counter(label: "crashguard_rollup_wait_expired_total", factory: factory)
+        // Counters only move forward: each render adds what happened since the last one.
+        let reported = Mutex(0)
+        addRenderHook {
+            let now = cycles.expiredWaitCount
+            reported.withLock { last in
+                expired.increment(by: now - last)
+                last = now
+            }
+        }
     }
 }
