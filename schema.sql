@@ -229,22 +229,7 @@ CREATE TABLE IF NOT EXISTS group_facets (
 );
 DO $$ BEGIN IF to_regclass('group_facets_rank') IS NULL THEN CREATE INDEX group_facets_rank ON group_facets (project_id, facet, value, count DESC, group_id); END IF; END; $$;
 
--- Device models per group, UTC day and model: the crash detail's `models` breakdown. `count`
--- is the day's reports; `hours` the same reports by hour of the day, as 5-byte entries (the
--- hour 0-23, then the count as uint32 big-endian) sorted by hour, no zero counts
--- (crashguard_model_hours reads them). A window reads `count` of its whole days and the
--- entries of its edge days' hours: exact to the hour like an hourly table, at one row per
--- group, day and model instead of one per hour (docs/performance.md, "Bytes on disk per
--- report"). A database with the hourly table folds it in at the end of this file.
-CREATE TABLE IF NOT EXISTS group_model_daily (
-    group_id bigint NOT NULL,
-    day      timestamptz NOT NULL,
-    count    bigint NOT NULL,
-    model    text NOT NULL,
-    hours    bytea NOT NULL,
-    PRIMARY KEY (group_id, day, model)
-);
--- The (hour of the day, count) entries of a group_model_daily row's `hours`.
+-- The (hour of the day, count) entries of a group_environment_model_daily row's `hours` (below).
 CREATE OR REPLACE FUNCTION crashguard_model_hours(p_hours bytea, OUT hour integer, OUT count bigint) RETURNS SETOF record
 LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT get_byte(p_hours, i), (get_byte(p_hours, i + 1)::bigint << 24) + (get_byte(p_hours, i + 2) << 16)
@@ -505,16 +490,6 @@ $$;
 -- like TimeWindow.floor in Swift. The per-version tables use crashguard_version_rollups;
 -- group_hourly's, group_daily's, project_hourly's and group_facets' functions follow the
 -- environment column they read ("Environments" below).
-CREATE OR REPLACE FUNCTION crashguard_rollup_group_model_daily(p_project bigint)
-RETURNS TABLE (group_id bigint, day timestamptz, count bigint, model text, hours bytea)
-LANGUAGE sql STABLE AS $$
-    SELECT g, date_trunc('day', h, 'UTC'), sum(n)::bigint, m,
-           string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
-                      ''::bytea ORDER BY h)
-    FROM (SELECT r.group_id AS g, date_trunc('hour', r.ts, 'UTC') AS h, coalesce(r.model, '') AS m, count(*) AS n
-          FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3) x
-    GROUP BY g, 2, m
-$$;
 -- The groups' own totals (crash_groups.report_count, first_seen, last_seen, fatal).
 CREATE OR REPLACE FUNCTION crashguard_rollup_group_totals(p_project bigint)
 RETURNS TABLE (group_id bigint, report_count bigint, first_seen timestamptz, last_seen timestamptz, fatal boolean)
@@ -524,7 +499,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Ingest path v2 (issue 13, docs/performance.md "Session 5"). Nothing reads a group's 'model'
--- facet (the models breakdown reads group_model_hourly): ingest stopped writing it, one
+-- facet (the models breakdown has its own table): ingest stopped writing it, one
 -- upsert and two index entries per report group less, and its rows go.
 DELETE FROM group_facets WHERE facet = 'model';
 
@@ -1179,7 +1154,7 @@ $$;
 -- rollup aggregator
 -- The facts the rollups need of each stored report, appended by the ingest transaction (one
 -- row per project and statement of a batch, an insert: no rollup row is locked at commit) and
--- folded into group_hourly, group_daily, group_facets, group_model_daily, project_hourly,
+-- folded into group_hourly, group_daily, group_facets, project_hourly,
 -- project_environment_hourly, group_version_hourly/daily, group_environment_daily and
 -- group_environment_model_daily by RollupAggregator, which deletes the rows it folds in the
 -- transaction that writes the rollups (docs/server.md, "The rollup aggregator"). `facts` is
@@ -1292,13 +1267,16 @@ DO $$ BEGIN
     END IF;
 END; $$;
 
--- Device models per group, environment, UTC day and model, in group_model_daily's form (`count`
--- the day's reports, `hours` the same by hour of the day): the crash detail's `models`
--- breakdown under `environment=`, which otherwise counts every raw report of the group in the
--- window (a second for a group of 234,000 reports a day, docs/performance.md). Folded by
--- RollupAggregator with the other rollups; erasure subtracts its counts (ReportEraser). With
--- p_folded, the derivation leaves out the reports of batches still pending, as
--- crashguard_environment_rollups does.
+-- Device models per group, environment, UTC day and model: the crash detail's `models`
+-- breakdown, which sums the environments asked (every one without `environment=`). `count` is
+-- the day's reports; `hours` the same reports by hour of the day, as 5-byte entries (the hour
+-- 0-23, then the count as uint32 big-endian) sorted by hour, no zero counts
+-- (crashguard_model_hours reads them). A window reads `count` of its whole days and the entries
+-- of its edge days' hours: exact to the hour like an hourly table, at one row per group,
+-- environment, day and model instead of one per hour (docs/performance.md, "Bytes on disk per
+-- report"). Folded by RollupAggregator with the other rollups; erasure subtracts its counts
+-- (ReportEraser). With p_folded, the derivation leaves out the reports of batches still
+-- pending, as crashguard_environment_rollups does.
 CREATE OR REPLACE FUNCTION crashguard_rollup_group_environment_model_daily(p_project bigint, p_folded boolean DEFAULT false)
 RETURNS TABLE (group_id bigint, environment text, day timestamptz, model text, count bigint, hours bytea)
 LANGUAGE sql STABLE AS $$
@@ -1332,21 +1310,12 @@ DO $$ BEGIN
     END IF;
 END; $$;
 
--- models by day: a database with the hourly models table (one row per group, hour and
--- model) folds its rows into group_model_daily and drops it, in one transaction that locks the
--- table first, so no count written to it meanwhile (by the aggregator or erasure of a server
--- not yet upgraded) is lost. Rows the daily table already has for a key are added to.
+-- One models table. A database made before it has the same counts without the environment
+-- (group_model_daily; before that, group_model_hourly by hour): they go. Every report a query
+-- can count is in group_environment_model_daily since its fill (above, or the aggregator for
+-- those pending then); their rows for days whose reports are gone are never read, as every
+-- query clamps its window to the retention and partitions outlive every project's.
+DROP TABLE IF EXISTS group_model_hourly;
+DROP TABLE IF EXISTS group_model_daily;
 DROP FUNCTION IF EXISTS crashguard_rollup_group_model_hourly(bigint);
-DO $$ BEGIN
-    IF to_regclass('group_model_hourly') IS NOT NULL THEN
-        LOCK TABLE group_model_hourly IN ACCESS EXCLUSIVE MODE;
-        INSERT INTO group_model_daily AS t (group_id, day, count, model, hours)
-        SELECT group_id, date_trunc('day', hour, 'UTC'), sum(count)::bigint, model,
-               string_agg(substring(int4send(extract(hour FROM hour AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(count) FROM 5),
-                          ''::bytea ORDER BY hour)
-        FROM group_model_hourly WHERE count > 0 GROUP BY group_id, 2, model
-        ON CONFLICT (group_id, day, model) DO UPDATE SET count = t.count + EXCLUDED.count,
-            hours = crashguard_model_hours_add(t.hours, EXCLUDED.hours, 1);
-        DROP TABLE group_model_hourly;
-    END IF;
-END; $$;
+DROP FUNCTION IF EXISTS crashguard_rollup_group_model_daily(bigint);

@@ -14,7 +14,7 @@ import Synchronization
 /// generated from `generate_series` into a temporary table, inserted into `reports` (their
 /// daily partition) and the `report_ids` ledger, and every rollup gets the day's rows from
 /// the same temporary table: the hourly and daily tables (`group_hourly`, `group_daily`,
-/// `group_model_daily`, `group_environment_model_daily`, `project_hourly`, `project_environment_hourly`, `group_version_hourly`,
+/// `group_environment_model_daily`, `project_hourly`, `project_environment_hourly`, `group_version_hourly`,
 /// `group_version_daily` and `group_environment_daily` with their device sketches) are keyed by an hour or day of that chunk only, so they are
 /// plain inserts; `group_facets` and the groups' counts and first/last seen are added to.
 /// A device's sketch register comes from schema.sql's `crashguard_device_register`, computed
@@ -80,17 +80,6 @@ struct SeedCommand: AsyncParsableCommand {
             INSERT INTO group_daily (project_id, group_id, day, app_id, app_version, os, environment, count)
             SELECT $1, gid, date_trunc('day', ts, 'UTC'), 'com.example.demo', version, os, env, count(*)
             FROM b GROUP BY 2, 3, 5, 6, 7
-            """
-        ),
-        (
-            "group_model_daily",
-            """
-            INSERT INTO group_model_daily (group_id, day, count, model, hours)
-            SELECT gid, date_trunc('day', h, 'UTC'), sum(n)::bigint, model,
-                   string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
-                              ''::bytea ORDER BY h)
-            FROM (SELECT gid, date_trunc('hour', ts, 'UTC') AS h, model, count(*) AS n FROM b GROUP BY 1, 2, 3) x
-            GROUP BY gid, 2, model
             """
         ),
         (
@@ -219,12 +208,6 @@ struct SeedCommand: AsyncParsableCommand {
             symmetric(
                 "SELECT project_id, group_id, facet, value, count, first_seen, last_seen FROM group_facets WHERE project_id = $1",
                 "SELECT * FROM crashguard_rollup_group_facets($1)")
-        ),
-        (
-            "group_model_daily",
-            symmetric(
-                "SELECT m.group_id, m.day, m.count, m.model, m.hours FROM group_model_daily m JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1",
-                "SELECT * FROM crashguard_rollup_group_model_daily($1)")
         ),
         (
             "group_environment_model_daily",

@@ -68,10 +68,6 @@ import Testing
             "SELECT g.signature, f.facet, f.value, f.count, f.first_seen, f.last_seen FROM group_facets f JOIN crash_groups g ON g.id = f.group_id WHERE f.project_id = $1"
         ),
         (
-            "group_model_daily",
-            "SELECT g.signature, m.day, m.count, m.model, m.hours FROM group_model_daily m JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1"
-        ),
-        (
             "group_environment_model_daily",
             """
             SELECT g.signature, m.environment, m.day, m.count, m.model, m.hours FROM group_environment_model_daily m

@@ -422,7 +422,9 @@ import Testing
 
     /// A database made before `project_environment_hourly` and `group_environment_model_daily`
     /// gets them filled at the migration (from `group_hourly`, and from the stored reports):
-    /// each equal, row for row, to its definition from the stored reports.
+    /// each equal, row for row, to its definition from the stored reports. The models tables it
+    /// had instead (`group_model_daily`, and before it `group_model_hourly`) go, and the
+    /// queries answer as before.
     @Test func theRollupsOfADatabaseMadeBeforeThemAreFilledAtTheMigration() async throws {
         try await withPrivateDatabase("crashguard_totals") { config in
             let trip = RoundTrip()
@@ -434,6 +436,8 @@ import Testing
                 let logger = TestEnvironment.logger
                 for statement: PostgresQuery in [
                     "DROP TABLE project_environment_hourly", "DROP TABLE group_environment_model_daily", "DELETE FROM schema_versions",
+                    "CREATE TABLE group_model_daily (group_id bigint, day timestamptz, count bigint, model text, hours bytea)",
+                    "CREATE TABLE group_model_hourly (group_id bigint, hour timestamptz, model text, count bigint)",
                 ] {
                     _ = try await db.client.query(statement, logger: logger)
                 }
@@ -449,14 +453,19 @@ import Testing
                     SELECT (SELECT count(*) FROM t), (SELECT sum(fatal_count) FROM t)::bigint,
                            (SELECT count(*) FROM ((TABLE t EXCEPT ALL TABLE d) UNION ALL (TABLE d EXCEPT ALL TABLE t)) x),
                            (SELECT count(*) FROM tm),
-                           (SELECT count(*) FROM ((TABLE tm EXCEPT ALL TABLE dm) UNION ALL (TABLE dm EXCEPT ALL TABLE tm)) x)
+                           (SELECT count(*) FROM ((TABLE tm EXCEPT ALL TABLE dm) UNION ALL (TABLE dm EXCEPT ALL TABLE tm)) x),
+                           to_regclass('group_model_daily') IS NULL AND to_regclass('group_model_hourly') IS NULL
                     """, logger: logger)
-                for try await (totals, fatal, totalsDiffer, models, modelsDiffer) in rows.decode((Int64, Int64?, Int64, Int64, Int64).self) {
+                for try await (totals, fatal, totalsDiffer, models, modelsDiffer, gone) in rows.decode(
+                    (Int64, Int64?, Int64, Int64, Int64, Bool).self)
+                {
                     #expect(totals > 0 && models > 0)
                     #expect(fatal == 1)
                     #expect(totalsDiffer == 0 && modelsDiffer == 0)
+                    #expect(gone)
                 }
             }
+            try await trip.verify(project, config)
         }
     }
 

@@ -40,13 +40,6 @@ import Testing
             written: "SELECT project_id, group_id, facet, value, count, first_seen, last_seen FROM group_facets WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_group_facets($1)"),
         Rollup(
-            table: "group_model_daily",
-            written: """
-                SELECT m.group_id, m.day, m.count, m.model, m.hours FROM group_model_daily m
-                JOIN crash_groups g ON g.id = m.group_id WHERE g.project_id = $1
-                """,
-            derived: "SELECT * FROM crashguard_rollup_group_model_daily($1)"),
-        Rollup(
             table: "group_environment_model_daily",
             written: """
                 SELECT m.group_id, m.environment, m.day, m.model, m.count, m.hours FROM group_environment_model_daily m

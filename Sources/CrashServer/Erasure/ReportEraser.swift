@@ -9,8 +9,8 @@ import PostgresNIO
 /// every rollup (schema.sql's `crashguard_rollup_*` tables), so that every query answers what
 /// a database that never received them would.
 ///
-/// - Counts (`group_hourly`, `group_daily`, `group_model_daily`, `group_environment_model_daily`,
-///   `project_hourly`, `project_environment_hourly`, `group_facets`, `group_version_hourly/daily`, `group_environment_daily`,
+/// - Counts (`group_hourly`, `group_daily`, `group_environment_model_daily`, `project_hourly`,
+///   `project_environment_hourly`, `group_facets`, `group_version_hourly/daily`, `group_environment_daily`,
 ///   `crash_groups.report_count`) are
 ///   subtracted, the erased reports' own share, key by key; a row left at 0 is deleted.
 /// - What a subtraction cannot give back is recomputed from the reports that remain: a group's
@@ -221,8 +221,7 @@ struct Erased {
 struct Deltas {
     struct Hourly: Hashable { var group: Int64, hour: Date, app: String, version: String, os: String, environment: String }
     struct Daily: Hashable { var group: Int64, day: Date, app: String, version: String, os: String, environment: String }
-    struct Model: Hashable { var group: Int64, day: Date, model: String }
-    struct EnvironmentModel: Hashable { var group: Int64, environment: String, day: Date, model: String }
+    struct Model: Hashable { var group: Int64, environment: String, day: Date, model: String }
     struct Project: Hashable { var hour: Date, kind: String, version: String, environment: String }
     struct ProjectEnvironment: Hashable { var hour: Date, environment: String }
     struct Facet: Hashable { var group: Int64, facet: String, value: String }
@@ -237,7 +236,6 @@ struct Deltas {
     var hourly: [Hourly: (n: Int64, fatal: Int64)] = [:]
     var daily: [Daily: Int64] = [:]
     var models: [Model: ModelHours] = [:]
-    var environmentModels: [EnvironmentModel: ModelHours] = [:]
     var projects: [Project: Int64] = [:]
     var projectEnvironments: [ProjectEnvironment: (n: Int64, fatal: Int64)] = [:]
     var facets: [Facet: Span] = [:]
@@ -256,8 +254,7 @@ struct Deltas {
             let entry = hourly[key] ?? (0, 0)
             hourly[key] = (entry.n + 1, entry.fatal + fatal)
             daily[Daily(group: r.group, day: day, app: r.app, version: r.version, os: r.os, environment: r.environment), default: 0] += 1
-            environmentModels[EnvironmentModel(group: r.group, environment: r.environment, day: day, model: r.model), default: ModelHours()]
-                .add(r.ts, day: day)
+            models[Model(group: r.group, environment: r.environment, day: day, model: r.model), default: ModelHours()].add(r.ts, day: day)
             projects[Project(hour: hour, kind: r.kind, version: r.version, environment: r.environment), default: 0] += 1
             let totals = ProjectEnvironment(hour: hour, environment: r.environment)
             projectEnvironments[totals, default: (0, 0)].n += 1
@@ -272,10 +269,6 @@ struct Deltas {
             }
             groups[r.group, default: (Span(), false)].span.add(r.ts)
             if r.fatal { groups[r.group]?.fatal = true }
-        }
-        // Every environment's models of a group and day, summed.
-        for (key, hours) in environmentModels {
-            models[Model(group: key.group, day: key.day, model: key.model), default: ModelHours()].add(hours)
         }
     }
 
@@ -303,7 +296,7 @@ enum ErasureSQL {
     /// decreased; both find their rows by key, so the cost follows the erased reports, not the
     /// size of their groups.
     static func subtract(project p: Int64, _ d: Deltas) -> PostgresQuery {
-        let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), em = Array(d.environmentModels), ph = Array(d.projects)
+        let h = Array(d.hourly), dd = Array(d.daily), m = Array(d.models), ph = Array(d.projects)
         let pe = Array(d.projectEnvironments)
         let f = Array(d.facets)
         let vh = Array(d.versionHourly), vd = Array(d.versionDaily), ed = Array(d.environmentDaily), g = Array(d.groups)
@@ -324,14 +317,9 @@ enum ErasureSQL {
                     AS x(g, day, app, version, os, env, n)
             ), \(unescaped: subtracting("daily", from: "d", into: "group_daily", where: daily + " AND t.os = x.os AND t.environment = x.env")),
             m AS (
-                SELECT * FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.day)), \(m.map(\.key.model)), \(m.map(\.value.count)),
-                                     \(m.map(\.value.encoded))) AS x(g, day, model, n, hours)
-            ), \(unescaped: subtracting("models", from: "m", into: "group_model_daily", where: "t.group_id = x.g AND t.day = x.day AND t.model = x.model",
-                                         set: "count = t.count - x.n, hours = crashguard_model_hours_add(t.hours, x.hours, -1)")),
-            em AS (
-                SELECT * FROM unnest(\(em.map(\.key.group)), \(em.map(\.key.environment)), \(em.map(\.key.day)), \(em.map(\.key.model)),
-                                     \(em.map(\.value.count)), \(em.map(\.value.encoded))) AS x(g, env, day, model, n, hours)
-            ), \(unescaped: subtracting("environment_models", from: "em", into: "group_environment_model_daily",
+                SELECT * FROM unnest(\(m.map(\.key.group)), \(m.map(\.key.environment)), \(m.map(\.key.day)), \(m.map(\.key.model)),
+                                     \(m.map(\.value.count)), \(m.map(\.value.encoded))) AS x(g, env, day, model, n, hours)
+            ), \(unescaped: subtracting("models", from: "m", into: "group_environment_model_daily",
                                          where: "t.group_id = x.g AND t.environment = x.env AND t.day = x.day AND t.model = x.model",
                                          set: "count = t.count - x.n, hours = crashguard_model_hours_add(t.hours, x.hours, -1)")),
             ph AS (
@@ -463,8 +451,6 @@ enum ErasureSQL {
         ), daily AS (
             DELETE FROM group_daily WHERE group_id IN (SELECT id FROM gone)
         ), models AS (
-            DELETE FROM group_model_daily WHERE group_id IN (SELECT id FROM gone)
-        ), environment_models AS (
             DELETE FROM group_environment_model_daily WHERE group_id IN (SELECT id FROM gone)
         ), facets AS (
             DELETE FROM group_facets WHERE group_id IN (SELECT id FROM gone)

@@ -254,9 +254,9 @@ extension PostgresQueryStore.Reader {
     func breakdown(group: Int64, window: TimeWindow, environments: [String]) async throws -> Breakdown {
         // Versions: whole days and edge hours of the per-version rollups; OS and environments:
         // whole days of group_daily and edge hours of group_hourly; models: the counts of whole
-        // days of group_model_daily and the hours of its edge days' rows. With environments,
-        // versions come from group_daily/group_hourly too (keyed by environment), and models from
-        // group_environment_model_daily the same way. Sub-hour edges: raw reports.
+        // days of group_environment_model_daily and the hours of its edge days' rows, every
+        // environment's or those asked. With environments, versions come from
+        // group_daily/group_hourly too (keyed by environment). Sub-hour edges: raw reports.
         let hourly = window.hourPlan
         let versions = window.subtractivePlan
         let daily = window.plan
@@ -286,17 +286,11 @@ extension PostgresQueryStore.Reader {
                     WHERE g.group_id = ANY(\(members: group)) AND (\("g.hour", in: daily.hoursHead) OR \("g.hour", in: daily.hoursTail))
                       AND \(environmentFilter: environments) AND (d.dim <> 'v' OR NOT \(all))
                     UNION ALL
-                    SELECT 'm', model, count FROM group_model_daily WHERE \(all) AND group_id = ANY(\(members: group)) AND \("day", in: daily.days)
-                    UNION ALL
-                    SELECT 'm', m.model, e.count FROM group_model_daily m CROSS JOIN LATERAL crashguard_model_hours(m.hours) e
-                    WHERE \(all) AND m.group_id = ANY(\(members: group)) AND (\("m.day", in: headDays) OR \("m.day", in: tailDays))
-                      AND (\("m.day + e.hour * interval '1 hour'", in: daily.hoursHead) OR \("m.day + e.hour * interval '1 hour'", in: daily.hoursTail))
-                    UNION ALL
                     SELECT 'm', model, count FROM group_environment_model_daily
-                    WHERE NOT \(all) AND group_id = ANY(\(members: group)) AND \(environmentFilter: environments) AND \("day", in: daily.days)
+                    WHERE group_id = ANY(\(members: group)) AND \(environmentFilter: environments) AND \("day", in: daily.days)
                     UNION ALL
                     SELECT 'm', m.model, e.count FROM group_environment_model_daily m CROSS JOIN LATERAL crashguard_model_hours(m.hours) e
-                    WHERE NOT \(all) AND m.group_id = ANY(\(members: group)) AND \(environmentFilter: environments)
+                    WHERE m.group_id = ANY(\(members: group)) AND \(environmentFilter: environments)
                       AND (\("m.day", in: headDays) OR \("m.day", in: tailDays))
                       AND (\("m.day + e.hour * interval '1 hour'", in: daily.hoursHead) OR \("m.day + e.hour * interval '1 hour'", in: daily.hoursTail))
                     UNION ALL

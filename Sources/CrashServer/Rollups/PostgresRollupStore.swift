@@ -4,9 +4,9 @@ import NIOCore
 import PostgresNIO
 
 /// The rollups on PostgreSQL: folds the facts that ingest appends to `rollup_pending` into
-/// `group_hourly`, `group_daily`, `group_facets`, `group_model_daily`, `project_hourly`,
-/// `project_environment_hourly`, `group_version_hourly/daily`, `group_environment_daily` and
-/// `group_environment_model_daily` (docs/server.md, "The rollup aggregator").
+/// `group_hourly`, `group_daily`, `group_facets`, `project_hourly`, `project_environment_hourly`,
+/// `group_version_hourly/daily`, `group_environment_daily` and `group_environment_model_daily`
+/// (docs/server.md, "The rollup aggregator").
 ///
 /// A fold takes pending rows (deletes them) and adds their reports to the rollups in one
 /// transaction: a kill at any moment leaves both or neither, so every report is added once.
@@ -209,7 +209,6 @@ enum RollupSQL {
         static func query(_ input: Input) -> PostgresQuery {
             let (hourly, totals, text) = (input.hourly, input.totals, input.text)
             let (days, facets, models, projects) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
-            let environmentModels = input.rollups.environmentModels
             let (versionHourly, versionDaily, environmentDaily) = (input.versionHourly, input.versionDaily, input.environmentDaily)
             return """
                 WITH hourly AS (
@@ -235,16 +234,10 @@ enum RollupSQL {
                     ON CONFLICT (group_id, facet, value) DO UPDATE SET count = t.count + EXCLUDED.count,
                         first_seen = LEAST(t.first_seen, EXCLUDED.first_seen), last_seen = GREATEST(t.last_seen, EXCLUDED.last_seen)
                 ), models AS (
-                    INSERT INTO group_model_daily AS t (group_id, day, count, model, hours)
-                    SELECT unnest(\(models.map(\.key.group))), unnest(\(models.map(\.key.day))), unnest(\(models.map(\.value.count))),
-                           unnest(\(models.map { text[$0.key.model] })), unnest(\(models.map(\.value.encoded)))
-                    ON CONFLICT (group_id, day, model) DO UPDATE SET count = t.count + EXCLUDED.count,
-                        hours = crashguard_model_hours_add(t.hours, EXCLUDED.hours, 1)
-                ), environment_models AS (
                     INSERT INTO group_environment_model_daily AS t (group_id, environment, day, model, count, hours)
-                    SELECT unnest(\(environmentModels.map(\.key.group))), unnest(\(environmentModels.map { text[$0.key.environment] })),
-                           unnest(\(environmentModels.map(\.key.day))), unnest(\(environmentModels.map { text[$0.key.model] })),
-                           unnest(\(environmentModels.map(\.value.count))), unnest(\(environmentModels.map(\.value.encoded)))
+                    SELECT unnest(\(models.map(\.key.group))), unnest(\(models.map { text[$0.key.environment] })),
+                           unnest(\(models.map(\.key.day))), unnest(\(models.map { text[$0.key.model] })),
+                           unnest(\(models.map(\.value.count))), unnest(\(models.map(\.value.encoded)))
                     ON CONFLICT (group_id, environment, day, model) DO UPDATE SET count = t.count + EXCLUDED.count,
                         hours = crashguard_model_hours_add(t.hours, EXCLUDED.hours, 1)
                 ), projects AS (

@@ -12,32 +12,29 @@ extension RollupFold {
     }
     /// A `group_facets` row: a group's reports with one value of a facet (app, version, os or environment).
     struct FacetKey: Hashable { var project: Int64, group: Int64, facet: Int32, value: Int32 }
-    /// A `group_model_daily` row: a group's reports of one UTC day from one device model.
-    struct ModelKey: Hashable { var group: Int64, day: Date, model: Int32 }
-    /// A `group_environment_model_daily` row: the same in one environment.
-    struct EnvironmentModelKey: Hashable { var group: Int64, environment: Int32, day: Date, model: Int32 }
+    /// A `group_environment_model_daily` row: a group's reports of one environment and UTC day
+    /// from one device model.
+    struct ModelKey: Hashable { var group: Int64, environment: Int32, day: Date, model: Int32 }
     /// A `project_hourly` row: a project's reports of one hour of one kind, version and environment.
     struct ProjectKey: Hashable { var project: Int64, hour: Date, kind: Int32, version: Int32, environment: Int32 }
 
     /// The rows that reports add to the rollups the query API reads (see schema.sql):
-    /// `group_daily`, `group_facets` (app, version, os, environment), `group_model_daily`,
+    /// `group_daily`, `group_facets` (app, version, os, environment),
     /// `group_environment_model_daily` and `project_hourly`, each sorted by its key. Written by
     /// ``fold(_:_:)``.
     struct QueryRollupRows {
         var days: [(key: DayKey, value: Int64)]
         var facets: [(key: FacetKey, value: (n: Int64, first: Date, last: Date))]
         var models: [(key: ModelKey, value: ModelHours)]
-        var environmentModels: [(key: EnvironmentModelKey, value: ModelHours)]
         var projects: [(key: ProjectKey, value: Int64)]
 
-        static let empty = QueryRollupRows(days: [], facets: [], models: [], environmentModels: [], projects: [])
+        static let empty = QueryRollupRows(days: [], facets: [], models: [], projects: [])
     }
 
     static func queryRollupRows(_ facts: [RollupFactTable.Report], _ text: BatchText) -> QueryRollupRows {
         var days: [DayKey: Int64] = [:]
         var facets: [FacetKey: (n: Int64, first: Date, last: Date)] = [:]
         var models: [ModelKey: ModelHours] = [:]
-        var environmentModels: [EnvironmentModelKey: ModelHours] = [:]
         var projects: [ProjectKey: Int64] = [:]
         let (appFacet, versionFacet, osFacet, environmentFacet) = (text.appFacet, text.versionFacet, text.osFacet, text.environmentFacet)
         for (fact, ranks) in zip(facts, text.reports) {
@@ -56,9 +53,8 @@ extension RollupFold {
             count(versionFacet, ranks.version)
             count(osFacet, ranks.os)
             count(environmentFacet, ranks.environment)
-            environmentModels[
-                EnvironmentModelKey(group: group, environment: ranks.environment, day: day, model: ranks.model), default: ModelHours()
-            ].add(time, day: day)
+            models[ModelKey(group: group, environment: ranks.environment, day: day, model: ranks.model), default: ModelHours()]
+                .add(time, day: day)
             let projectKey = ProjectKey(
                 project: fact.project, hour: hour, kind: ranks.kind, version: ranks.version, environment: ranks.environment)
             projects[projectKey, default: 0] += 1
@@ -73,12 +69,7 @@ extension RollupFold {
         let facetRows = facets.sorted {
             ($0.key.group, $0.key.facet, $0.key.value) < ($1.key.group, $1.key.facet, $1.key.value)
         }
-        // Every environment's models of a group and day, summed: fewer entries than reports.
-        for (key, hours) in environmentModels {
-            models[ModelKey(group: key.group, day: key.day, model: key.model), default: ModelHours()].add(hours)
-        }
-        let modelRows = models.sorted { ($0.key.group, $0.key.day, $0.key.model) < ($1.key.group, $1.key.day, $1.key.model) }
-        let environmentModelRows = environmentModels.sorted {
+        let modelRows = models.sorted {
             ($0.key.group, $0.key.environment, $0.key.day, $0.key.model) < ($1.key.group, $1.key.environment, $1.key.day, $1.key.model)
         }
         let projectRows = projects.sorted {
@@ -86,7 +77,7 @@ extension RollupFold {
                 < ($1.key.project, $1.key.hour, $1.key.kind, $1.key.version, $1.key.environment)
         }
         return QueryRollupRows(
-            days: dayRows, facets: facetRows, models: modelRows, environmentModels: environmentModelRows, projects: projectRows)
+            days: dayRows, facets: facetRows, models: modelRows, projects: projectRows)
     }
 
     private static func count(_ entry: inout (n: Int64, first: Date, last: Date), at time: Date) {
@@ -96,8 +87,8 @@ extension RollupFold {
     }
 }
 
-/// A `group_model_daily` row's counts (schema.sql): the day's reports, and the same by hour of
-/// the day.
+/// A `group_environment_model_daily` row's counts (schema.sql): the day's reports, and the same
+/// by hour of the day.
 struct ModelHours: Sendable {
     var count: Int64 = 0
     var hours = [Int64](repeating: 0, count: 24)
@@ -106,12 +97,6 @@ struct ModelHours: Sendable {
     mutating func add(_ time: Date, day: Date) {
         count += 1
         hours[min(23, max(0, Int(time.timeIntervalSince(day) / TimeWindow.hour)))] += 1
-    }
-
-    /// Adds the counts of `other`, of the same day.
-    mutating func add(_ other: ModelHours) {
-        count += other.count
-        for hour in 0..<24 { hours[hour] += other.hours[hour] }
     }
 
     /// The `hours` column: an entry per hour with reports, the hour (0-23) then the count as a
