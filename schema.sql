@@ -993,6 +993,34 @@ LANGUAGE sql STABLE AS $$
     FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3
 $$;
 
+-- Per group, environment and hour: a group's hourly counts under `environment=` (without a
+-- version), where group_hourly has a row per app, version and OS as well (about 25 times as
+-- many at 100 M reports a month): the crash list's trends (hourly buckets, and the edge hours
+-- of daily ones), its window counts' edge hours and the crash detail's histogram. Written by
+-- the rollup aggregator with the other rollups; erasure subtracts its counts. A database made
+-- before the table gets it filled from group_hourly at the migration, under the aggregator's
+-- lock: every folded report is there, and the pending ones are folded into both later.
+DO $$ BEGIN
+    IF to_regclass('group_environment_hourly') IS NULL THEN
+        CREATE TABLE group_environment_hourly (
+            group_id    bigint NOT NULL,
+            environment text NOT NULL,
+            hour        timestamptz NOT NULL,
+            count       bigint NOT NULL,
+            PRIMARY KEY (group_id, environment, hour)
+        );
+        PERFORM pg_advisory_xact_lock(7165915779985864048);
+        INSERT INTO group_environment_hourly (group_id, environment, hour, count)
+        SELECT group_id, environment, hour, sum(count) FROM group_hourly GROUP BY 1, 2, 3 HAVING sum(count) > 0;
+    END IF;
+END; $$;
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_environment_hourly(p_project bigint)
+RETURNS TABLE (group_id bigint, environment text, hour timestamptz, count bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT r.group_id, r.environment, date_trunc('hour', r.ts, 'UTC'), count(*)
+    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3
+$$;
+
 -- oidc (accounts.md, single sign-on): sign-ins between the redirect to the identity provider
 -- and its callback, each finished once (DELETE ... RETURNING) and for 10 minutes at most. The
 -- state is stored as its SHA-256, the browser's binding cookie too.
@@ -1155,9 +1183,10 @@ $$;
 -- The facts the rollups need of each stored report, appended by the ingest transaction (one
 -- row per project and statement of a batch, an insert: no rollup row is locked at commit) and
 -- folded into group_hourly, group_daily, group_facets, project_hourly,
--- project_environment_hourly, group_version_hourly/daily, group_environment_daily and
--- group_environment_model_daily by RollupAggregator, which deletes the rows it folds in the
--- transaction that writes the rollups (docs/server.md, "The rollup aggregator"). `facts` is
+-- project_environment_hourly, group_environment_hourly, group_version_hourly/daily,
+-- group_environment_daily and group_environment_model_daily by RollupAggregator, which
+-- deletes the rows it folds in the transaction that writes the rollups (docs/server.md, "The
+-- rollup aggregator"). `facts` is
 -- the server's binary encoding (RollupFacts.swift), kept inline up to a page and never
 -- compressed: the commit pays no compression, the aggregator no decompression.
 CREATE TABLE IF NOT EXISTS rollup_pending (

@@ -14,9 +14,10 @@ import Synchronization
 /// generated from `generate_series` into a temporary table, inserted into `reports` (their
 /// daily partition) and the `report_ids` ledger, and every rollup gets the day's rows from
 /// the same temporary table: the hourly and daily tables (`group_hourly`, `group_daily`,
-/// `group_environment_model_daily`, `project_hourly`, `project_environment_hourly`, `group_version_hourly`,
-/// `group_version_daily` and `group_environment_daily` with their device sketches) are keyed by an hour or day of that chunk only, so they are
-/// plain inserts; `group_facets` and the groups' counts and first/last seen are added to.
+/// `group_environment_model_daily`, `project_hourly`, `project_environment_hourly`,
+/// `group_environment_hourly`, `group_version_hourly`, `group_version_daily` and
+/// `group_environment_daily` with their device sketches) are keyed by an hour or day of that
+/// chunk only, so they are plain inserts; `group_facets` and the groups' counts and first/last seen are added to.
 /// A device's sketch register comes from schema.sql's `crashguard_device_register`, computed
 /// once per device. The chunk's row in `seed_chunks` commits with it: an interrupted seed
 /// resumes with the chunks not done (run the same command again), and a finished one is not
@@ -105,6 +106,13 @@ struct SeedCommand: AsyncParsableCommand {
             """
             INSERT INTO project_environment_hourly (project_id, hour, environment, count, fatal_count)
             SELECT $1, date_trunc('hour', ts, 'UTC'), env, count(*), count(*) FILTER (WHERE fatal) FROM b GROUP BY 2, 3
+            """
+        ),
+        (
+            "group_environment_hourly",
+            """
+            INSERT INTO group_environment_hourly (group_id, environment, hour, count)
+            SELECT gid, env, date_trunc('hour', ts, 'UTC'), count(*) FROM b GROUP BY 1, 2, 3
             """
         ),
         ("group_version_hourly", versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
@@ -202,6 +210,12 @@ struct SeedCommand: AsyncParsableCommand {
             symmetric(
                 "SELECT project_id, hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1",
                 "SELECT * FROM crashguard_rollup_project_environment_hourly($1)")
+        ),
+        (
+            "group_environment_hourly",
+            symmetric(
+                "SELECT e.group_id, e.environment, e.hour, e.count FROM group_environment_hourly e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1",
+                "SELECT * FROM crashguard_rollup_group_environment_hourly($1)")
         ),
         (
             "group_facets",

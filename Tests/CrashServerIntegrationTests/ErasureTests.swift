@@ -80,6 +80,10 @@ import Testing
             "SELECT hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1"
         ),
         (
+            "group_environment_hourly",
+            "SELECT g.signature, e.environment, e.hour, e.count FROM group_environment_hourly e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1"
+        ),
+        (
             "group_version_hourly",
             "SELECT g.signature, v.app_version, v.hour, v.count, v.sketch FROM group_version_hourly v JOIN crash_groups g ON g.id = v.group_id WHERE g.project_id = $1"
         ),

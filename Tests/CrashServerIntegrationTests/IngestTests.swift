@@ -420,8 +420,9 @@ import Testing
         }
     }
 
-    /// A database made before `project_environment_hourly` and `group_environment_model_daily`
-    /// gets them filled at the migration (from `group_hourly`, and from the stored reports):
+    /// A database made before `project_environment_hourly`, `group_environment_hourly` and
+    /// `group_environment_model_daily` gets them filled at the migration (the first two from
+    /// `group_hourly`, the last from the stored reports):
     /// each equal, row for row, to its definition from the stored reports. The models tables it
     /// had instead (`group_model_daily`, and before it `group_model_hourly`) go, and the
     /// queries answer as before.
@@ -435,7 +436,8 @@ import Testing
             try await withTestDatabase(config) { db in
                 let logger = TestEnvironment.logger
                 for statement: PostgresQuery in [
-                    "DROP TABLE project_environment_hourly", "DROP TABLE group_environment_model_daily", "DELETE FROM schema_versions",
+                    "DROP TABLE project_environment_hourly", "DROP TABLE group_environment_model_daily",
+                    "DROP TABLE group_environment_hourly", "DELETE FROM schema_versions",
                     "CREATE TABLE group_model_daily (group_id bigint, day timestamptz, count bigint, model text, hours bytea)",
                     "CREATE TABLE group_model_hourly (group_id bigint, hour timestamptz, model text, count bigint)",
                 ] {
@@ -449,19 +451,24 @@ import Testing
                     d AS (SELECT x.* FROM p, crashguard_rollup_project_environment_hourly(p.id) x),
                     tm AS (SELECT m.group_id, m.environment, m.day, m.model, m.count, m.hours FROM group_environment_model_daily m
                            JOIN crash_groups g ON g.id = m.group_id JOIN p ON p.id = g.project_id),
-                    dm AS (SELECT x.* FROM p, crashguard_rollup_group_environment_model_daily(p.id) x)
+                    dm AS (SELECT x.* FROM p, crashguard_rollup_group_environment_model_daily(p.id) x),
+                    te AS (SELECT e.group_id, e.environment, e.hour, e.count FROM group_environment_hourly e
+                           JOIN crash_groups g ON g.id = e.group_id JOIN p ON p.id = g.project_id),
+                    de AS (SELECT x.* FROM p, crashguard_rollup_group_environment_hourly(p.id) x)
                     SELECT (SELECT count(*) FROM t), (SELECT sum(fatal_count) FROM t)::bigint,
                            (SELECT count(*) FROM ((TABLE t EXCEPT ALL TABLE d) UNION ALL (TABLE d EXCEPT ALL TABLE t)) x),
                            (SELECT count(*) FROM tm),
                            (SELECT count(*) FROM ((TABLE tm EXCEPT ALL TABLE dm) UNION ALL (TABLE dm EXCEPT ALL TABLE tm)) x),
+                           (SELECT count(*) FROM te),
+                           (SELECT count(*) FROM ((TABLE te EXCEPT ALL TABLE de) UNION ALL (TABLE de EXCEPT ALL TABLE te)) x),
                            to_regclass('group_model_daily') IS NULL AND to_regclass('group_model_hourly') IS NULL
                     """, logger: logger)
-                for try await (totals, fatal, totalsDiffer, models, modelsDiffer, gone) in rows.decode(
-                    (Int64, Int64?, Int64, Int64, Int64, Bool).self)
+                for try await (totals, fatal, totalsDiffer, models, modelsDiffer, hours, hoursDiffer, gone) in rows.decode(
+                    (Int64, Int64?, Int64, Int64, Int64, Int64, Int64, Bool).self)
                 {
-                    #expect(totals > 0 && models > 0)
+                    #expect(totals > 0 && models > 0 && hours > 0)
                     #expect(fatal == 1)
-                    #expect(totalsDiffer == 0 && modelsDiffer == 0)
+                    #expect(totalsDiffer == 0 && modelsDiffer == 0 && hoursDiffer == 0)
                     #expect(gone)
                 }
             }

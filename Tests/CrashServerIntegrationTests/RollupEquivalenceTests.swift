@@ -55,6 +55,13 @@ import Testing
             written: "SELECT project_id, hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_project_environment_hourly($1)"),
         Rollup(
+            table: "group_environment_hourly",
+            written: """
+                SELECT e.group_id, e.environment, e.hour, e.count FROM group_environment_hourly e
+                JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1
+                """,
+            derived: "SELECT * FROM crashguard_rollup_group_environment_hourly($1)"),
+        Rollup(
             table: "group_version_hourly",
             written: """
                 SELECT v.group_id, v.app_version, v.hour, v.count, v.sketch FROM group_version_hourly v

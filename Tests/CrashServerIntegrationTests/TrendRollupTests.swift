@@ -9,7 +9,8 @@ import Testing
 
 /// The list's daily `trend` reads whole days from the daily rollups and only the edge hours
 /// and sub-hour edges from the hourly rollups and raw reports: every piece of a window with
-/// ragged edges must land in the right day, with and without report filters.
+/// ragged edges must land in the right day, with and without report filters, `environment=`
+/// among them (alone, from the per-environment rollups; with a version, from `group_hourly`).
 @Suite struct TrendRollupTests {
     @Test func dailyTrendAddsDaysEdgeHoursAndRawEdges() async throws {
         let p = try await makeProject()
@@ -20,7 +21,7 @@ import Testing
         // an edge hour and a raw edge; four daily buckets starting at base - 1 day.
         let from = base.addingTimeInterval(-2 * h - 30 * m)
         let to = base.addingTimeInterval(53 * h + 20 * m)
-        let reports = [
+        let sent = [
             queryReport("t", at: base.addingTimeInterval(-3 * h), os: "iOS"),  // before the window
             queryReport("t", at: base.addingTimeInterval(-2 * h - 10 * m), os: "iOS"),  // raw edge, day -1
             queryReport("t", at: base.addingTimeInterval(-1 * h + 5 * m), version: "2.0", os: "iOS"),  // edge hour, day -1
@@ -31,6 +32,11 @@ import Testing
             queryReport("t", at: base.addingTimeInterval(53 * h + 10 * m), version: "2.0", os: "Android"),  // raw edge, day 2
             queryReport("t", at: base.addingTimeInterval(53 * h + 25 * m), os: "iOS"),  // after the window
         ]
+        let reports = sent.enumerated().map { i, report in
+            var object = report.object
+            object["environment"] = [2, 3, 6, 7].contains(i) ? "staging" : "production"
+            return TestReport(object: object)
+        }
         try await withApp { client in
             try await client.send(reports, key: p.ingestKey)
             let window = "from=\(q(from))&to=\(q(to))"
@@ -44,6 +50,8 @@ import Testing
             let expected: [(String, [Int])] = [
                 ("", [2, 1, 2, 2]), ("&os=iOS", [2, 0, 2, 1]), ("&os=Android", [0, 1, 0, 1]),
                 ("&version=2.0", [1, 0, 1, 1]), ("&version=1.0.0&os=iOS", [1, 0, 1, 1]),
+                ("&environment=staging", [1, 1, 0, 2]), ("&environment=production", [1, 0, 2, 0]),
+                ("&environment=staging&environment=production", [2, 1, 2, 2]), ("&environment=staging&version=2.0", [1, 0, 0, 1]),
             ]
             for (filter, counts) in expected {
                 #expect(try await trend("day", filter) == counts, "trend=day\(filter)")

@@ -40,8 +40,8 @@ struct GroupFilters: Sendable, Hashable {
 enum RollupLevel: Sendable, Hashable {
     /// `group_version_hourly`/`daily`: at most one version, nothing else.
     case versions
-    /// `group_environment_daily` for whole days, `group_hourly` for edge hours: `environment=`
-    /// and at most one version, nothing else.
+    /// `group_environment_daily` for whole days; for hours `group_environment_hourly`, or
+    /// `group_hourly` with a version: `environment=` and at most one version, nothing else.
     case environments
     /// `group_daily` and `group_hourly`: app, version, OS and environment.
     case dimensions

@@ -177,7 +177,7 @@ extension PostgresQueryStore.Reader {
     }
 
     /// Hourly counts of one group over `window`, keyed by hour start; with `environments`,
-    /// of its reports in those environments only (from `group_hourly`, keyed by environment).
+    /// of its reports in those environments only (from `group_environment_hourly`).
     func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64] {
         let plan = window.hourPlan
         // One row, the hours as two arrays (a row per hour cost a row-stream step each).
@@ -189,7 +189,7 @@ extension PostgresQueryStore.Reader {
                     WHERE cardinality(\(environments)::text[]) = 0
                       AND group_id = ANY(\(members: group)) AND app_version = '' AND \("hour", in: plan.hoursHead)
                     UNION ALL
-                    SELECT hour, count FROM group_hourly
+                    SELECT hour, count FROM group_environment_hourly
                     WHERE cardinality(\(environments)::text[]) > 0 AND environment = ANY(\(environments)::text[])
                       AND group_id = ANY(\(members: group)) AND \("hour", in: plan.hoursHead)
                     UNION ALL

@@ -20,6 +20,8 @@ extension PostgresQueryStore.Reader {
         let scoped = level == .versions
         let environmental = level == .environments
         let version = f.reports.versions.first ?? ""
+        // `environment=` alone: hours per group and environment, not per app, version and OS too.
+        let environmentHours = environmental && version.isEmpty
         // A merge target's trend counts the reports of the groups merged into it.
         let members = try await memberIDs(ids)
         // One row per group with its buckets as two arrays: a row per bucket cost a
@@ -43,8 +45,12 @@ extension PostgresQueryStore.Reader {
                 WHERE NOT \(scoped) AND NOT \(environmental) AND project_id = \(project) AND group_id = ANY(\(members)) AND \("day", in: plan.days)
                   AND \(reportFilter: f)
                 UNION ALL
+                SELECT group_id, hour, count FROM group_environment_hourly
+                WHERE \(environmentHours) AND group_id = ANY(\(members)) AND environment = ANY(\(f.environments)::text[])
+                  AND (\("hour", in: plan.hoursHead) OR \("hour", in: plan.hoursTail))
+                UNION ALL
                 SELECT group_id, hour, \(rollupCount: f) FROM group_hourly
-                WHERE NOT \(scoped) AND project_id = \(project) AND group_id = ANY(\(members))
+                WHERE NOT \(scoped) AND NOT \(environmentHours) AND project_id = \(project) AND group_id = ANY(\(members))
                   AND (\("hour", in: plan.hoursHead) OR \("hour", in: plan.hoursTail))
                   AND \(reportFilter: f)
                 UNION ALL

@@ -102,7 +102,15 @@ extension PostgresQuery.StringInterpolation {
                 separator = "\nUNION ALL\n"
             }
             let hours = [plan.hoursHead, plan.hoursTail].filter { !$0.isEmpty }
-            if !hours.isEmpty {
+            if !hours.isEmpty, f.level == .environments, f.reports.versions.isEmpty {
+                // `environment=` alone: the edge hours per group and environment.
+                appendLiteral(separator + "SELECT group_id, count AS n FROM group_environment_hourly WHERE environment = ANY(")
+                appendInterpolation(f.environments)
+                appendLiteral("::text[]) AND ")
+                appendInterpolation("hour", inAny: hours)
+                appendInterpolation(versionRollupGroups: members, project: project)
+                separator = "\nUNION ALL\n"
+            } else if !hours.isEmpty {
                 appendLiteral(separator + "SELECT group_id, ")
                 appendInterpolation(rollupCount: f)
                 appendLiteral(" AS n FROM group_hourly WHERE project_id = ")
