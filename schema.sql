@@ -993,32 +993,45 @@ LANGUAGE sql STABLE AS $$
     FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3
 $$;
 
--- Per group, environment and hour: a group's hourly counts under `environment=` (without a
--- version), where group_hourly has a row per app, version and OS as well (about 25 times as
--- many at 100 M reports a month): the crash list's trends (hourly buckets, and the edge hours
--- of daily ones), its window counts' edge hours and the crash detail's histogram. Written by
--- the rollup aggregator with the other rollups; erasure subtracts its counts. A database made
--- before the table gets it filled from group_hourly at the migration, under the aggregator's
--- lock: every folded report is there, and the pending ones are folded into both later.
+-- Per group, environment and UTC day, by hour: a group's hourly counts under `environment=`
+-- (without a version), where group_hourly has a row per hour, app, version and OS as well: the
+-- crash list's trends (hourly buckets, and the edge hours of daily ones), its window counts'
+-- edge hours and the crash detail's histogram. `count` and `hours` are in
+-- group_environment_model_daily's form (the day's reports; the same by hour of the day as
+-- 5-byte entries, crashguard_model_hours): a row per group, environment and day instead of one
+-- per hour, 2 bytes per report where an hourly table took 18 at the 100 M plan's density
+-- (docs/performance.md). Written by the rollup aggregator with the other rollups; erasure
+-- subtracts its counts. A database made before the table gets it filled from group_hourly at the
+-- migration, under the aggregator's lock: every folded report is there, and the pending ones are
+-- folded into both later.
 DO $$ BEGIN
-    IF to_regclass('group_environment_hourly') IS NULL THEN
-        CREATE TABLE group_environment_hourly (
+    IF to_regclass('group_environment_hours') IS NULL THEN
+        CREATE TABLE group_environment_hours (
             group_id    bigint NOT NULL,
             environment text NOT NULL,
-            hour        timestamptz NOT NULL,
+            day         timestamptz NOT NULL,
             count       bigint NOT NULL,
-            PRIMARY KEY (group_id, environment, hour)
+            hours       bytea NOT NULL,
+            PRIMARY KEY (group_id, environment, day)
         );
         PERFORM pg_advisory_xact_lock(7165915779985864048);
-        INSERT INTO group_environment_hourly (group_id, environment, hour, count)
-        SELECT group_id, environment, hour, sum(count) FROM group_hourly GROUP BY 1, 2, 3 HAVING sum(count) > 0;
+        INSERT INTO group_environment_hours (group_id, environment, day, count, hours)
+        SELECT group_id, environment, date_trunc('day', hour, 'UTC'), sum(n)::bigint,
+               string_agg(substring(int4send(extract(hour FROM hour AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+                          ''::bytea ORDER BY hour)
+        FROM (SELECT group_id, environment, hour, sum(count)::bigint AS n FROM group_hourly GROUP BY 1, 2, 3 HAVING sum(count) > 0) x
+        GROUP BY 1, 2, 3;
     END IF;
 END; $$;
-CREATE OR REPLACE FUNCTION crashguard_rollup_group_environment_hourly(p_project bigint)
-RETURNS TABLE (group_id bigint, environment text, hour timestamptz, count bigint)
+CREATE OR REPLACE FUNCTION crashguard_rollup_group_environment_hours(p_project bigint)
+RETURNS TABLE (group_id bigint, environment text, day timestamptz, count bigint, hours bytea)
 LANGUAGE sql STABLE AS $$
-    SELECT r.group_id, r.environment, date_trunc('hour', r.ts, 'UTC'), count(*)
-    FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3
+    SELECT g, e, date_trunc('day', h, 'UTC'), sum(n)::bigint,
+           string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+                      ''::bytea ORDER BY h)
+    FROM (SELECT r.group_id AS g, r.environment AS e, date_trunc('hour', r.ts, 'UTC') AS h, count(*) AS n
+          FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3) x
+    GROUP BY g, e, 3
 $$;
 
 -- oidc (accounts.md, single sign-on): sign-ins between the redirect to the identity provider
@@ -1183,7 +1196,7 @@ $$;
 -- The facts the rollups need of each stored report, appended by the ingest transaction (one
 -- row per project and statement of a batch, an insert: no rollup row is locked at commit) and
 -- folded into group_hourly, group_daily, group_facets, project_hourly,
--- project_environment_hourly, group_environment_hourly, group_version_hourly/daily,
+-- project_environment_hourly, group_environment_hours, group_version_hourly/daily,
 -- group_environment_daily and group_environment_model_daily by RollupAggregator, which
 -- deletes the rows it folds in the transaction that writes the rollups (docs/server.md, "The
 -- rollup aggregator"). `facts` is

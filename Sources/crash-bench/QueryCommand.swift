@@ -77,6 +77,7 @@ struct QueryCommand: AsyncParsableCommand {
             ("top-50 environment=staging (7 days)", base + "/crashes?limit=50&environment=staging", nil),
             ("top-50 environment= version=", base + "/crashes?limit=50&environment=production&version=\(versionQuery)", nil),
             ("top-25 trend=hour (7 days)", base + "/crashes?limit=25&trend=hour", nil),
+            ("top-25 trend=hour environment= (7 days)", base + "/crashes?limit=25&trend=hour&environment=production", nil),
             ("top-25 trend=day (30 days)", base + "/crashes?limit=25&trend=day&from=\(monthAgo)", nil),
             ("crash detail (7 days)", base + "/crashes/\(id)", nil),
             ("crash detail environment= (7 days)", base + "/crashes/\(id)?environment=production", nil),

@@ -15,7 +15,7 @@ import Synchronization
 /// daily partition) and the `report_ids` ledger, and every rollup gets the day's rows from
 /// the same temporary table: the hourly and daily tables (`group_hourly`, `group_daily`,
 /// `group_environment_model_daily`, `project_hourly`, `project_environment_hourly`,
-/// `group_environment_hourly`, `group_version_hourly`, `group_version_daily` and
+/// `group_environment_hours`, `group_version_hourly`, `group_version_daily` and
 /// `group_environment_daily` with their device sketches) are keyed by an hour or day of that
 /// chunk only, so they are plain inserts; `group_facets` and the groups' counts and first/last seen are added to.
 /// A device's sketch register comes from schema.sql's `crashguard_device_register`, computed
@@ -109,10 +109,14 @@ struct SeedCommand: AsyncParsableCommand {
             """
         ),
         (
-            "group_environment_hourly",
+            "group_environment_hours",
             """
-            INSERT INTO group_environment_hourly (group_id, environment, hour, count)
-            SELECT gid, env, date_trunc('hour', ts, 'UTC'), count(*) FROM b GROUP BY 1, 2, 3
+            INSERT INTO group_environment_hours (group_id, environment, day, count, hours)
+            SELECT gid, env, date_trunc('day', h, 'UTC'), sum(n)::bigint,
+                   string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+                              ''::bytea ORDER BY h)
+            FROM (SELECT gid, env, date_trunc('hour', ts, 'UTC') AS h, count(*) AS n FROM b GROUP BY 1, 2, 3) x
+            GROUP BY gid, env, 3
             """
         ),
         ("group_version_hourly", versionRollupSQL(table: "group_version_hourly", bucket: "hour")),
@@ -212,10 +216,10 @@ struct SeedCommand: AsyncParsableCommand {
                 "SELECT * FROM crashguard_rollup_project_environment_hourly($1)")
         ),
         (
-            "group_environment_hourly",
+            "group_environment_hours",
             symmetric(
-                "SELECT e.group_id, e.environment, e.hour, e.count FROM group_environment_hourly e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1",
-                "SELECT * FROM crashguard_rollup_group_environment_hourly($1)")
+                "SELECT e.group_id, e.environment, e.day, e.count, e.hours FROM group_environment_hours e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1",
+                "SELECT * FROM crashguard_rollup_group_environment_hours($1)")
         ),
         (
             "group_facets",

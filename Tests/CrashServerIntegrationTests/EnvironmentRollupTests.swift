@@ -8,7 +8,7 @@ import Testing
 
 /// The crash list under `environment=` (alone or with one version) reads the per-environment
 /// rollups for whole days (`group_environment_daily`) and, without a version, for edge hours
-/// (`group_environment_hourly`; with one, `group_hourly`), and the devices of a large group
+/// (`group_environment_hours`; with one, `group_hourly`), and the devices of a large group
 /// from its sketches and the edge hours' device ids, not from every raw report of the window
 /// (docs/api.md, "Devices").
 @Suite struct EnvironmentRollupTests {
@@ -28,13 +28,13 @@ import Testing
         let query: PostgresQuery = "\(windowCountRows: reads)"
         #expect(query.sql.contains("group_environment_daily"), "\(query.sql)")
         #expect(!query.sql.contains("group_daily"), "whole days per environment, not per app, version and OS: \(query.sql)")
-        #expect(query.sql.contains("group_environment_hourly"), "the head's hours per environment: \(query.sql)")
+        #expect(query.sql.contains("group_environment_hours"), "the head's hours per environment: \(query.sql)")
         #expect(!query.sql.contains("group_hourly"), "\(query.sql)")
         // With a version, the head's hours come from the rows per version.
         let versioned: PostgresQuery =
             "\(windowCountRows: WindowCountReads(project: 1, members: [7, 8], window: window, filters: GroupFilters(version: "1.0", environments: ["staging"]), pending: false, snapshot: nil))"
         #expect(versioned.sql.contains("group_environment_daily") && versioned.sql.contains("group_hourly"), "\(versioned.sql)")
-        #expect(!versioned.sql.contains("group_environment_hourly"), "\(versioned.sql)")
+        #expect(!versioned.sql.contains("group_environment_hours"), "\(versioned.sql)")
     }
 
     /// A group with more reports in the window than the exact-count limit: under `environment=`

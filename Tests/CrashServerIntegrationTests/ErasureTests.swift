@@ -80,8 +80,8 @@ import Testing
             "SELECT hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1"
         ),
         (
-            "group_environment_hourly",
-            "SELECT g.signature, e.environment, e.hour, e.count FROM group_environment_hourly e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1"
+            "group_environment_hours",
+            "SELECT g.signature, e.environment, e.day, e.count, e.hours FROM group_environment_hours e JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1"
         ),
         (
             "group_version_hourly",

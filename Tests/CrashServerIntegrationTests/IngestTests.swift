@@ -420,7 +420,7 @@ import Testing
         }
     }
 
-    /// A database made before `project_environment_hourly`, `group_environment_hourly` and
+    /// A database made before `project_environment_hourly`, `group_environment_hours` and
     /// `group_environment_model_daily` gets them filled at the migration (the first two from
     /// `group_hourly`, the last from the stored reports):
     /// each equal, row for row, to its definition from the stored reports. The models tables it
@@ -437,7 +437,7 @@ import Testing
                 let logger = TestEnvironment.logger
                 for statement: PostgresQuery in [
                     "DROP TABLE project_environment_hourly", "DROP TABLE group_environment_model_daily",
-                    "DROP TABLE group_environment_hourly", "DELETE FROM schema_versions",
+                    "DROP TABLE group_environment_hours", "DELETE FROM schema_versions",
                     "CREATE TABLE group_model_daily (group_id bigint, day timestamptz, count bigint, model text, hours bytea)",
                     "CREATE TABLE group_model_hourly (group_id bigint, hour timestamptz, model text, count bigint)",
                 ] {
@@ -452,9 +452,9 @@ import Testing
                     tm AS (SELECT m.group_id, m.environment, m.day, m.model, m.count, m.hours FROM group_environment_model_daily m
                            JOIN crash_groups g ON g.id = m.group_id JOIN p ON p.id = g.project_id),
                     dm AS (SELECT x.* FROM p, crashguard_rollup_group_environment_model_daily(p.id) x),
-                    te AS (SELECT e.group_id, e.environment, e.hour, e.count FROM group_environment_hourly e
+                    te AS (SELECT e.group_id, e.environment, e.day, e.count, e.hours FROM group_environment_hours e
                            JOIN crash_groups g ON g.id = e.group_id JOIN p ON p.id = g.project_id),
-                    de AS (SELECT x.* FROM p, crashguard_rollup_group_environment_hourly(p.id) x)
+                    de AS (SELECT x.* FROM p, crashguard_rollup_group_environment_hours(p.id) x)
                     SELECT (SELECT count(*) FROM t), (SELECT sum(fatal_count) FROM t)::bigint,
                            (SELECT count(*) FROM ((TABLE t EXCEPT ALL TABLE d) UNION ALL (TABLE d EXCEPT ALL TABLE t)) x),
                            (SELECT count(*) FROM tm),

@@ -55,12 +55,12 @@ import Testing
             written: "SELECT project_id, hour, environment, count, fatal_count FROM project_environment_hourly WHERE project_id = $1",
             derived: "SELECT * FROM crashguard_rollup_project_environment_hourly($1)"),
         Rollup(
-            table: "group_environment_hourly",
+            table: "group_environment_hours",
             written: """
-                SELECT e.group_id, e.environment, e.hour, e.count FROM group_environment_hourly e
+                SELECT e.group_id, e.environment, e.day, e.count, e.hours FROM group_environment_hours e
                 JOIN crash_groups g ON g.id = e.group_id WHERE g.project_id = $1
                 """,
-            derived: "SELECT * FROM crashguard_rollup_group_environment_hourly($1)"),
+            derived: "SELECT * FROM crashguard_rollup_group_environment_hours($1)"),
         Rollup(
             table: "group_version_hourly",
             written: """

@@ -40,7 +40,7 @@ struct GroupFilters: Sendable, Hashable {
 enum RollupLevel: Sendable, Hashable {
     /// `group_version_hourly`/`daily`: at most one version, nothing else.
     case versions
-    /// `group_environment_daily` for whole days; for hours `group_environment_hourly`, or
+    /// `group_environment_daily` for whole days; for hours `group_environment_hours`, or
     /// `group_hourly` with a version: `environment=` and at most one version, nothing else.
     case environments
     /// `group_daily` and `group_hourly`: app, version, OS and environment.

@@ -10,7 +10,7 @@ import PostgresNIO
 /// a database that never received them would.
 ///
 /// - Counts (`group_hourly`, `group_daily`, `group_environment_model_daily`, `project_hourly`,
-///   `project_environment_hourly`, `group_environment_hourly`, `group_facets`,
+///   `project_environment_hourly`, `group_environment_hours`, `group_facets`,
 ///   `group_version_hourly/daily`, `group_environment_daily`, `crash_groups.report_count`) are
 ///   subtracted, the erased reports' own share, key by key; a row left at 0 is deleted.
 /// - What a subtraction cannot give back is recomputed from the reports that remain: a group's
@@ -224,7 +224,7 @@ struct Deltas {
     struct Model: Hashable { var group: Int64, environment: String, day: Date, model: String }
     struct Project: Hashable { var hour: Date, kind: String, version: String, environment: String }
     struct ProjectEnvironment: Hashable { var hour: Date, environment: String }
-    struct GroupEnvironment: Hashable { var group: Int64, environment: String, hour: Date }
+    struct GroupEnvironment: Hashable { var group: Int64, environment: String, day: Date }
     struct Facet: Hashable { var group: Int64, facet: String, value: String }
     struct Version: Hashable { var group: Int64, version: String, bucket: Date }
     struct EnvironmentDay: Hashable { var group: Int64, environment: String, version: String, day: Date }
@@ -239,7 +239,7 @@ struct Deltas {
     var models: [Model: ModelHours] = [:]
     var projects: [Project: Int64] = [:]
     var projectEnvironments: [ProjectEnvironment: (n: Int64, fatal: Int64)] = [:]
-    var groupEnvironments: [GroupEnvironment: Int64] = [:]
+    var groupEnvironments: [GroupEnvironment: ModelHours] = [:]
     var facets: [Facet: Span] = [:]
     /// Count, and whether an erased report of the bucket had a device id (its sketch is rebuilt).
     var versionHourly: [Version: (n: Int64, devices: Bool)] = [:]
@@ -261,7 +261,7 @@ struct Deltas {
             let totals = ProjectEnvironment(hour: hour, environment: r.environment)
             projectEnvironments[totals, default: (0, 0)].n += 1
             projectEnvironments[totals, default: (0, 0)].fatal += fatal
-            groupEnvironments[GroupEnvironment(group: r.group, environment: r.environment, hour: hour), default: 0] += 1
+            groupEnvironments[GroupEnvironment(group: r.group, environment: r.environment, day: day), default: ModelHours()].add(r.ts, day: day)
             for (facet, value) in [("app", r.app), ("version", r.version), ("os", r.os), ("environment", r.environment)] {
                 facets[Facet(group: r.group, facet: facet, value: value), default: Span()].add(r.ts)
             }
@@ -340,10 +340,11 @@ enum ErasureSQL {
                                          where: "t.project_id = x.p AND t.hour = x.hour AND t.environment = x.env",
                                          set: "count = t.count - x.n, fatal_count = t.fatal_count - x.f")),
             ge AS (
-                SELECT * FROM unnest(\(ge.map(\.key.group)), \(ge.map(\.key.environment)), \(ge.map(\.key.hour)), \(ge.map(\.value)))
-                    AS x(g, env, hour, n)
-            ), \(unescaped: subtracting("group_environments", from: "ge", into: "group_environment_hourly",
-                                         where: "t.group_id = x.g AND t.environment = x.env AND t.hour = x.hour")),
+                SELECT * FROM unnest(\(ge.map(\.key.group)), \(ge.map(\.key.environment)), \(ge.map(\.key.day)), \(ge.map(\.value.count)),
+                                     \(ge.map(\.value.encoded))) AS x(g, env, day, n, hours)
+            ), \(unescaped: subtracting("group_environments", from: "ge", into: "group_environment_hours",
+                                         where: "t.group_id = x.g AND t.environment = x.env AND t.day = x.day",
+                                         set: "count = t.count - x.n, hours = crashguard_model_hours_add(t.hours, x.hours, -1)")),
             f AS (
                 SELECT * FROM unnest(\(f.map(\.key.group)), \(f.map(\.key.facet)), \(f.map(\.key.value)), \(f.map(\.value.n)))
                     AS x(g, facet, value, n)
@@ -460,8 +461,8 @@ enum ErasureSQL {
             DELETE FROM group_daily WHERE group_id IN (SELECT id FROM gone)
         ), models AS (
             DELETE FROM group_environment_model_daily WHERE group_id IN (SELECT id FROM gone)
-        ), environment_hourly AS (
-            DELETE FROM group_environment_hourly WHERE group_id IN (SELECT id FROM gone)
+        ), environment_hours AS (
+            DELETE FROM group_environment_hours WHERE group_id IN (SELECT id FROM gone)
         ), facets AS (
             DELETE FROM group_facets WHERE group_id IN (SELECT id FROM gone)
         ), version_hourly AS (

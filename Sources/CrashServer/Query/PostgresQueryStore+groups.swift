@@ -177,7 +177,7 @@ extension PostgresQueryStore.Reader {
     }
 
     /// Hourly counts of one group over `window`, keyed by hour start; with `environments`,
-    /// of its reports in those environments only (from `group_environment_hourly`).
+    /// of its reports in those environments only (from `group_environment_hours`).
     func groupHistogram(group: Int64, window: TimeWindow, environments: [String]) async throws -> [Date: Int64] {
         let plan = window.hourPlan
         // One row, the hours as two arrays (a row per hour cost a row-stream step each).
@@ -189,9 +189,11 @@ extension PostgresQueryStore.Reader {
                     WHERE cardinality(\(environments)::text[]) = 0
                       AND group_id = ANY(\(members: group)) AND app_version = '' AND \("hour", in: plan.hoursHead)
                     UNION ALL
-                    SELECT hour, count FROM group_environment_hourly
-                    WHERE cardinality(\(environments)::text[]) > 0 AND environment = ANY(\(environments)::text[])
-                      AND group_id = ANY(\(members: group)) AND \("hour", in: plan.hoursHead)
+                    SELECT m.day + e.hour * interval '1 hour', e.count
+                    FROM group_environment_hours m CROSS JOIN LATERAL crashguard_model_hours(m.hours) e
+                    WHERE cardinality(\(environments)::text[]) > 0 AND m.environment = ANY(\(environments)::text[])
+                      AND m.group_id = ANY(\(members: group)) AND \("m.day", in: plan.hoursHead.days)
+                      AND \("m.day + e.hour * interval '1 hour'", in: plan.hoursHead)
                     UNION ALL
                     SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = ANY(\(members: group))
                       AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))

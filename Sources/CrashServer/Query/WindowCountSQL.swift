@@ -104,10 +104,14 @@ extension PostgresQuery.StringInterpolation {
             let hours = [plan.hoursHead, plan.hoursTail].filter { !$0.isEmpty }
             if !hours.isEmpty, f.level == .environments, f.reports.versions.isEmpty {
                 // `environment=` alone: the edge hours per group and environment.
-                appendLiteral(separator + "SELECT group_id, count AS n FROM group_environment_hourly WHERE environment = ANY(")
+                appendLiteral(
+                    separator + "SELECT m.group_id, e.count AS n FROM group_environment_hours m "
+                        + "CROSS JOIN LATERAL crashguard_model_hours(m.hours) e WHERE m.environment = ANY(")
                 appendInterpolation(f.environments)
                 appendLiteral("::text[]) AND ")
-                appendInterpolation("hour", inAny: hours)
+                appendInterpolation("m.day", inAny: hours.map(\.days))
+                appendLiteral(" AND ")
+                appendInterpolation("m.day + e.hour * interval '1 hour'", inAny: hours)
                 appendInterpolation(versionRollupGroups: members, project: project)
                 separator = "\nUNION ALL\n"
             } else if !hours.isEmpty {

@@ -5,7 +5,7 @@ import PostgresNIO
 
 /// The rollups on PostgreSQL: folds the facts that ingest appends to `rollup_pending` into
 /// `group_hourly`, `group_daily`, `group_facets`, `project_hourly`, `project_environment_hourly`,
-/// `group_environment_hourly`, `group_version_hourly/daily`, `group_environment_daily` and
+/// `group_environment_hours`, `group_version_hourly/daily`, `group_environment_daily` and
 /// `group_environment_model_daily` (docs/server.md, "The rollup aggregator").
 ///
 /// A fold takes pending rows (deletes them) and adds their reports to the rollups in one
@@ -150,20 +150,22 @@ struct RollupFold: Sendable {
             Self.count(&counts[key, default: (0, 0)], fatal: fact.fatal)
         }
         // The project's totals per hour and environment, and each group's per environment and
-        // hour, from the group rows (fewer than the reports).
+        // day by hour, from the group rows (fewer than the reports).
         var totals: [TotalsKey: (n: Int64, fatal: Int64)] = [:]
-        var environmentHours: [EnvironmentHourKey: Int64] = [:]
+        var environmentHours: [EnvironmentDayKey: ModelHours] = [:]
         for (key, value) in counts {
             let total = TotalsKey(project: key.project, hour: key.hour, environment: key.environment)
             totals[total, default: (0, 0)].n += value.n
             totals[total, default: (0, 0)].fatal += value.fatal
-            environmentHours[EnvironmentHourKey(group: key.group, environment: key.environment, hour: key.hour), default: 0] += value.n
+            let day = TimeWindow.floor(key.hour, TimeWindow.day)
+            environmentHours[EnvironmentDayKey(group: key.group, environment: key.environment, day: day), default: ModelHours()]
+                .add(key.hour, day: day, count: value.n)
         }
         let sketches = try await versionRollupRows(facts, text, connection)
         let input = RollupSQL.WriteRollups.Input(
             text: text, hourly: counts.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
             totals: totals.sorted { $0.key < $1.key }.map { ($0.key, $0.value.n, $0.value.fatal) },
-            environmentHourly: environmentHours.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            environmentHours: environmentHours.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             rollups: Self.queryRollupRows(facts, text), versionHourly: sketches.hourly, versionDaily: sketches.daily,
             environmentDaily: sketches.environmentDaily)
         _ = try await connection.run(RollupSQL.WriteRollups.self, input, logger: logger)
@@ -190,10 +192,10 @@ struct RollupFold: Sendable {
         static func < (a: TotalsKey, b: TotalsKey) -> Bool { (a.project, a.hour, a.environment) < (b.project, b.hour, b.environment) }
     }
 
-    /// A `group_environment_hourly` row. `environment` is a ``BatchText`` rank.
-    struct EnvironmentHourKey: Hashable, Comparable {
-        var group: Int64, environment: Int32, hour: Date
-        static func < (a: Self, b: Self) -> Bool { (a.group, a.environment, a.hour) < (b.group, b.environment, b.hour) }
+    /// A `group_environment_hours` row. `environment` is a ``BatchText`` rank.
+    struct EnvironmentDayKey: Hashable, Comparable {
+        var group: Int64, environment: Int32, day: Date
+        static func < (a: Self, b: Self) -> Bool { (a.group, a.environment, a.day) < (b.group, b.environment, b.day) }
     }
 }
 
@@ -208,7 +210,7 @@ enum RollupSQL {
             var text = BatchText(facts: [])
             var hourly: [(key: RollupFold.HourlyKey, n: Int64, fatal: Int64)] = []
             var totals: [(key: RollupFold.TotalsKey, n: Int64, fatal: Int64)] = []
-            var environmentHourly: [(key: RollupFold.EnvironmentHourKey, n: Int64)] = []
+            var environmentHours: [(key: RollupFold.EnvironmentDayKey, value: ModelHours)] = []
             var rollups = RollupFold.QueryRollupRows.empty
             var versionHourly: [RollupFold.VersionRollupRow] = []
             var versionDaily: [RollupFold.VersionRollupRow] = []
@@ -218,7 +220,7 @@ enum RollupSQL {
         static let sql = query(Input()).sql
 
         static func query(_ input: Input) -> PostgresQuery {
-            let (hourly, totals, environmentHourly, text) = (input.hourly, input.totals, input.environmentHourly, input.text)
+            let (hourly, totals, environmentHours, text) = (input.hourly, input.totals, input.environmentHours, input.text)
             let (days, facets, models, projects) = (input.rollups.days, input.rollups.facets, input.rollups.models, input.rollups.projects)
             let (versionHourly, versionDaily, environmentDaily) = (input.versionHourly, input.versionDaily, input.environmentDaily)
             return """
@@ -263,11 +265,13 @@ enum RollupSQL {
                            unnest(\(totals.map(\.n))), unnest(\(totals.map(\.fatal)))
                     ON CONFLICT (project_id, hour, environment) DO UPDATE SET
                         count = t.count + EXCLUDED.count, fatal_count = t.fatal_count + EXCLUDED.fatal_count
-                ), environment_hourly AS (
-                    INSERT INTO group_environment_hourly AS t (group_id, environment, hour, count)
-                    SELECT unnest(\(environmentHourly.map(\.key.group))), unnest(\(environmentHourly.map { text[$0.key.environment] })),
-                           unnest(\(environmentHourly.map(\.key.hour))), unnest(\(environmentHourly.map(\.n)))
-                    ON CONFLICT (group_id, environment, hour) DO UPDATE SET count = t.count + EXCLUDED.count
+                ), environment_hours AS (
+                    INSERT INTO group_environment_hours AS t (group_id, environment, day, count, hours)
+                    SELECT unnest(\(environmentHours.map(\.key.group))), unnest(\(environmentHours.map { text[$0.key.environment] })),
+                           unnest(\(environmentHours.map(\.key.day))), unnest(\(environmentHours.map(\.value.count))),
+                           unnest(\(environmentHours.map(\.value.encoded)))
+                    ON CONFLICT (group_id, environment, day) DO UPDATE SET count = t.count + EXCLUDED.count,
+                        hours = crashguard_model_hours_add(t.hours, EXCLUDED.hours, 1)
                 ), version_hourly AS (
                     INSERT INTO group_version_hourly AS t (group_id, app_version, hour, count, sketch)
                     SELECT unnest(\(versionHourly.map(\.key.group))), unnest(\(versionHourly.map { text[$0.key.version] })),

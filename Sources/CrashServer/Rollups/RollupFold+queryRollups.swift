@@ -87,16 +87,16 @@ extension RollupFold {
     }
 }
 
-/// A `group_environment_model_daily` row's counts (schema.sql): the day's reports, and the same
-/// by hour of the day.
+/// A `group_environment_model_daily` or `group_environment_hours` row's counts (schema.sql):
+/// the day's reports, and the same by hour of the day.
 struct ModelHours: Sendable {
     var count: Int64 = 0
     var hours = [Int64](repeating: 0, count: 24)
 
-    /// Counts a report at `time` of the UTC day that starts at `day`.
-    mutating func add(_ time: Date, day: Date) {
-        count += 1
-        hours[min(23, max(0, Int(time.timeIntervalSince(day) / TimeWindow.hour)))] += 1
+    /// Counts `n` reports at `time` of the UTC day that starts at `day`.
+    mutating func add(_ time: Date, day: Date, count n: Int64 = 1) {
+        count += n
+        hours[min(23, max(0, Int(time.timeIntervalSince(day) / TimeWindow.hour)))] += n
     }
 
     /// The `hours` column: an entry per hour with reports, the hour (0-23) then the count as a
