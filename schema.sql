@@ -999,7 +999,7 @@ $$;
 -- edge hours and the crash detail's histogram. `count` and `hours` are in
 -- group_environment_model_daily's form (the day's reports; the same by hour of the day as
 -- 5-byte entries, crashguard_model_hours): a row per group, environment and day instead of one
--- per hour, 2 bytes per report where an hourly table took 18 at the 100 M plan's density
+-- per hour, 2.5 bytes per report where an hourly table took 18.5 at the 100 M plan's density
 -- (docs/performance.md). Written by the rollup aggregator with the other rollups; erasure
 -- subtracts its counts. A database made before the table gets it filled from group_hourly at the
 -- migration, under the aggregator's lock: every folded report is there, and the pending ones are
