@@ -35,7 +35,7 @@ import Testing
         do {
             try await db.client.withTransactionClosingRefused(logger: TestEnvironment.logger) { try await body($0) }
             return nil
-        } catch let error as PostgresTransactionError {
+        } catch let error as TransactionError {
             return (error.closureError as? PSQLError)?.serverInfo?[.sqlState]
         } catch {
             return "\(error)"
@@ -78,6 +78,37 @@ import Testing
                 _ = try await connection.run(InsertKey.self, 1, logger: TestEnvironment.logger)
             }
             #expect(stored == nil)
+        }
+    }
+
+    /// A statement that ends the session (a FATAL error: here the backend terminates itself, as
+    /// a PostgreSQL shutdown does) ends the transaction without a `ROLLBACK`: PostgreSQL rolled
+    /// it back with the session, and a `ROLLBACK` racing the channel's close could wait forever
+    /// (``PostgresConnection/transaction(logger:_:)``). The error is the statement's own, no
+    /// `ROLLBACK` error beside it, every time; then the pool serves the next lease.
+    @Test func aStatementThatEndsTheSessionEndsTheTransactionWithoutARollback() async throws {
+        try await ClosedConnectionTests.withPoolOfOne { db in
+            for _ in 0..<5 {
+                let backend = try await Self.backend(db)
+                let failure = try await withDeadline(.seconds(30)) { () -> TransactionError? in
+                    do {
+                        try await db.client.withTransactionClosingRefused(logger: TestEnvironment.logger) { connection in
+                            // Its rows read, so the FATAL error comes here, not with the next statement.
+                            for try await _ in try await connection.query(
+                                "SELECT pg_terminate_backend(pg_backend_pid())", logger: TestEnvironment.logger)
+                            {}
+                        }
+                        return nil
+                    } catch let error as TransactionError {
+                        return error
+                    }
+                }
+                let ended = try #require(failure?.closureError as? PSQLError, "\(String(describing: failure))")
+                #expect(ended.serverInfo?[.sqlState] == "57P01")
+                #expect(endedSession(ended))
+                #expect(failure?.rollbackError == nil)
+                #expect(try await Self.backend(db) != backend)
+            }
         }
     }
 }

@@ -27,7 +27,7 @@ struct PostgresProjectSettingsStore: ProjectSettingsStore {
     ) async throws -> ProjectSettings {
         do {
             return try await locked(project: project, change)
-        } catch let error as PostgresTransactionError {
+        } catch let error as TransactionError {
             // A refused change (a 400) is the caller's error, not the transaction's.
             if let refusal = error.closureError, error.rollbackError == nil { throw refusal }
             throw error

@@ -234,7 +234,7 @@ private func connectionFailure(_ error: any Error) -> String {
 /// `true` for errors that mean the database could not be reached (as opposed to a
 /// query the database refused): the ones that deserve a 503 and a retry.
 func isConnectionError(_ error: any Error) -> Bool {
-    if let transaction = error as? PostgresTransactionError {
+    if let transaction = error as? TransactionError {
         guard let inner = transaction.beginError ?? transaction.closureError ?? transaction.commitError else { return true }
         return isConnectionError(inner)
     }
@@ -280,7 +280,7 @@ func isAnsweredCommitFailure(_ error: any Error) -> Bool {
 
 /// The SQLSTATE of a server error, looking inside transaction errors.
 func sqlState(_ error: any Error) -> String? {
-    if let transaction = error as? PostgresTransactionError {
+    if let transaction = error as? TransactionError {
         return (transaction.beginError ?? transaction.closureError ?? transaction.commitError).flatMap(sqlState)
     }
     return (error as? PSQLError)?.serverInfo?[.sqlState]

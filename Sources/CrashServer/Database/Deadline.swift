@@ -29,7 +29,7 @@ func withDeadline<T: Sendable, C: Clock>(
 struct DeadlineExceeded: Error {}
 
 extension PostgresClient {
-    /// `withTransaction(logger:_:)` that ends once its connection closes, with
+    /// A transaction (``withTransactionClosingRefused(logger:_:)``) that ends once its connection closes, with
     /// ``ConnectionClosedMidTransaction`` unless the transaction's own error came first
     /// (``endingOnConnectionClose(whenCancelled:grace:_:)``).
     ///

@@ -48,7 +48,8 @@ extension PostgresConnection {
         assert(query.sql == Statement.sql, "\(Statement.self): its text changed with its input")
         do {
             return try await execute(Prepared<Statement>(binds: query.binds), logger: logger)
-        } catch let error as PSQLError where error.code == .server {
+        } catch let error as PSQLError where error.code == .server && !endedSession(error) {
+            // (A FATAL error ends the session: nothing is left to ask about its statements.)
             RefusedStatements.current?.insert(Prepared<Statement>.name)
             throw error
         }
@@ -56,9 +57,9 @@ extension PostgresConnection {
 }
 
 extension PostgresClient {
-    /// `withTransaction`, and a connection on which the database refused to prepare a
-    /// ``FixedStatement`` of the transaction is closed after its `ROLLBACK`, before the pool
-    /// gets it back: that refusal stays with its connection.
+    /// A transaction (``PostgresConnection/transaction(logger:_:)``), and a connection on which
+    /// the database refused to prepare a ``FixedStatement`` of the transaction is closed after
+    /// its `ROLLBACK`, before the pool gets it back: that refusal stays with its connection.
     ///
     /// Only those: an error while a prepared statement runs (a unique violation, a deadlock, a
     /// serialization failure, a lock timeout on a row) leaves the statement prepared and the
@@ -78,7 +79,7 @@ extension PostgresClient {
             let refused = RefusedStatements()
             do {
                 let result = try await RefusedStatements.$current.withValue(refused) {
-                    try await connection.withTransaction(logger: logger) { try await body($0) }
+                    try await connection.transaction(logger: logger) { try await body($0) }
                 }
                 await refused.closeUnlessPrepared(connection, logger: logger)
                 return result
@@ -138,5 +139,64 @@ private final class TypeNames: Sendable {
             names[ObjectIdentifier(type)] = name
             return name
         }
+    }
+}
+
+/// What a transaction of ``PostgresConnection/transaction(logger:_:)`` failed with: its `BEGIN`,
+/// its body (and the `ROLLBACK` after it, when one was sent and failed), or its `COMMIT`.
+struct TransactionError: Error {
+    var beginError: (any Error)?
+    var closureError: (any Error)?
+    var rollbackError: (any Error)?
+    var commitError: (any Error)?
+}
+
+extension PostgresConnection {
+    /// `BEGIN`, `body`, `COMMIT`, as PostgresNIO's `withTransaction(logger:_:)`, but without a
+    /// `ROLLBACK` after an error that ended the session (``endedSession(_:)``): PostgreSQL rolls
+    /// the transaction back as the session ends, and PostgresNIO 1.33 never answers a statement
+    /// written once its channel has closed (the write's promise is dropped). A `ROLLBACK` sent
+    /// right after a FATAL error raced the channel's close and, when it lost, waited forever,
+    /// holding its connection's lease and with it the pool's shutdown: a test lane hung so.
+    func transaction<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            try await query("BEGIN", logger: logger)
+        } catch {
+            throw TransactionError(beginError: error)
+        }
+        let value: T
+        do {
+            value = try await body(self)
+        } catch {
+            var failure = TransactionError(closureError: error)
+            if isClosed || endedSession(error) {
+                // Closed on this side too before the pool gets it back, so that no lease is
+                // given the dying connection (its channel closes a moment after the error).
+                try? await close()
+            } else {
+                do { try await query("ROLLBACK", logger: logger) } catch { failure.rollbackError = error }
+            }
+            throw failure
+        }
+        do {
+            try await query("COMMIT", logger: logger)
+        } catch {
+            throw TransactionError(commitError: error)
+        }
+        return value
+    }
+}
+
+/// Whether `error` ended the database session: PostgreSQL sent a FATAL (or PANIC) error and
+/// closes the connection, or the connection is closed already.
+func endedSession(_ error: any Error) -> Bool {
+    guard let psql = error as? PSQLError else { return false }
+    switch psql.code {
+    case .server:
+        return ["FATAL", "PANIC"].contains(psql.serverInfo?[.severity] ?? "")
+    case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown:
+        return true
+    default:
+        return false
     }
 }

@@ -67,7 +67,7 @@ struct PostgresIngestStore: IngestStore {
                 logger.debug(
                     "ingest transaction retried",
                     metadata: ["ingest.attempt": "\(attempt)", "ingest.retry_reason": "\(sqlState(error) ?? "")"])
-            } catch let error as PostgresTransactionError where error.commitError.map(isAnsweredCommitFailure) == false {
+            } catch let error as TransactionError where error.commitError.map(isAnsweredCommitFailure) == false {
                 throw CommitOutcomeUnknown(underlying: error)
             }
         }

@@ -188,7 +188,7 @@ struct DebugFileQuotaError: Error, CustomStringConvertible {
     static func unwrapping<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
-        } catch let error as PostgresTransactionError {
+        } catch let error as TransactionError {
             if let quota = error.closureError as? DebugFileQuotaError { throw quota }
             throw error
         }
