@@ -261,7 +261,6 @@ struct Deltas {
             let totals = ProjectEnvironment(hour: hour, environment: r.environment)
             projectEnvironments[totals, default: (0, 0)].n += 1
             projectEnvironments[totals, default: (0, 0)].fatal += fatal
-            groupEnvironments[GroupEnvironment(group: r.group, environment: r.environment, day: day), default: ModelHours()].add(r.ts, day: day)
             for (facet, value) in [("app", r.app), ("version", r.version), ("os", r.os), ("environment", r.environment)] {
                 facets[Facet(group: r.group, facet: facet, value: value), default: Span()].add(r.ts)
             }
@@ -272,6 +271,12 @@ struct Deltas {
             }
             groups[r.group, default: (Span(), false)].span.add(r.ts)
             if r.fatal { groups[r.group]?.fatal = true }
+        }
+        // Each group's hours per environment and day, from the hourly keys (as the fold derives them).
+        for (key, value) in hourly {
+            let day = TimeWindow.floor(key.hour, TimeWindow.day)
+            groupEnvironments[GroupEnvironment(group: key.group, environment: key.environment, day: day), default: ModelHours()]
+                .add(key.hour, day: day, count: value.n)
         }
     }
 

@@ -192,8 +192,7 @@ extension PostgresQueryStore.Reader {
                     SELECT m.day + e.hour * interval '1 hour', e.count
                     FROM group_environment_hours m CROSS JOIN LATERAL crashguard_model_hours(m.hours) e
                     WHERE cardinality(\(environments)::text[]) > 0 AND m.environment = ANY(\(environments)::text[])
-                      AND m.group_id = ANY(\(members: group)) AND \("m.day", in: plan.hoursHead.days)
-                      AND \("m.day + e.hour * interval '1 hour'", in: plan.hoursHead)
+                      AND m.group_id = ANY(\(members: group)) AND \(dayHoursIn: [plan.hoursHead])
                     UNION ALL
                     SELECT date_trunc('hour', ts), 1 FROM reports WHERE group_id = ANY(\(members: group))
                       AND ((\("ts", in: plan.rawHead)) OR (\("ts", in: plan.rawTail)))
@@ -262,7 +261,6 @@ extension PostgresQueryStore.Reader {
         let hourly = window.hourPlan
         let versions = window.subtractivePlan
         let daily = window.plan
-        let (headDays, tailDays) = (daily.hoursHead.days, daily.hoursTail.days)
         let all = environments.isEmpty
         let rows = try await connection.query(
             """
@@ -293,8 +291,7 @@ extension PostgresQueryStore.Reader {
                     UNION ALL
                     SELECT 'm', m.model, e.count FROM group_environment_model_daily m CROSS JOIN LATERAL crashguard_model_hours(m.hours) e
                     WHERE m.group_id = ANY(\(members: group)) AND \(environmentFilter: environments)
-                      AND (\("m.day", in: headDays) OR \("m.day", in: tailDays))
-                      AND (\("m.day + e.hour * interval '1 hour'", in: daily.hoursHead) OR \("m.day + e.hour * interval '1 hour'", in: daily.hoursTail))
+                      AND \(dayHoursIn: [daily.hoursHead, daily.hoursTail])
                     UNION ALL
                     SELECT d.dim, d.value, 1 FROM reports r
                     CROSS JOIN LATERAL (VALUES ('v', r.app_version), ('o', COALESCE(r.os, '')), ('m', COALESCE(r.model, '')),

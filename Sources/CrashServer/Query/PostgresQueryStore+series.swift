@@ -48,9 +48,7 @@ extension PostgresQueryStore.Reader {
                 SELECT m.group_id, m.day + e.hour * interval '1 hour', e.count
                 FROM group_environment_hours m CROSS JOIN LATERAL crashguard_model_hours(m.hours) e
                 WHERE \(environmentHours) AND m.group_id = ANY(\(members)) AND m.environment = ANY(\(f.environments)::text[])
-                  AND (\("m.day", in: plan.hoursHead.days) OR \("m.day", in: plan.hoursTail.days))
-                  AND (\("m.day + e.hour * interval '1 hour'", in: plan.hoursHead)
-                       OR \("m.day + e.hour * interval '1 hour'", in: plan.hoursTail))
+                  AND \(dayHoursIn: [plan.hoursHead, plan.hoursTail])
                 UNION ALL
                 SELECT group_id, hour, \(rollupCount: f) FROM group_hourly
                 WHERE NOT \(scoped) AND NOT \(environmentHours) AND project_id = \(project) AND group_id = ANY(\(members))

@@ -144,6 +144,18 @@ extension PostgresQuery.StringInterpolation {
         appendInterpolation(range.to)
     }
 
+    /// The hour entries inside `ranges` of a table of days with their hours
+    /// (`group_environment_model_daily`, `group_environment_hours`) read as `m`, with
+    /// `crashguard_model_hours(m.hours)` as `e`: the days the ranges touch (an index condition on
+    /// `m.day`), then the hours in them. Empty ranges are left out; none left is `false`.
+    mutating func appendInterpolation(dayHoursIn ranges: [TimeRange]) {
+        let ranges = ranges.filter { !$0.isEmpty }
+        guard !ranges.isEmpty else { return appendLiteral("false") }
+        appendInterpolation("m.day", inAny: ranges.map(\.days))
+        appendLiteral(" AND ")
+        appendInterpolation("m.day + e.hour * interval '1 hour'", inAny: ranges)
+    }
+
     /// `(column >= from AND column < to OR ...)` over `ranges` (none of them empty): a single
     /// range is then an index condition on `column`, where an `OR` with an empty one is a
     /// filter over every row the other conditions find.

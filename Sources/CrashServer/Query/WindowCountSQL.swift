@@ -109,9 +109,7 @@ extension PostgresQuery.StringInterpolation {
                         + "CROSS JOIN LATERAL crashguard_model_hours(m.hours) e WHERE m.environment = ANY(")
                 appendInterpolation(f.environments)
                 appendLiteral("::text[]) AND ")
-                appendInterpolation("m.day", inAny: hours.map(\.days))
-                appendLiteral(" AND ")
-                appendInterpolation("m.day + e.hour * interval '1 hour'", inAny: hours)
+                appendInterpolation(dayHoursIn: hours)
                 appendInterpolation(versionRollupGroups: members, project: project)
                 separator = "\nUNION ALL\n"
             } else if !hours.isEmpty {

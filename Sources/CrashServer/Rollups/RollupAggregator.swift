@@ -84,22 +84,18 @@ struct RollupFreshness: Sendable {
     func awaitFolded(project: Int64?, atMost budget: Duration? = nil) async throws -> Bool {
         guard let last = try await store.lastPending(project: project) else { return true }
         let deadline = budget.map { ContinuousClock.now + $0 }
-        while true {
-            let cycle: RollupCycle?
-            do {
-                cycle = try await cycles.exclusively(waitingUntil: deadline) { () async throws -> RollupCycle? in
+        do {
+            while true {
+                let cycle = try await cycles.exclusively(waitingUntil: deadline) { () async throws -> RollupCycle? in
                     try await store.isPending(project: project, upTo: last) ? try await store.aggregate() : nil
                 }
-            } catch is RollupCycles.TurnExpired {
-                cycles.countExpiredWait()
-                return false
+                guard let cycle else { return true }
+                if let deadline, ContinuousClock.now >= deadline { throw RollupCycles.TurnExpired() }
+                if cycle == .standby { try await Task.sleep(for: Self.standbyPoll) }
             }
-            guard let cycle else { return true }
-            if let deadline, ContinuousClock.now >= deadline {
-                cycles.countExpiredWait()
-                return false
-            }
-            if cycle == .standby { try await Task.sleep(for: Self.standbyPoll) }
+        } catch is RollupCycles.TurnExpired {
+            cycles.countExpiredWait()
+            return false
         }
     }
 }
