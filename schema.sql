@@ -236,11 +236,16 @@ LANGUAGE sql IMMUTABLE STRICT AS $$
                                  + (get_byte(p_hours, i + 3) << 8) + get_byte(p_hours, i + 4)
     FROM generate_series(0, length(p_hours) - 5, 5) AS i
 $$;
+-- One entry of that form: the hour of the day (0-23), then the count as uint32 big-endian.
+CREATE OR REPLACE FUNCTION crashguard_model_hours_entry(p_hour integer, p_count bigint) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT substring(int4send(p_hour) FROM 4) || substring(int8send(p_count) FROM 5)
+$$;
 -- `a` plus `sign` times `b`, hour by hour, in the same form (hours left at zero are dropped):
 -- the aggregator adds a batch's hours (sign 1), erasure takes erased reports' away (-1).
 CREATE OR REPLACE FUNCTION crashguard_model_hours_add(a bytea, b bytea, sign bigint) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT AS $$
-    SELECT COALESCE(string_agg(substring(int4send(h) FROM 4) || substring(int8send(n) FROM 5), ''::bytea ORDER BY h), ''::bytea)
+    SELECT COALESCE(string_agg(crashguard_model_hours_entry(h, n), ''::bytea ORDER BY h), ''::bytea)
     FROM (SELECT h, sum(n)::bigint AS n
           FROM (SELECT hour AS h, count AS n FROM crashguard_model_hours(a)
                 UNION ALL SELECT hour, sign * count FROM crashguard_model_hours(b)) x
@@ -1017,7 +1022,7 @@ DO $$ BEGIN
         PERFORM pg_advisory_xact_lock(7165915779985864048);
         INSERT INTO group_environment_hours (group_id, environment, day, count, hours)
         SELECT group_id, environment, date_trunc('day', hour, 'UTC'), sum(n)::bigint,
-               string_agg(substring(int4send(extract(hour FROM hour AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+               string_agg(crashguard_model_hours_entry(extract(hour FROM hour AT TIME ZONE 'UTC')::int, n),
                           ''::bytea ORDER BY hour)
         FROM (SELECT group_id, environment, hour, sum(count)::bigint AS n FROM group_hourly GROUP BY 1, 2, 3 HAVING sum(count) > 0) x
         GROUP BY 1, 2, 3;
@@ -1027,7 +1032,7 @@ CREATE OR REPLACE FUNCTION crashguard_rollup_group_environment_hours(p_project b
 RETURNS TABLE (group_id bigint, environment text, day timestamptz, count bigint, hours bytea)
 LANGUAGE sql STABLE AS $$
     SELECT g, e, date_trunc('day', h, 'UTC'), sum(n)::bigint,
-           string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+           string_agg(crashguard_model_hours_entry(extract(hour FROM h AT TIME ZONE 'UTC')::int, n),
                       ''::bytea ORDER BY h)
     FROM (SELECT r.group_id AS g, r.environment AS e, date_trunc('hour', r.ts, 'UTC') AS h, count(*) AS n
           FROM reports r WHERE r.project_id = p_project GROUP BY 1, 2, 3) x
@@ -1323,7 +1328,7 @@ CREATE OR REPLACE FUNCTION crashguard_rollup_group_environment_model_daily(p_pro
 RETURNS TABLE (group_id bigint, environment text, day timestamptz, model text, count bigint, hours bytea)
 LANGUAGE sql STABLE AS $$
     SELECT g, e, date_trunc('day', h, 'UTC'), m, sum(n)::bigint,
-           string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+           string_agg(crashguard_model_hours_entry(extract(hour FROM h AT TIME ZONE 'UTC')::int, n),
                       ''::bytea ORDER BY h)
     FROM (SELECT r.group_id AS g, r.environment AS e, date_trunc('hour', r.ts, 'UTC') AS h, coalesce(r.model, '') AS m, count(*) AS n
           FROM reports r

@@ -88,7 +88,7 @@ struct SeedCommand: AsyncParsableCommand {
             """
             INSERT INTO group_environment_model_daily (group_id, environment, day, model, count, hours)
             SELECT gid, env, date_trunc('day', h, 'UTC'), model, sum(n)::bigint,
-                   string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+                   string_agg(crashguard_model_hours_entry(extract(hour FROM h AT TIME ZONE 'UTC')::int, n),
                               ''::bytea ORDER BY h)
             FROM (SELECT gid, env, date_trunc('hour', ts, 'UTC') AS h, model, count(*) AS n FROM b GROUP BY 1, 2, 3, 4) x
             GROUP BY gid, env, 3, model
@@ -113,7 +113,7 @@ struct SeedCommand: AsyncParsableCommand {
             """
             INSERT INTO group_environment_hours (group_id, environment, day, count, hours)
             SELECT gid, env, date_trunc('day', h, 'UTC'), sum(n)::bigint,
-                   string_agg(substring(int4send(extract(hour FROM h AT TIME ZONE 'UTC')::int) FROM 4) || substring(int8send(n) FROM 5),
+                   string_agg(crashguard_model_hours_entry(extract(hour FROM h AT TIME ZONE 'UTC')::int, n),
                               ''::bytea ORDER BY h)
             FROM (SELECT gid, env, date_trunc('hour', ts, 'UTC') AS h, count(*) AS n FROM b GROUP BY 1, 2, 3) x
             GROUP BY gid, env, 3
